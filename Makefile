@@ -1,0 +1,123 @@
+# posenc: `make` builds the library, the tool and the tests into build/; `make test` runs them.
+CC      ?= cc
+PREFIX  ?= /usr/local
+BUILD   ?= build
+OPT     ?= -O2
+CFLAGS  ?=
+SAN     ?=
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+BASE     := -std=c11 -D_POSIX_C_SOURCE=200809L -fPIC $(OPT) -g $(WARN) -Iinclude -Isrc $(SAN)
+# OpenBLAS for the projections when present (Debian: libopenblas-dev); plain loops otherwise.
+BLAS     := $(shell pkg-config --exists openblas 2>/dev/null && echo yes)
+ifeq ($(BLAS),yes)
+  BASE    += -DPE_BLAS $(shell pkg-config --cflags openblas)
+  LIBBLAS := $(shell pkg-config --libs openblas)
+endif
+ALL_CFLAGS := $(BASE) $(CFLAGS)
+LDLIBS     := $(LIBBLAS) -lm
+
+LIB_SRC := $(wildcard src/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
+IO_SRC  := $(wildcard src/io/*.c)
+CLI_SRC := $(wildcard cli/*.c)
+TEST_SRC:= $(wildcard tests/unit/test_*.c)
+TESTS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+IO_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(IO_SRC))
+CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli/*.h tests/unit/*.h)
+
+PY := /usr/bin/python3
+
+.PHONY: all run demo deps test unit cli-test conformance reference asan valgrind fixtures install clean
+
+# run: the README's first command: Debian packages, the build, then the demonstration
+run: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory demo
+
+# demo: every method on a built-in random layer (see `posenc help`)
+demo: $(BUILD)/posenc
+	$(BUILD)/posenc demo
+
+# deps: install the Debian packages the build and tests need (only those missing)
+deps:
+	@bash scripts/deps.sh
+
+# all: libposenc.a, libposenc.so, the posenc tool and the unit tests
+all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "CC $<"; $(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libposenc.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libposenc.so: $(LIB_OBJ)
+	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
+
+# internal tooling (safetensors, random layers) shared by the tool, tests and benchmarks
+$(BUILD)/libposenc_io.a: $(IO_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/posenc: $(CLI_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
+	$(CC) $(SAN) -o $@ $^ -ljansson $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka -ljansson $(LDLIBS)
+
+# test: unit tests, CLI tests, the public conformance cases, the reference's own check, then
+# unit and CLI tests again under ASan+UBSan
+test: all
+	@$(MAKE) --no-print-directory unit cli-test conformance reference
+	@$(MAKE) --no-print-directory asan
+
+# reference: the PyTorch reference of tests/ref against the public conformance cases
+reference:
+	$(PY) tests/ref/check_reference.py ../shared/conformance/cases
+
+# unit: every tests/unit/test_*.c (cmocka)
+unit: $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== $$t"; POSENC_FIXTURES=tests/fixtures $$t; done
+
+# cli-test: exit status 2, one-line message and no output on bad input
+cli-test: $(BUILD)/posenc
+	@bash tests/cli/test_cli.sh $(BUILD)/posenc
+
+# conformance: the public cases of ../shared/conformance for every implemented method, and
+# tests/fixtures, through the shared checker
+conformance: $(BUILD)/posenc
+	@bash tests/conformance.sh $(BUILD)/posenc ../shared/conformance/cases
+	$(PY) ../shared/conformance/check.py $(BUILD)/posenc tests/fixtures | tail -1
+
+# asan: everything rebuilt with AddressSanitizer and UndefinedBehaviorSanitizer, unit + CLI tests
+asan:
+	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" unit cli-test
+
+# valgrind: the unit tests under memcheck (slow)
+valgrind: $(TESTS)
+	@set -e; for t in $(TESTS); do POSENC_FIXTURES=tests/fixtures valgrind -q --error-exitcode=1 --leak-check=full $$t; done
+
+# fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch)
+fixtures:
+	$(PY) tests/ref/make_fixtures.py tests/fixtures
+
+# install: header, libraries and pkg-config file under PREFIX
+install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/posenc.h include/posenc_methods.def $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libposenc.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libposenc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/posenc $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc.h)|' \
+	    -e 's|@LIBS@|$(LDLIBS)|' posenc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/posenc.pc
+
+# clean: remove every build folder
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,79 @@
+/* posenc attend CASE.safetensors -o OUT.safetensors [--KEY VALUE ...]
+ * Settings come from CASE's __metadata__; --KEY VALUE overrides one (--KEY alone: true). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/io/safetensors.h"
+#include "cli.h"
+
+int cli_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("posenc: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+int cli_attend(int argc, char **argv) {
+    const char *in_path = NULL, *out_path = NULL;
+    int n_over = 0;
+    const char **over_k = calloc(argc + 1, sizeof(char *)), **over_v = calloc(argc + 1, sizeof(char *));
+    if (!over_k || !over_v) return cli_fail("out of memory");
+    int rc = 0;
+    for (int i = 0; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) rc = cli_fail("%s needs a file name", a);
+            else out_path = argv[++i];
+        } else if (!strncmp(a, "--", 2) && a[2]) {
+            over_k[n_over] = a + 2;
+            over_v[n_over++] = (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) ? argv[++i] : "true";
+        } else if (a[0] == '-' && a[1]) {
+            rc = cli_fail("unknown option '%s'", a);
+        } else if (!in_path) {
+            in_path = a;
+        } else {
+            rc = cli_fail("unexpected argument '%s'", a);
+        }
+    }
+    if (!rc && (!in_path || !out_path))
+        rc = cli_fail("usage: posenc attend CASE.safetensors -o OUT.safetensors [--KEY VALUE ...]");
+    if (rc) {
+        free(over_k), free(over_v);
+        return rc;
+    }
+
+    pe_err err = {{0}};
+    pe_st_file f;
+    if (pe_st_read(in_path, &f, &err)) {
+        free(over_k), free(over_v);
+        return cli_fail("%s", err.msg);
+    }
+    /* metadata, then the overrides replacing keys of the same name */
+    int nk = 0;
+    const char **keys = calloc(f.n_meta + n_over + 1, sizeof(char *));
+    const char **vals = calloc(f.n_meta + n_over + 1, sizeof(char *));
+    if (!keys || !vals) rc = cli_fail("out of memory");
+    for (int i = 0; !rc && i < f.n_meta; i++) {
+        int overridden = 0;
+        for (int j = 0; j < n_over; j++) overridden |= !strcmp(over_k[j], f.meta_keys[i]);
+        if (!overridden) keys[nk] = f.meta_keys[i], vals[nk++] = f.meta_values[i];
+    }
+    for (int j = 0; !rc && j < n_over; j++) {
+        int dup = 0;
+        for (int i = j + 1; i < n_over; i++) dup |= !strcmp(over_k[i], over_k[j]);
+        if (!dup) keys[nk] = over_k[j], vals[nk++] = over_v[j];
+    }
+    pe_tensor *outs = NULL;
+    int n_outs = 0;
+    if (!rc && pe_attend(nk, keys, vals, f.n, f.t, &outs, &n_outs, &err)) rc = cli_fail("%s", err.msg);
+    if (!rc && pe_st_write(out_path, outs, n_outs, 0, NULL, NULL, &err)) rc = cli_fail("%s", err.msg);
+    pe_tensors_free(outs, n_outs);
+    free(keys), free(vals), free(over_k), free(over_v);
+    pe_st_free(&f);
+    return rc;
+}

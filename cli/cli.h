@@ -1,0 +1,13 @@
+#ifndef PE_CLI_H
+#define PE_CLI_H
+
+#include "posenc.h"
+
+/* Subcommands: argc/argv after the command name; return the exit status. */
+int cli_attend(int argc, char **argv);
+int cli_demo(int argc, char **argv);
+
+/* Prints "posenc: <msg>" and returns 2, the status of bad input. */
+int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,244 @@
+/* posenc: positional encodings of Transformers, forward and backward, exact.
+ *
+ * One attention operator, one positional encoding per layer. The encoding acts through
+ * hooks at the places encodings act (see src/internal.h); this header is all a user needs.
+ *
+ * Shapes use this legend throughout:
+ *   B batch, T queries (tokens of the segment), M memory tokens (Transformer-XL),
+ *   Tk = M + T keys, H heads, Hkv key/value heads (grouped-query attention),
+ *   D head_dim, C = H*D model width, Ckv = Hkv*D.
+ * All float tensors are float32, row-major; weights use PyTorch's Linear layout
+ * (weight [out, in], y = x W^T + b).
+ *
+ * The layer (see shared/spec/conformance.md for the contract this implements):
+ *   x'  = x + P[pos]                       absolute methods (embed hook)
+ *   q   = x' wq^T + bq,  k = [mems; x'] wk^T + bk,  v = [mems; x'] wv^T + bv
+ *   q,k = R(pos) q, R(pos) k               rotary methods (rotate hook)
+ *   s   = scale * q.k                      or the method's content-position terms (score hook)
+ *   s  += b[h, i, j]                       bias methods (bias hook)
+ *   s   = -inf where masked;  p = softmax_j(s)
+ *   o_i = sum_j p_ij (v_j + a_ij)          a: the method's value term (value hook)
+ *   y   = o wo^T + bo
+ *
+ * Errors: every fallible function returns a pe_status (0 or negative) and writes a one-line
+ * message naming the key or tensor into a caller-provided pe_err. The library never exits.
+ */
+#ifndef POSENC_H
+#define POSENC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PE_VERSION "0.1.0"
+
+/* ---- status --------------------------------------------------------------------------- */
+#define PE_STATUS_MAP(XX)                                              \
+    XX(OK, 0, "ok")                                                    \
+    XX(EINVAL, -1, "invalid argument")                                 \
+    XX(EKEY, -2, "unknown or invalid key")                             \
+    XX(ETENSOR, -3, "missing or malformed tensor")                     \
+    XX(EPOS, -4, "position out of range")                              \
+    XX(ENOMEM, -5, "out of memory")                                    \
+    XX(EIO, -6, "input/output error")                                  \
+    XX(EFORMAT, -7, "malformed file")
+
+typedef enum {
+#define XX(name, code, text) PE_##name = code,
+    PE_STATUS_MAP(XX)
+#undef XX
+} pe_status;
+
+const char *pe_status_str(pe_status s);
+
+/* A one-line error message, filled by the call that failed. */
+typedef struct pe_err {
+    char msg[512];
+} pe_err;
+
+/* ---- methods -------------------------------------------------------------------------- */
+typedef enum {
+    PE_FAMILY_ABSOLUTE, /* embed hook: x' = x + P[pos] */
+    PE_FAMILY_ROTARY,   /* rotate hook: q, k <- R(pos) q, R(pos) k */
+    PE_FAMILY_BIAS,     /* bias hook: s[h,i,j] += b(h, i, j) */
+    PE_FAMILY_RELATIVE, /* score (+ value) hooks: content-position terms */
+} pe_family;
+
+typedef enum {
+#define X(id, name, family) PE_METHOD_##id,
+#include "posenc_methods.def"
+#undef X
+    PE_METHOD_COUNT
+} pe_method;
+
+const char *pe_method_name(pe_method m);
+pe_family pe_method_family(pe_method m);
+/* Returns the method with this name, or -1. */
+int pe_method_from_name(const char *name);
+const char *pe_family_name(pe_family f);
+
+/* ---- configuration -------------------------------------------------------------------- */
+enum { PE_SIN_INTERLEAVED, PE_SIN_CONCAT, PE_SIN_T2T };
+enum { PE_ROPE_HALF, PE_ROPE_INTERLEAVED };
+enum { PE_ROPE_NONE, PE_ROPE_LINEAR, PE_ROPE_NTK, PE_ROPE_DYNAMIC, PE_ROPE_YARN, PE_ROPE_LLAMA3,
+       PE_ROPE_LONGROPE };
+enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
+enum { PE_POS_ATT_C2P = 1, PE_POS_ATT_P2C = 2 };
+
+/* The settings of one layer. Field names are the contract's key names
+ * (shared/spec/methods.md). Initialise with pe_config_init, set from text with
+ * pe_config_set; `set` records which keys were given, so method defaults apply to the rest
+ * when the layer is created. */
+typedef struct pe_config {
+    int method; /* pe_method */
+    int64_t heads, kv_heads;
+    int causal;
+    double scale;
+    /* absolute */
+    int sin_layout;
+    double sin_base;
+    int64_t shift;
+    double floater_dt, floater_step;
+    /* relative and bias */
+    int64_t max_rel, num_buckets, max_distance;
+    int bidirectional, tupe_cls;
+    int64_t clamp_len;
+    int same_length;
+    int64_t mem_len, position_buckets, max_relative_positions;
+    int pos_att, share_att_key, kerple;
+    double fire_init_L, xpos_scale_base, xpos_gamma;
+    /* rotary */
+    int rope_layout;
+    double rope_base;
+    int64_t rotary_dim;
+    int rope_scaling;
+    double rope_factor;
+    int64_t original_max_position_embeddings, max_position_embeddings;
+    double beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor;
+    int yarn_truncate;
+    double low_freq_factor, high_freq_factor;
+    char hf_config[512];
+
+    uint64_t set; /* bit k: key k of pe_config_key_name(k) was given */
+} pe_config;
+
+void pe_config_init(pe_config *cfg);
+/* Sets one key from its text form ("16", "0.5", "true", "half", "c2p|p2c"). Setting
+ * `method` first lets the key be checked against the method's own keys; otherwise that
+ * check happens in pe_attention_init. */
+pe_status pe_config_set(pe_config *cfg, const char *key, const char *value, pe_err *err);
+/* Sets many keys, `method` first whatever the order. */
+pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
+                            const char *const *values, pe_err *err);
+int pe_config_is_set(const pe_config *cfg, const char *key);
+/* Key k's name, or NULL past the last key. */
+const char *pe_config_key_name(int k);
+/* Writes the keys the method accepts, space-separated, into buf. */
+void pe_method_keys(pe_method m, char *buf, size_t len);
+
+/* ---- tensors of a layer --------------------------------------------------------------- */
+#define PE_MAX_PARAMS 12
+#define PE_MAX_DIMS 4
+
+/* What a method needs: name, shape (shape[0] == -1: any number of rows) and whether it
+ * may be absent. */
+typedef struct pe_param_spec {
+    const char *name;
+    int ndim;
+    int64_t shape[PE_MAX_DIMS];
+    int optional;
+} pe_param_spec;
+
+/* The layer's weights and the method's tensors, all caller-owned; the layer only reads
+ * them. param[i] follows the order of pe_attention_params (NULL: absent, allowed only for
+ * optional ones). Shapes: wq [C, C], wk wv [Ckv, C], wo [C, C], bq bo [C], bk bv [Ckv]. */
+typedef struct pe_weights {
+    const float *wq, *wk, *wv, *wo;
+    const float *bq, *bk, *bv, *bo; /* NULL = zero */
+    const float *param[PE_MAX_PARAMS];
+    /* The first dimension of tensors whose spec leaves it free (shape[0] == -1), e.g. the
+     * rows N of a learned pos_table. */
+    int64_t param_rows[PE_MAX_PARAMS];
+} pe_weights;
+
+/* Gradients, same shapes. Backward accumulates (+=) into every non-NULL pointer. */
+typedef struct pe_grads {
+    float *dwq, *dwk, *dwv, *dwo;
+    float *dbq, *dbk, *dbv, *dbo;
+    float *dparam[PE_MAX_PARAMS];
+} pe_grads;
+
+/* ---- the attention operator ----------------------------------------------------------- */
+typedef struct pe_attention pe_attention; /* opaque: config, hook table, saved activations */
+
+/* Creates a layer of width C with this configuration: resolves the method's defaults,
+ * validates every key, reads hf_config. *out is owned by the caller (pe_attention_free). */
+pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err);
+void pe_attention_free(pe_attention *att);
+
+/* The resolved configuration (defaults filled, scale set). */
+const pe_config *pe_attention_config(const pe_attention *att);
+int64_t pe_attention_head_dim(const pe_attention *att);
+/* The method's tensors for this configuration, in param[] order; returns how many. */
+int pe_attention_params(const pe_attention *att, pe_param_spec *specs);
+/* Whether the method reads an optional mems tensor (Transformer-XL). */
+int pe_attention_has_memory(const pe_attention *att);
+
+/* Forward.
+ *   x     (B, T, C)
+ *   mems  (B, M, C) or NULL (M = 0); only methods with memory
+ *   pos   (B, T) when pos_batched, else (T) shared by the batch; NULL = 0..T-1
+ *   y     (B, T, C)                           out
+ *   scores, probs (B, H, T, Tk) or NULL      out: pre-softmax logits (-inf where masked)
+ * Saves what backward needs inside att (valid until the next forward). */
+pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const float *x,
+                               const float *mems, int64_t M, const int64_t *pos, int pos_batched,
+                               int64_t B, int64_t T, float *y, float *scores, float *probs,
+                               pe_err *err);
+
+/* Backward of the last forward.
+ *   dy (B, T, C); dx (B, T, C) or NULL, overwritten; g: accumulated (+=), NULL entries skipped. */
+pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const float *dy, float *dx,
+                                pe_grads *g, pe_err *err);
+
+/* ---- the conformance contract by name ------------------------------------------------- */
+/* The safetensors dtypes: name and bytes per element. posenc computes in F32 and reads
+ * positions and ids as I32 or I64; the others are recognised so errors can name them. */
+#define PE_DTYPE_MAP(XX)                                                                    \
+    XX(F32, 4) XX(I32, 4) XX(I64, 8) XX(F64, 8) XX(F16, 2) XX(BF16, 2) XX(I8, 1) XX(U8, 1)  \
+    XX(I16, 2) XX(U16, 2) XX(U32, 4) XX(U64, 8) XX(BOOL, 1) XX(F8_E4M3, 1) XX(F8_E5M2, 1)
+
+typedef enum {
+#define XX(name, size) PE_##name,
+    PE_DTYPE_MAP(XX)
+#undef XX
+    PE_DTYPE_COUNT
+} pe_dtype;
+
+const char *pe_dtype_name(pe_dtype t);
+size_t pe_dtype_size(pe_dtype t);
+
+typedef struct pe_tensor {
+    char name[64];
+    pe_dtype dtype;
+    int ndim;
+    int64_t shape[PE_MAX_DIMS];
+    void *data;
+} pe_tensor;
+
+/* One layer as `posenc attend` runs it: settings as key/value text, tensors by the
+ * contract's names (x, wq.., positions, mems, dy, the method's tensors). Validates every
+ * name, shape and dtype; runs forward, and backward when dy is given. On success *outs is
+ * an array of *n_outs tensors (y, scores, probs, dx, d<name>...) that the caller releases
+ * with pe_tensors_free. On failure nothing is allocated. */
+pe_status pe_attend(int n_keys, const char *const *keys, const char *const *values, int n_in,
+                    const pe_tensor *in, pe_tensor **outs, int *n_outs, pe_err *err);
+void pe_tensors_free(pe_tensor *t, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POSENC_H */

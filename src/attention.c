@@ -1,0 +1,301 @@
+/* The attention operator: projections, hooks, mask, softmax, value sum; forward and the
+ * reverse walk. Nothing here is method-specific: methods act only through their hooks.
+ *
+ * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv kv heads, D head_dim,
+ * C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores. */
+#include "internal.h"
+
+struct pe_attention {
+    pe_config cfg; /* resolved */
+    const pe__method *m;
+    int64_t H, Hkv, D, C, Ckv;
+    int nparams;
+    pe_param_spec specs[PE_MAX_PARAMS];
+
+    /* Saved by the last forward, read by backward. */
+    int have_forward;
+    int64_t B, T, M, Tk;
+    float *mem; /* one block, carved below */
+    size_t mem_floats;
+    float *xe;   /* (B, T, C)    x' = x + P[pos] */
+    float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
+    float *q_in; /* (B, T, C)    q before the rotate hook (NULL without one) */
+    float *k_in; /* (B, Tk, Ckv) */
+    float *q;    /* (B, T, C) */
+    float *k;    /* (B, Tk, Ckv) */
+    float *v;    /* (B, Tk, Ckv) */
+    float *s;    /* (B, H, T, Tk) */
+    float *p;    /* (B, H, T, Tk) */
+    float *o;    /* (B, T, C) */
+    int64_t *pos; /* (B, T) */
+    size_t pos_cap;
+    pe__ctx ctx;
+};
+
+pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err) {
+    *out = NULL;
+    pe_attention *a = calloc(1, sizeof *a);
+    if (!a) return pe__fail(err, PE_ENOMEM, "out of memory");
+    a->cfg = *cfg;
+    pe_status st = pe__config_resolve(&a->cfg, C, err);
+    if (st) {
+        free(a);
+        return st;
+    }
+    a->m = pe__method_get(a->cfg.method);
+    a->H = a->cfg.heads;
+    a->Hkv = a->cfg.kv_heads;
+    a->C = C;
+    a->D = C / a->H;
+    a->Ckv = a->Hkv * a->D;
+    a->nparams = a->m->params ? a->m->params(&a->cfg, a->H, a->D, a->specs) : 0;
+    PE_ASSERT(a->nparams <= PE_MAX_PARAMS);
+    *out = a;
+    return PE_OK;
+}
+
+void pe_attention_free(pe_attention *a) {
+    if (!a) return;
+    if (a->m->release && a->ctx.state) a->m->release(&a->ctx);
+    free(a->mem);
+    free(a->pos);
+    free(a);
+}
+
+const pe_config *pe_attention_config(const pe_attention *a) { return &a->cfg; }
+int64_t pe_attention_head_dim(const pe_attention *a) { return a->D; }
+int pe_attention_has_memory(const pe_attention *a) { return (a->m->flags & PE__MEMORY) != 0; }
+
+int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
+    memcpy(specs, a->specs, sizeof(pe_param_spec) * a->nparams);
+    return a->nparams;
+}
+
+/* Carves the saved-activation block for (B, T, M). */
+static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_err *err) {
+    int64_t Tk = M + T, C = a->C, Ckv = a->Ckv, H = a->H;
+    int rot = a->m->rotate_forward != NULL;
+    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * Tk) * 2;
+    if (M) n += (size_t)(B * Tk * C);
+    if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
+    if (n > a->mem_floats) {
+        free(a->mem);
+        a->mem = malloc(n * sizeof(float));
+        a->mem_floats = a->mem ? n : 0;
+        if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
+    }
+    if ((size_t)(B * T) > a->pos_cap) {
+        free(a->pos);
+        a->pos = malloc(sizeof(int64_t) * B * T);
+        a->pos_cap = a->pos ? (size_t)(B * T) : 0;
+        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
+    }
+    float *p = a->mem;
+#define CARVE(field, count) (a->field = p, p += (count))
+    CARVE(xe, B * T * C);
+    CARVE(q, B * T * C);
+    CARVE(o, B * T * C);
+    CARVE(k, B * Tk * Ckv);
+    CARVE(v, B * Tk * Ckv);
+    CARVE(s, B * H * T * Tk);
+    CARVE(p, B * H * T * Tk);
+    if (M) CARVE(kvin, B * Tk * C);
+    else a->kvin = a->xe;
+    if (rot) {
+        CARVE(q_in, B * T * C);
+        CARVE(k_in, B * Tk * Ckv);
+    } else {
+        a->q_in = a->k_in = NULL;
+    }
+#undef CARVE
+    return PE_OK;
+}
+
+/* y (n, out) = x (n, in) W^T + b */
+static void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n,
+                           int64_t in, int64_t out) {
+    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    if (b)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
+}
+
+/* forward was y = x W^T + b, so now: dx (+)= dy W, dW += dy^T x, db += sum_rows dy. */
+static void linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy,
+                            const float *x, const float *w, int64_t n, int64_t in, int64_t out) {
+    if (dx) pe__gemm(0, 0, n, in, out, 1.0f, dy, out, w, in, accumulate ? 1.0f : 0.0f, dx, in);
+    if (dw) pe__gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    if (db)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
+}
+
+pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float *x,
+                               const float *mems, int64_t M, const int64_t *pos, int pos_batched,
+                               int64_t B, int64_t T, float *y, float *scores, float *probs,
+                               pe_err *err) {
+    a->have_forward = 0;
+    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
+    if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
+    if (M > 0 && !(a->m->flags & PE__MEMORY))
+        return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
+    if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
+        return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
+    for (int i = 0; i < a->nparams; i++)
+        if (!w->param[i] && !a->specs[i].optional)
+            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+    pe_status st = reserve(a, B, T, M, err);
+    if (st) return st;
+    const int64_t H = a->H, D = a->D, C = a->C, Ckv = a->Ckv, Tk = M + T, group = H / a->Hkv;
+    a->B = B, a->T = T, a->M = M, a->Tk = Tk;
+
+    /* positions: default 0..T-1, a (T) tensor shared by the batch */
+    int64_t pmin = INT64_MAX, pmax = INT64_MIN;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            int64_t pv = !pos ? t : pos[(pos_batched ? b * T : 0) + t];
+            a->pos[b * T + t] = pv;
+            pmin = pv < pmin ? pv : pmin;
+            pmax = pv > pmax ? pv : pmax;
+        }
+
+    pe__ctx *ctx = &a->ctx;
+    if (a->m->release && ctx->state) a->m->release(ctx);
+    *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .M = M, .Tk = Tk, .H = H, .Hkv = a->Hkv,
+                     .D = D, .C = C, .Ckv = Ckv, .pos = a->pos, .pos_min = pmin, .pos_max = pmax,
+                     .w = w, .g = NULL, .state = NULL};
+    if (a->m->prepare && (st = a->m->prepare(ctx, err))) return st;
+
+    /* pass 1: x' = x + P[pos] */
+    memcpy(a->xe, x, sizeof(float) * B * T * C);
+    if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
+    if (M)
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(a->kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
+            memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
+        }
+
+    /* pass 2: projections, then the rotate hook */
+    linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
+    linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
+    linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
+    if (a->m->rotate_forward) {
+        memcpy(a->q_in, a->q, sizeof(float) * B * T * C);
+        memcpy(a->k_in, a->k, sizeof(float) * B * Tk * Ckv);
+        a->m->rotate_forward(ctx, a->q, a->k, a->v);
+    }
+
+    /* pass 3: scores, bias, mask, softmax; pass 4: weighted values */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = a->q + b * T * C + h * D;
+            const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
+            float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
+            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
+            else pe__score_dot_forward(ctx, qh, kh, s);
+            if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
+            if (a->cfg.causal)
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t j = M + i + 1; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+            if (a->m->mask)
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t j = 0; j < Tk; j++)
+                        if (a->m->mask(ctx, i, j)) s[i * Tk + j] = -INFINITY;
+            for (int64_t i = 0; i < T; i++) {
+                int64_t j = 0;
+                while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
+                if (j == Tk) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
+            }
+            pe__softmax_forward(s, p, T, Tk);
+            float *oh = a->o + b * T * C + h * D;
+            pe__gemm(0, 0, T, D, Tk, 1.0f, p, Tk, vh, Ckv, 0.0f, oh, C);
+            if (a->m->value_forward) a->m->value_forward(ctx, b, h, p, oh);
+        }
+
+    /* pass 5: output projection */
+    linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
+    if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
+    if (probs) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
+    a->have_forward = 1;
+    return PE_OK;
+}
+
+pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
+                                pe_grads *g, pe_err *err) {
+    if (!a->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    if (!dy) return pe__fail(err, PE_EINVAL, "dy is required");
+    pe_grads none = {0};
+    if (!g) g = &none;
+    const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, H = a->H, D = a->D, C = a->C,
+                  Ckv = a->Ckv, group = H / a->Hkv;
+    pe__ctx *ctx = &a->ctx;
+    ctx->w = w;
+    ctx->g = g;
+
+    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C) +
+               (size_t)(T * Tk) * 2;
+    float *work = calloc(n, sizeof(float));
+    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
+    float *dout = work;                 /* (B, T, C) */
+    float *dq = dout + B * T * C;       /* (B, T, C) */
+    float *dxe = dq + B * T * C;        /* (B, T, C) */
+    float *dk = dxe + B * T * C;        /* (B, Tk, Ckv) */
+    float *dv = dk + B * Tk * Ckv;      /* (B, Tk, Ckv) */
+    float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
+    float *dp = dkvin + B * Tk * C;     /* (T, Tk) */
+    float *ds = dp + T * Tk;            /* (T, Tk) */
+
+    /* pass 5: y = o wo^T + bo */
+    linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
+
+    /* passes 4 and 3, per (b, h), each hook in reverse */
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = a->q + b * T * C + h * D;
+            const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
+            const float *p = a->p + (b * H + h) * T * Tk;
+            const float *douth = dout + b * T * C + h * D;
+            float *dqh = dq + b * T * C + h * D;
+            float *dkh = dk + b * Tk * Ckv + (h / group) * D;
+            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
+            /* o = p v: dp = do v^T, dv += p^T do */
+            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
+            pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
+            if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
+            pe__softmax_backward(p, dp, ds, T, Tk);
+            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
+            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+        }
+
+    /* pass 2: the rotate hook, then the projections */
+    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
+    linear_backward(dxe, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
+    linear_backward(dkvin, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
+    linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
+    for (int64_t b = 0; b < B; b++) /* the segment's part of [mems; x']; mems get no gradient */
+        for (int64_t i = 0; i < T * C; i++) dxe[b * T * C + i] += dkvin[(b * Tk + M) * C + i];
+
+    /* pass 1: x' = x + P[pos]; then the tables of prepare */
+    if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
+    if (a->m->finish_backward) a->m->finish_backward(ctx);
+    if (dx) memcpy(dx, dxe, sizeof(float) * B * T * C);
+    free(work);
+    ctx->g = NULL;
+    return PE_OK;
+}
+
+void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {
+    pe__gemm(0, 1, ctx->T, ctx->Tk, ctx->D, (float)ctx->cfg->scale, q, ctx->C, k, ctx->Ckv, 0.0f,
+             s, ctx->Tk);
+}
+
+/* forward was s = scale q k^T, so now: dq += scale ds k, dk += scale ds^T q */
+void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q, const float *k,
+                            float *dq, float *dk) {
+    float scale = (float)ctx->cfg->scale;
+    pe__gemm(0, 0, ctx->T, ctx->D, ctx->Tk, scale, ds, ctx->Tk, k, ctx->Ckv, 1.0f, dq, ctx->C);
+    pe__gemm(1, 0, ctx->Tk, ctx->D, ctx->T, scale, ds, ctx->Tk, q, ctx->C, 1.0f, dk, ctx->Ckv);
+}

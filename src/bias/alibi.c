@@ -1,0 +1,91 @@
+/* ALiBi (Press et al.): s = scale q.k - m_h (i - j) when causal, - m_h |i - j| otherwise.
+ * Slopes as the reference's get_slopes (a geometric sequence for a power of two heads;
+ * otherwise the closest power of two's slopes followed by every other slope of twice as
+ * many), or a trainable alibi_slopes [H] tensor, which then gets a gradient. */
+#include "../internal.h"
+
+enum { SLOPES };
+
+/* The first n slopes of a power of two p: start^(i+1), start = 2^(-8/p). */
+static void slopes_pow2(double *m, int64_t p, int64_t n) {
+    double start = pow(2.0, -pow(2.0, -(log2((double)p) - 3.0)));
+    for (int64_t i = 0; i < n; i++) m[i] = start * pow(start, (double)i);
+}
+
+void pe__alibi_slopes(double *m, int64_t H) {
+    int64_t p = 1;
+    while (p * 2 <= H) p *= 2;
+    slopes_pow2(m, p, p);
+    if (p == H) return;
+    double *extra = malloc(sizeof(double) * 2 * p);
+    PE_ASSERT(extra);
+    slopes_pow2(extra, 2 * p, 2 * p);
+    for (int64_t i = 0; i < H - p; i++) m[p + i] = extra[2 * i]; /* [0::2][:H - p] */
+    free(extra);
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)cfg, (void)D;
+    s[SLOPES] = (pe_param_spec){"alibi_slopes", 1, {H}, 1};
+    return 1;
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    float *slopes = malloc(sizeof(float) * ctx->H); /* (H) the state */
+    double *m = malloc(sizeof(double) * ctx->H);
+    if (!slopes || !m) {
+        free(slopes), free(m);
+        return pe__fail(err, PE_ENOMEM, "out of memory");
+    }
+    const float *given = ctx->w->param[SLOPES];
+    pe__alibi_slopes(m, ctx->H);
+    for (int64_t h = 0; h < ctx->H; h++) slopes[h] = given ? given[h] : (float)m[h];
+    free(m);
+    ctx->state = slopes;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    free(ctx->state);
+    ctx->state = NULL;
+}
+
+/* The distance the slope multiplies: i - j when causal, |i - j| otherwise. */
+static inline float distance(int causal, int64_t i, int64_t j) {
+    int64_t d = i - j;
+    return (float)(causal ? d : d < 0 ? -d : d);
+}
+
+static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                         int64_t nj, float *s, int64_t lds) {
+    const int64_t *pos = ctx->pos + b * ctx->T;
+    float m = ((const float *)ctx->state)[h];
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t j = 0; j < nj; j++)
+            s[i * lds + j] -= m * distance(ctx->cfg->causal, pos[i0 + i], pos[j0 + j]);
+}
+
+/* forward was s -= m_h d_ij, so now: dm_h -= sum_ij ds_ij d_ij */
+static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                          int64_t nj, const float *ds, int64_t lds) {
+    float *dm = ctx->g->dparam[SLOPES];
+    if (!dm || !ctx->w->param[SLOPES]) return;
+    const int64_t *pos = ctx->pos + b * ctx->T;
+    double acc = 0;
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t j = 0; j < nj; j++)
+            acc += (double)ds[i * lds + j] * distance(ctx->cfg->causal, pos[i0 + i], pos[j0 + j]);
+    dm[h] -= (float)acc;
+}
+
+const pe__method pe__method_alibi = {
+    .name = "alibi",
+    .family = PE_FAMILY_BIAS,
+    .keys = "",
+    .flags = PE__GQA,
+    .params = params,
+    .prepare = prepare,
+    .release = release,
+    .bias_forward = bias_forward,
+    .bias_backward = bias_backward,
+};

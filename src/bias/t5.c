@@ -1,0 +1,96 @@
+/* T5 relative bias (Raffel et al.; HF T5Attention): s = scale q.k + rel_bias[bucket(j - i), h],
+ * scale 1 by default (T5 folds it into the initialisation). Buckets: exact for small
+ * distances, logarithmic up to max_distance, then the last bucket; with bidirectional the
+ * upper half of the buckets holds keys after the query. */
+#include "../internal.h"
+
+enum { REL_BIAS };
+
+int64_t pe__t5_bucket(int64_t rel, int bidirectional, int64_t num_buckets, int64_t max_distance) {
+    int64_t bucket = 0;
+    if (bidirectional) {
+        num_buckets /= 2;
+        if (rel > 0) bucket += num_buckets;
+        rel = rel < 0 ? -rel : rel;
+    } else {
+        rel = rel < 0 ? -rel : 0;
+    }
+    int64_t max_exact = num_buckets / 2;
+    if (rel < max_exact) return bucket + rel;
+    /* HF forms this in float32: log(rel / max_exact) / log(max_distance / max_exact) * (n - max_exact),
+     * the second log a double rounded to float; the result is truncated toward zero. The
+     * float32 rounding decides the bucket at exact boundaries, so it is kept. */
+    float ratio = (float)rel / (float)max_exact;
+    float denom = (float)log((double)max_distance / (double)max_exact);
+    float v = logf(ratio) / denom * (float)(num_buckets - max_exact);
+    int64_t large = max_exact + (int64_t)v;
+    return bucket + (large < num_buckets - 1 ? large : num_buckets - 1);
+}
+
+static void defaults(pe_config *cfg, int64_t H, int64_t D) {
+    (void)H, (void)D;
+    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0;
+    if (!pe_config_is_set(cfg, "bidirectional")) cfg->bidirectional = !cfg->causal;
+}
+
+pe_status pe__t5_check(const pe_config *cfg, int bidirectional, pe_err *err) {
+    int64_t nb = bidirectional ? cfg->num_buckets / 2 : cfg->num_buckets;
+    if (nb / 2 < 1)
+        return pe__fail(err, PE_EKEY, "key 'num_buckets': %lld is too few (needs at least %d)",
+                        (long long)cfg->num_buckets, bidirectional ? 4 : 2);
+    if (cfg->max_distance <= nb / 2)
+        return pe__fail(err, PE_EKEY, "key 'max_distance': %lld must exceed the %lld exact buckets",
+                        (long long)cfg->max_distance, (long long)(nb / 2));
+    return PE_OK;
+}
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H, (void)D;
+    return pe__t5_check(cfg, cfg->bidirectional, err);
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)D;
+    s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets, H}, 0};
+    return 1;
+}
+
+static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                         int64_t nj, float *s, int64_t lds) {
+    const pe_config *c = ctx->cfg;
+    const float *rel_bias = ctx->w->param[REL_BIAS];
+    const int64_t *pos = ctx->pos + b * ctx->T;
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t j = 0; j < nj; j++) {
+            int64_t bucket = pe__t5_bucket(pos[j0 + j] - pos[i0 + i], c->bidirectional,
+                                           c->num_buckets, c->max_distance);
+            s[i * lds + j] += rel_bias[bucket * ctx->H + h];
+        }
+}
+
+/* forward was s += rel_bias[bucket, h], so now: drel_bias[bucket, h] += ds */
+static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                          int64_t nj, const float *ds, int64_t lds) {
+    const pe_config *c = ctx->cfg;
+    float *drel = ctx->g->dparam[REL_BIAS];
+    if (!drel) return;
+    const int64_t *pos = ctx->pos + b * ctx->T;
+    for (int64_t i = 0; i < ni; i++)
+        for (int64_t j = 0; j < nj; j++) {
+            int64_t bucket = pe__t5_bucket(pos[j0 + j] - pos[i0 + i], c->bidirectional,
+                                           c->num_buckets, c->max_distance);
+            drel[bucket * ctx->H + h] += ds[i * lds + j];
+        }
+}
+
+const pe__method pe__method_t5 = {
+    .name = "t5",
+    .family = PE_FAMILY_BIAS,
+    .keys = "num_buckets max_distance bidirectional",
+    .flags = PE__GQA,
+    .defaults = defaults,
+    .check = check,
+    .params = params,
+    .bias_forward = bias_forward,
+    .bias_backward = bias_backward,
+};

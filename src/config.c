@@ -1,0 +1,255 @@
+/* Settings: parsing keys from text, method defaults, validation of the common keys.
+ * The key list is src/keys.def; each method lists the keys it accepts in its hook table. */
+#include <ctype.h>
+#include <errno.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+typedef enum { PE_KEY_METHOD, PE_KEY_INT, PE_KEY_REAL, PE_KEY_BOOL, PE_KEY_ENUM, PE_KEY_FLAGS,
+               PE_KEY_PATH } pe_key_type;
+
+typedef struct {
+    const char *name;
+    pe_key_type type;
+    const char *choices;
+    size_t offset, size;
+} pe_key;
+
+static const pe_key KEYS[] = {
+#define K(name, type, choices) \
+    {#name, type, choices, offsetof(pe_config, name), sizeof(((pe_config *)0)->name)},
+#include "keys.def"
+#undef K
+};
+enum { N_KEYS = sizeof KEYS / sizeof KEYS[0], N_COMMON_KEYS = 5 };
+_Static_assert(N_KEYS <= 64, "pe_config.set has one bit per key");
+
+static size_t type_size(pe_key_type t) {
+    switch (t) {
+    case PE_KEY_INT: return sizeof(int64_t);
+    case PE_KEY_REAL: return sizeof(double);
+    case PE_KEY_PATH: return sizeof(((pe_config *)0)->hf_config);
+    default: return sizeof(int);
+    }
+}
+
+void pe_config_init(pe_config *c) {
+    memset(c, 0, sizeof *c);
+    c->method = -1;
+    c->scale = NAN; /* the method's own */
+    c->sin_layout = PE_SIN_INTERLEAVED;
+    c->sin_base = 10000;
+    c->floater_dt = 0.01;
+    c->floater_step = 0.002;
+    c->max_rel = 16;
+    c->num_buckets = 32;
+    c->max_distance = 128;
+    c->bidirectional = -1; /* not causal */
+    c->tupe_cls = 1;
+    c->mem_len = -1; /* M */
+    c->position_buckets = 256;
+    c->max_relative_positions = 512;
+    c->pos_att = PE_POS_ATT_C2P | PE_POS_ATT_P2C;
+    c->share_att_key = 1;
+    c->kerple = PE_KERPLE_LOG;
+    c->fire_init_L = 512;
+    c->xpos_scale_base = 512;
+    c->xpos_gamma = 0.4;
+    c->rope_layout = PE_ROPE_HALF;
+    c->rope_base = 10000;
+    c->rotary_dim = -1; /* D */
+    c->rope_scaling = PE_ROPE_NONE;
+    c->rope_factor = 1;
+    c->original_max_position_embeddings = -1;
+    c->max_position_embeddings = -1;
+    c->beta_fast = 32;
+    c->beta_slow = 1;
+    c->mscale = NAN;
+    c->mscale_all_dim = NAN;
+    c->attention_factor = NAN;
+    c->yarn_truncate = 1;
+    c->low_freq_factor = 1;
+    c->high_freq_factor = 4;
+}
+
+const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }
+
+static int find_key(const char *name) {
+    for (int k = 0; k < N_KEYS; k++)
+        if (strcmp(KEYS[k].name, name) == 0) return k;
+    return -1;
+}
+
+int pe_config_is_set(const pe_config *cfg, const char *key) {
+    int k = find_key(key);
+    return k >= 0 && (cfg->set >> k & 1);
+}
+
+/* Whether `word` is one of the space-separated words of `list`. */
+static int has_word(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == n && strncmp(p, word, n) == 0) return 1;
+        p = e;
+    }
+    return 0;
+}
+
+static int method_accepts(int method, int k) {
+    if (k < N_COMMON_KEYS) return 1;
+    const pe__method *m = pe__method_get(method);
+    return m && has_word(m->keys, KEYS[k].name);
+}
+
+void pe_method_keys(pe_method m, char *buf, size_t len) {
+    const pe__method *mt = pe__method_get(m);
+    snprintf(buf, len, "%s", mt && mt->keys ? mt->keys : "");
+}
+
+/* Index of `word` among the '|'-separated choices, or -1. */
+static int choice_index(const char *choices, const char *word, size_t n) {
+    int i = 0;
+    for (const char *p = choices;; i++) {
+        const char *e = strchr(p, '|');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, word, n) == 0) return i;
+        if (!e) return -1;
+        p = e + 1;
+    }
+}
+
+static pe_status bad_value(pe_err *err, const pe_key *key, const char *value, const char *want) {
+    return pe__fail(err, PE_EKEY, "key '%s': value '%s' is not %s", key->name, value, want);
+}
+
+pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_err *err) {
+    int k = find_key(name);
+    if (k < 0) return pe__fail(err, PE_EKEY, "unknown key '%s'", name);
+    const pe_key *key = &KEYS[k];
+    PE_ASSERT(key->size == type_size(key->type));
+    if (cfg->method >= 0 && !method_accepts(cfg->method, k)) {
+        char keys[512];
+        pe_method_keys(cfg->method, keys, sizeof keys);
+        return pe__fail(err, PE_EKEY, "key '%s' does not apply to method %s (its keys: %s)", name,
+                        pe_method_name(cfg->method), keys[0] ? keys : "none");
+    }
+    void *field = (char *)cfg + key->offset;
+    char *end;
+    switch (key->type) {
+    case PE_KEY_METHOD: {
+        int m = pe_method_from_name(value);
+        if (m < 0) {
+            char list[512] = "";
+            for (int i = 0; i < PE_METHOD_COUNT; i++) {
+                strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
+                strncat(list, pe_method_name(i), sizeof list - strlen(list) - 1);
+            }
+            return pe__fail(err, PE_EKEY, "key 'method': unknown method '%s' (known: %s)", value,
+                            list);
+        }
+        *(int *)field = m;
+        break;
+    }
+    case PE_KEY_INT: {
+        errno = 0;
+        long long v = strtoll(value, &end, 10);
+        if (!*value || *end || errno) return bad_value(err, key, value, "an integer");
+        *(int64_t *)field = v;
+        break;
+    }
+    case PE_KEY_REAL: {
+        errno = 0;
+        double v = strtod(value, &end);
+        if (!*value || *end || errno || !isfinite(v)) return bad_value(err, key, value, "a number");
+        *(double *)field = v;
+        break;
+    }
+    case PE_KEY_BOOL:
+        if (strcmp(value, "true") == 0) *(int *)field = 1;
+        else if (strcmp(value, "false") == 0) *(int *)field = 0;
+        else return bad_value(err, key, value, "true or false");
+        break;
+    case PE_KEY_ENUM: {
+        int i = choice_index(key->choices, value, strlen(value));
+        if (i < 0) {
+            char want[256];
+            snprintf(want, sizeof want, "one of %s", key->choices);
+            return bad_value(err, key, value, want);
+        }
+        *(int *)field = i;
+        break;
+    }
+    case PE_KEY_FLAGS: {
+        int flags = 0;
+        for (const char *p = value;;) {
+            const char *e = strchr(p, '|');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            int i = choice_index(key->choices, p, n);
+            if (i < 0) {
+                char want[256];
+                snprintf(want, sizeof want, "a '|'-separated subset of %s", key->choices);
+                return bad_value(err, key, value, want);
+            }
+            flags |= 1 << i;
+            if (!e) break;
+            p = e + 1;
+        }
+        *(int *)field = flags;
+        break;
+    }
+    case PE_KEY_PATH:
+        if (!*value || strlen(value) >= key->size)
+            return bad_value(err, key, value, "a path of 1 to 511 characters");
+        snprintf((char *)field, key->size, "%s", value);
+        break;
+    }
+    cfg->set |= (uint64_t)1 << k;
+    return PE_OK;
+}
+
+pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
+                            const char *const *values, pe_err *err) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], "method") == 0) {
+            pe_status st = pe_config_set(cfg, keys[i], values[i], err);
+            if (st) return st;
+        }
+    for (int i = 0; i < n; i++)
+        if (strcmp(keys[i], "method") != 0) {
+            pe_status st = pe_config_set(cfg, keys[i], values[i], err);
+            if (st) return st;
+        }
+    return PE_OK;
+}
+
+/* Fills the defaults that depend on the method or on the width, and validates the common
+ * keys; then the method's own defaults and checks. Used by pe_attention_init. */
+pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
+    if (cfg->method < 0 || !(cfg->set & 1)) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    for (int k = 0; k < N_KEYS; k++)
+        if ((cfg->set >> k & 1) && !method_accepts(cfg->method, k))
+            return pe__fail(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,
+                            pe_method_name(cfg->method));
+    if (!pe_config_is_set(cfg, "heads")) return pe__fail(err, PE_EKEY, "key 'heads' is required");
+    if (cfg->heads < 1) return pe__fail(err, PE_EKEY, "key 'heads': %lld is not >= 1", (long long)cfg->heads);
+    if (C < 1 || C % cfg->heads)
+        return pe__fail(err, PE_ETENSOR, "tensor 'x': width C=%lld does not divide by heads %lld",
+                        (long long)C, (long long)cfg->heads);
+    int64_t H = cfg->heads, D = C / H;
+    if (!pe_config_is_set(cfg, "kv_heads")) cfg->kv_heads = H;
+    if (cfg->kv_heads < 1 || H % cfg->kv_heads)
+        return pe__fail(err, PE_EKEY, "key 'kv_heads': %lld does not divide heads %lld",
+                        (long long)cfg->kv_heads, (long long)H);
+    const pe__method *m = pe__method_get(cfg->method);
+    if (cfg->kv_heads != H && !(m->flags & PE__GQA))
+        return pe__fail(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
+                        m->name);
+    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt((double)D);
+    if (m->defaults) m->defaults(cfg, H, D);
+    if (m->check) return m->check(cfg, H, D, err);
+    return PE_OK;
+}

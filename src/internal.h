@@ -1,0 +1,171 @@
+/* Internal interface between the attention core and the methods.
+ *
+ * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv key/value heads,
+ * D head_dim, C = H*D, Ckv = Hkv*D. Positions are int64.
+ *
+ * A method is a table of hooks (pe__method). The attention core (attention.c) is the only
+ * caller of hooks; it walks them in this order and, in backward, in exact reverse:
+ *
+ *   forward                                 backward
+ *   prepare   tables from params/positions  (reuses the forward's state)
+ *   embed     x' = x + P[pos]               embed_backward   dP from dx'
+ *   (projections)
+ *   rotate    q, k (and v) transformed      rotate_backward  dq, dk, dv back through it
+ *   score     s = scale q.k + terms         score_backward   dq, dk, d(tables) from ds
+ *   bias      s += b[h, i, j] (tile)        bias_backward    d(tables) from ds (tile)
+ *   mask      extra masked entries (causal by token index is the core's)
+ *   (softmax)
+ *   value     o += sum_j p_ij a_ij          value_backward   dp, d(tables) from do
+ *                                           finish_backward  d(params) from d(tables) of prepare
+ *
+ * Every hook may be NULL. Backward hooks accumulate (+=) into gradients; the caller zeroes.
+ * Bias hooks work on a tile [i0, i0+ni) x [j0, j0+nj) of one (b, h) so that a fused, tiled
+ * path can call them without materialising T x Tk.
+ */
+#ifndef PE_INTERNAL_H
+#define PE_INTERNAL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "posenc.h"
+
+#define PE_ASSERT(x)                                                                      \
+    do {                                                                                  \
+        if (!(x)) {                                                                       \
+            fprintf(stderr, "posenc: %s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
+            abort();                                                                      \
+        }                                                                                 \
+    } while (0)
+
+/* Writes a message into err (may be NULL) and returns status. */
+pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* What a hook sees of the current call. */
+typedef struct pe__ctx {
+    const pe_config *cfg; /* resolved */
+    int64_t B, T, M, Tk, H, Hkv, D, C, Ckv;
+    const int64_t *pos;      /* (B, T) query positions; keys without memory use the same */
+    int64_t pos_min, pos_max; /* over the whole tensor */
+    const pe_weights *w;
+    pe_grads *g; /* NULL in forward */
+    void *state; /* the method's, from prepare; freed by release */
+} pe__ctx;
+
+enum {
+    PE__GQA = 1,    /* supports kv_heads < heads */
+    PE__MEMORY = 2, /* reads mems (keys and values over memory + segment) */
+};
+
+typedef struct pe__method {
+    const char *name;
+    pe_family family;
+    const char *keys; /* the method's own keys, space-separated */
+    unsigned flags;
+
+    /* Configuration: fill method defaults for keys not given (cfg->set), then validate. */
+    void (*defaults)(pe_config *cfg, int64_t H, int64_t D);
+    pe_status (*check)(const pe_config *cfg, int64_t H, int64_t D, pe_err *err);
+    /* The method's tensors, in the order of pe_weights.param; returns the count. */
+    int (*params)(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *specs);
+
+    /* Per forward: validate positions, build tables into ctx->state. */
+    pe_status (*prepare)(pe__ctx *ctx, pe_err *err);
+    void (*release)(pe__ctx *ctx);
+    /* Last step of backward: gradients of the tables prepare derived (accumulated in
+     * ctx->state by the other backward hooks) flow to the method's parameters. */
+    void (*finish_backward)(pe__ctx *ctx);
+
+    void (*embed_forward)(pe__ctx *ctx, float *x /* (B, T, C) */);
+    void (*embed_backward)(pe__ctx *ctx, const float *dx /* (B, T, C) */);
+
+    void (*rotate_forward)(pe__ctx *ctx, float *q /* (B, T, C) */, float *k /* (B, Tk, Ckv) */,
+                           float *v /* (B, Tk, Ckv) */);
+    /* q_in, k_in: the hook's inputs in forward, for parameter gradients. */
+    void (*rotate_backward)(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
+                            const float *k_in);
+
+    /* One (b, h): q (T, D) row stride C, k (Tk, D) row stride Ckv (the head's kv head),
+     * s (T, Tk). Writes all of s (pe__score_dot_* is the plain term). */
+    void (*score_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
+                          float *s);
+    void (*score_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
+                           const float *k, float *dq, float *dk);
+
+    void (*bias_forward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                         int64_t nj, float *s, int64_t lds);
+    void (*bias_backward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
+                          int64_t nj, const float *ds, int64_t lds);
+
+    /* 1 when the method masks key j for query i (token indices; j counts memory), beyond
+     * the core's causal mask. */
+    int (*mask)(const pe__ctx *ctx, int64_t i, int64_t j);
+
+    /* One (b, h): p (T, Tk), o and dout (T, D) row stride C, dp (T, Tk). */
+    void (*value_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o);
+    void (*value_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, const float *dout,
+                           float *dp);
+} pe__method;
+
+#define X(id, name, family) extern const pe__method pe__method_##name;
+#include "posenc_methods.def"
+#undef X
+
+const pe__method *pe__method_get(int m);
+
+/* Fills method- and width-dependent defaults into cfg and validates it (config.c). */
+pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err);
+
+/* The plain content term s = scale * q.k over one (b, h), and its backward (+=). */
+void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s);
+void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q, const float *k,
+                            float *dq, float *dk);
+
+/* C (m x n) = alpha op(A) op(B) + beta C, row-major (cblas semantics). */
+void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc);
+
+/* Row-wise softmax of s (n rows, m columns) into p; -inf entries give 0. */
+void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m);
+/* ds = p * (dp - sum_j p dp), row-wise. */
+void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m);
+
+/* Helpers shared by methods. */
+static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
+    return a < lo ? lo : a > hi ? hi : a;
+}
+static inline void *pe__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size); }
+
+/* P[p] of the sinusoidal encoding (C values, double), layout PE_SIN_*. */
+void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base);
+
+/* RoPE frequencies for a configuration (rotary/rope_scaling.c): fills inv_freq[rotary_dim/2]
+ * in double and returns the attention factor that multiplies cos and sin. n_pos is
+ * max(positions) + 1 (dynamic NTK, the LongRoPE switch); factors are LongRoPE's short and
+ * long tables (NULL otherwise); *long_used tells which one was applied. */
+double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *short_factor,
+                      const float *long_factor, double *inv_freq, int *long_used);
+
+/* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
+ * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
+ * (the backward of a rotation is the rotation by -theta). */
+void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+                     int layout, const float *cs, float sin_sign);
+
+/* Validation shared by rope and its relatives (rope_scaling.c), and by t5 and tupe (t5.c). */
+pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err);
+pe_status pe__t5_check(const pe_config *cfg, int bidirectional, pe_err *err);
+
+/* ALiBi's default slopes m[H], as the reference's get_slopes. */
+void pe__alibi_slopes(double *m, int64_t H);
+
+/* T5's bucket of a relative position (j - i), as HF _relative_position_bucket computes it
+ * (float32 log, truncation toward zero). Shared with TUPE. */
+int64_t pe__t5_bucket(int64_t rel, int bidirectional, int64_t num_buckets, int64_t max_distance);
+
+#endif

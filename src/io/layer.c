@@ -1,0 +1,100 @@
+#include "layer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../internal.h"
+
+uint64_t pe_rng_next(pe_rng *r) { /* splitmix64 */
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+float pe_rng_uniform(pe_rng *r) { return (float)(pe_rng_next(r) >> 40) / (float)(1 << 24); }
+
+float pe_rng_normal(pe_rng *r) {
+    float u1 = pe_rng_uniform(r), u2 = pe_rng_uniform(r);
+    return sqrtf(-2.0f * logf(u1 + 1e-12f)) * cosf(6.2831853f * u2);
+}
+
+static int64_t spec_numel(const pe_param_spec *s) {
+    int64_t n = 1;
+    for (int d = 0; d < s->ndim; d++) n *= s->shape[d];
+    return n;
+}
+
+/* Parameters that must be positive in any sensible layer (scales, rates). */
+static int positive(const char *name) {
+    static const char *const P[] = {"kerple_r1", "kerple_r2", "fire_c", "fire_L", "alibi_slopes",
+                                    "short_factor", "long_factor", "amp", "pos_ln_w", NULL};
+    for (int i = 0; P[i]; i++)
+        if (!strcmp(P[i], name)) return 1;
+    return 0;
+}
+
+pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint64_t seed, pe_err *err) {
+    memset(L, 0, sizeof *L);
+    const pe_config *cfg = pe_attention_config(att);
+    int64_t D = pe_attention_head_dim(att), C = cfg->heads * D, Ckv = cfg->kv_heads * D;
+    L->C = C, L->Ckv = Ckv;
+    L->np = pe_attention_params(att, L->specs);
+    size_t n = (size_t)(2 * C * C + 2 * Ckv * C + 2 * C + 2 * Ckv);
+    for (int i = 0; i < L->np; i++) {
+        if (L->specs[i].shape[0] == -1) L->specs[i].shape[0] = rows;
+        n += (size_t)spec_numel(&L->specs[i]);
+    }
+    L->n = n;
+    L->block = calloc(2 * n, sizeof(float));
+    if (!L->block) return pe__fail(err, PE_ENOMEM, "out of memory");
+    pe_rng rng = {seed};
+    float *p = L->block, *g = L->block + n;
+    float a = 1.0f / sqrtf((float)C);
+#define TAKE(wf, gf, count, amp)                                                                \
+    do {                                                                                        \
+        L->w.wf = p, L->g.gf = g;                                                               \
+        for (int64_t e = 0; e < (count); e++) p[e] = (amp) * (2.0f * pe_rng_uniform(&rng) - 1.0f); \
+        p += (count), g += (count);                                                             \
+    } while (0)
+    TAKE(wq, dwq, C * C, a);
+    TAKE(wk, dwk, Ckv * C, a);
+    TAKE(wv, dwv, Ckv * C, a);
+    TAKE(wo, dwo, C * C, a);
+    TAKE(bq, dbq, C, 0.1f);
+    TAKE(bk, dbk, Ckv, 0.1f);
+    TAKE(bv, dbv, Ckv, 0.1f);
+    TAKE(bo, dbo, C, 0.1f);
+#undef TAKE
+    for (int i = 0; i < L->np; i++) {
+        int64_t count = spec_numel(&L->specs[i]);
+        int pos = positive(L->specs[i].name);
+        for (int64_t e = 0; e < count; e++)
+            p[e] = pos ? 0.2f + 0.8f * pe_rng_uniform(&rng) : pe_rng_uniform(&rng) - 0.5f;
+        L->w.param[i] = p, L->g.dparam[i] = g;
+        L->w.param_rows[i] = L->specs[i].shape[0];
+        p += count, g += count;
+    }
+    return PE_OK;
+}
+
+void pe_layer_zero_grad(pe_layer *L) { memset(L->block + L->n, 0, sizeof(float) * L->n); }
+
+void pe_layer_free(pe_layer *L) {
+    free(L->block);
+    memset(L, 0, sizeof *L);
+}
+
+int pe_layer_tensors(pe_layer *L, const char **names, float **data, float **grads, int64_t *sizes) {
+    static const char *const W[] = {"wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo"};
+    const float *wp[] = {L->w.wq, L->w.wk, L->w.wv, L->w.wo, L->w.bq, L->w.bk, L->w.bv, L->w.bo};
+    float *gp[] = {L->g.dwq, L->g.dwk, L->g.dwv, L->g.dwo, L->g.dbq, L->g.dbk, L->g.dbv, L->g.dbo};
+    int64_t sz[] = {L->C * L->C, L->Ckv * L->C, L->Ckv * L->C, L->C * L->C, L->C, L->Ckv, L->Ckv, L->C};
+    int n = 0;
+    for (int i = 0; i < 8; i++, n++) names[n] = W[i], data[n] = (float *)wp[i], grads[n] = gp[i], sizes[n] = sz[i];
+    for (int i = 0; i < L->np; i++, n++)
+        names[n] = L->specs[i].name, data[n] = (float *)L->w.param[i], grads[n] = L->g.dparam[i],
+        sizes[n] = spec_numel(&L->specs[i]);
+    return n;
+}

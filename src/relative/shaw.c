@@ -1,0 +1,105 @@
+/* Shaw et al. 2018 (tensor2tensor): relative key and value vectors, clipped at distance K.
+ *   r    = clip(j - i, -K, K) + K
+ *   s_ij = scale q_i . (k_j + rel_k[r])
+ *   o_i  = sum_j p_ij (v_j + rel_v[r])
+ * Tables rel_k, rel_v (2K+1, D) are shared by the heads. Both extra terms are gathered
+ * through a (T, 2K+1) table per (b, h), as the reference's efficient form does. */
+#include "../internal.h"
+
+enum { REL_K, REL_V };
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H, (void)D;
+    if (cfg->max_rel < 0) return pe__fail(err, PE_EKEY, "key 'max_rel': %lld must be >= 0", (long long)cfg->max_rel);
+    return PE_OK;
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)H;
+    s[REL_K] = (pe_param_spec){"rel_k", 2, {2 * cfg->max_rel + 1, D}, 0};
+    s[REL_V] = (pe_param_spec){"rel_v", 2, {2 * cfg->max_rel + 1, D}, 0};
+    return 2;
+}
+
+static inline int64_t rel_index(const pe__ctx *ctx, const int64_t *pos, int64_t i, int64_t j) {
+    int64_t K = ctx->cfg->max_rel;
+    return pe__clip(pos[j] - pos[i], -K, K) + K;
+}
+
+static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
+                          float *s) {
+    (void)h;
+    const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
+    const int64_t *pos = ctx->pos + b * T;
+    float *qr = malloc(sizeof(float) * T * R); /* (T, R) q_i . rel_k[r] */
+    PE_ASSERT(qr);
+    pe__score_dot_forward(ctx, q, k, s);
+    pe__gemm(0, 1, T, R, D, 1.0f, q, ctx->C, ctx->w->param[REL_K], D, 0.0f, qr, R);
+    float scale = (float)ctx->cfg->scale;
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) s[i * T + j] += scale * qr[i * R + rel_index(ctx, pos, i, j)];
+    free(qr);
+}
+
+/* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, r] = scale sum_{j: r_ij = r} ds_ij:
+ * dq_i += g[i] rel_k, drel_k += g^T q */
+static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
+                           const float *k, float *dq, float *dk) {
+    (void)h;
+    const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
+    const int64_t *pos = ctx->pos + b * T;
+    float *g = calloc((size_t)(T * R), sizeof(float));
+    PE_ASSERT(g);
+    pe__score_dot_backward(ctx, ds, q, k, dq, dk);
+    float scale = (float)ctx->cfg->scale;
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) g[i * R + rel_index(ctx, pos, i, j)] += scale * ds[i * T + j];
+    pe__gemm(0, 0, T, D, R, 1.0f, g, R, ctx->w->param[REL_K], D, 1.0f, dq, ctx->C);
+    if (ctx->g->dparam[REL_K]) pe__gemm(1, 0, R, D, T, 1.0f, g, R, q, ctx->C, 1.0f, ctx->g->dparam[REL_K], D);
+    free(g);
+}
+
+static void value_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o) {
+    (void)h;
+    const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
+    const int64_t *pos = ctx->pos + b * T;
+    float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) probability mass per index */
+    PE_ASSERT(pr);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) pr[i * R + rel_index(ctx, pos, i, j)] += p[i * T + j];
+    pe__gemm(0, 0, T, D, R, 1.0f, pr, R, ctx->w->param[REL_V], D, 1.0f, o, ctx->C);
+    free(pr);
+}
+
+/* forward was o_i += sum_j p_ij rel_v[r_ij], so now: dp_ij += do_i . rel_v[r_ij],
+ * drel_v[r] += sum_i pr[i, r] do_i */
+static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, const float *dout,
+                           float *dp) {
+    (void)h;
+    const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
+    const int64_t *pos = ctx->pos + b * T;
+    float *dr = malloc(sizeof(float) * T * R);        /* (T, R) do_i . rel_v[r] */
+    float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) */
+    PE_ASSERT(dr && pr);
+    pe__gemm(0, 1, T, R, D, 1.0f, dout, ctx->C, ctx->w->param[REL_V], D, 0.0f, dr, R);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = 0; j < T; j++) {
+            int64_t r = rel_index(ctx, pos, i, j);
+            dp[i * T + j] += dr[i * R + r];
+            pr[i * R + r] += p[i * T + j];
+        }
+    if (ctx->g->dparam[REL_V]) pe__gemm(1, 0, R, D, T, 1.0f, pr, R, dout, ctx->C, 1.0f, ctx->g->dparam[REL_V], D);
+    free(dr), free(pr);
+}
+
+const pe__method pe__method_shaw = {
+    .name = "shaw",
+    .family = PE_FAMILY_RELATIVE,
+    .keys = "max_rel",
+    .check = check,
+    .params = params,
+    .score_forward = score_forward,
+    .score_backward = score_backward,
+    .value_forward = value_forward,
+    .value_backward = value_backward,
+};

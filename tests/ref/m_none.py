@@ -1,0 +1,4 @@
+"""NoPE: no hooks, plain attention."""
+CASES = [
+    dict(name="gqa", T=6, H=4, D=4, kv_heads=2, causal=True),
+]

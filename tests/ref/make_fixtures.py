@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Writes the committed fixtures: for every method module tests/ref/m_<name>.py, the generic
+edge-case variants below plus the module's own CASES, each as NAME.safetensors (inputs and
+settings, the conformance format) and NAME.expected.safetensors (the float64 reference,
+stored as F32).
+
+    /usr/bin/python3 tests/ref/make_fixtures.py tests/fixtures [METHOD ...]
+"""
+import glob
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import posenc_ref  # noqa: E402
+
+# Variants every method gets: T=1, odd head count, batches, offsets and gaps, causal and not.
+GENERIC = [
+    dict(name="basic", T=7, H=2, D=4),
+    dict(name="t1", T=1, H=2, D=4, causal=True),
+    dict(name="h3_causal", T=6, H=3, D=4, causal=True),
+    dict(name="batch_gapped", T=5, H=2, D=4, B=2, positions="gapped"),
+    dict(name="offset_causal", T=6, H=2, D=6, positions="offset", causal=True),
+]
+
+
+def write_safetensors(path, tensors, metadata=None):
+    header, blobs, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = dict(metadata)
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        code = {"float32": "F32", "int64": "I64", "int32": "I32"}[str(a.dtype)]
+        buf = a.tobytes()
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [off, off + len(buf)]}
+        blobs.append(buf)
+        off += len(buf)
+    hb = json.dumps(header).encode()
+    hb += b" " * (-len(hb) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + b"".join(blobs))
+
+
+def positions(kind, B, T, rng):
+    if kind in (None, "default"):
+        return None
+    if kind == "gapped":  # (B, T): per-sequence offsets and gaps, increasing
+        steps = rng.integers(1, 4, size=(B, T))
+        start = rng.integers(0, 6, size=(B, 1))
+        return (np.cumsum(steps, 1) - steps[:, :1] + start).astype(np.int64)
+    if kind == "offset":  # a KV-cache offset: (T)
+        return np.arange(100, 100 + T, dtype=np.int64)
+    if kind == "million":
+        return np.arange(10**6 - T + 1, 10**6 + 1, dtype=np.int64)
+    return np.asarray(kind, dtype=np.int64)
+
+
+def build(mod, spec, seed):
+    rng = np.random.default_rng(seed)
+    T, H, D = spec["T"], spec["H"], spec["D"]
+    B = spec.get("B")
+    Hkv = spec.get("kv_heads", H)
+    C, Ckv = H * D, Hkv * D
+    meta = {"method": mod.__name__[2:], "heads": str(H)}
+    meta.update(getattr(mod, "BASE_META", {}))
+    meta.update(spec.get("meta", {}))
+    if spec.get("causal"):
+        meta["causal"] = "true"
+    if Hkv != H:
+        meta["kv_heads"] = str(Hkv)
+    lead = (B,) if B else ()
+    t = {}
+    u = lambda *shape, a=1.0: (a * (2 * rng.random(shape) - 1)).astype(np.float32)
+    t["x"] = u(*lead, T, C)
+    for w, rows in (("wq", C), ("wk", Ckv), ("wv", Ckv), ("wo", C)):
+        t[w] = u(rows, C, a=1 / np.sqrt(C))
+    for b, rows in (("bq", C), ("bk", Ckv), ("bv", Ckv), ("bo", C)):
+        t[b] = u(rows, a=0.1)
+    pos = positions(spec.get("positions"), B or 1, T, rng)
+    if pos is not None:
+        t["positions"] = pos if (B and pos.ndim == 2) else (pos[0] if pos.ndim == 2 else pos)
+    npos = int((pos.max() if pos is not None else T - 1) + 1)
+    shapes = mod.tensors(meta, H, D, npos) if hasattr(mod, "tensors") else {}
+    shapes.update(spec.get("tensors", {}))  # optional tensors a case adds
+    if shapes:
+        for name, shape in shapes.items():
+            init = getattr(mod, "init", None)
+            t[name] = init(name, shape, rng) if init else u(*shape, a=0.5)
+    t["dy"] = u(*lead, T, C)
+    return meta, t
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "fixtures")
+    only = set(sys.argv[2:])
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    for path in sorted(glob.glob(os.path.join(HERE, "m_*.py"))):
+        name = os.path.basename(path)[2:-3]
+        if only and name not in only:
+            continue
+        mod = posenc_ref.method_module(name)
+        specs = [dict(s) for s in GENERIC if s["name"] not in getattr(mod, "SKIP_GENERIC", ())]
+        specs += [dict(s) for s in getattr(mod, "CASES", [])]
+        for i, spec in enumerate(specs):
+            meta, t = build(mod, spec, seed=1000 * n + i)
+            exp = posenc_ref.attend(meta, t)
+            case = f"{name}_{spec['name']}"
+            write_safetensors(os.path.join(out, case + ".safetensors"), t, meta)
+            write_safetensors(os.path.join(out, case + ".expected.safetensors"),
+                              {k: v.numpy().astype(np.float32) for k, v in exp.items()})
+            print(f"wrote {case}")
+        if hasattr(mod, "write_tables"):
+            tables = os.path.join(out, "tables")
+            os.makedirs(tables, exist_ok=True)
+            mod.write_tables(tables, write_safetensors)
+            print(f"wrote tables of {name}")
+        n += 1
+
+
+if __name__ == "__main__":
+    main()
