@@ -14,23 +14,32 @@ ifeq ($(BLAS),yes)
   BASE    += -DPE_BLAS $(shell pkg-config --cflags openblas)
   LIBBLAS := $(shell pkg-config --libs openblas)
 endif
+# The trainer (train/, posenc train|compare): OpenMP for parallel runs when the compiler has it,
+# cairo for compare's plot (Debian: libcairo2-dev).
+OMP      := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+ifeq ($(shell pkg-config --exists cairo 2>/dev/null && echo yes),yes)
+  TRAIN_CFLAGS := -DPE_CAIRO $(shell pkg-config --cflags cairo)
+  LIBCAIRO     := $(shell pkg-config --libs cairo)
+endif
 ALL_CFLAGS := $(BASE) $(CFLAGS)
-LDLIBS     := $(LIBBLAS) -lm
+LDLIBS     := -ljansson $(LIBBLAS) -lm
 
 LIB_SRC := $(wildcard src/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
 IO_SRC  := $(wildcard src/io/*.c)
 CLI_SRC := $(wildcard cli/*.c)
+TRAIN_SRC := $(wildcard train/*.c)
 TEST_SRC:= $(wildcard tests/unit/test_*.c)
 TESTS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 IO_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(IO_SRC))
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
-HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli/*.h tests/unit/*.h)
+TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TRAIN_SRC))
+HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli/*.h tests/unit/*.h train/*.h)
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo deps test unit cli-test conformance reference asan valgrind fixtures install clean
+.PHONY: all run demo deps test unit cli-test conformance reference python-test asan valgrind fixtures install clean
 
 # run: the README's first command: Debian packages, the build, then the demonstration
 run: deps
@@ -64,22 +73,34 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/posenc: $(CLI_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
-	$(CC) $(SAN) -o $@ $^ -ljansson $(LDLIBS)
+$(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
+
+$(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
+	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LDLIBS)
+
+# the trainer's tests link the trainer
+$(BUILD)/tests/test_train: tests/unit/test_train.c tests/unit/harness.c $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(OMP) -o $@ $< tests/unit/harness.c $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LIBCAIRO) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka -ljansson $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
 
 # test: unit tests, CLI tests, the public conformance cases, the reference's own check, then
 # unit and CLI tests again under ASan+UBSan
 test: all
-	@$(MAKE) --no-print-directory unit cli-test conformance reference
+	@$(MAKE) --no-print-directory unit cli-test conformance reference python-test
 	@$(MAKE) --no-print-directory asan
 
 # reference: the PyTorch reference of tests/ref against the public conformance cases
 reference:
 	$(PY) tests/ref/check_reference.py ../shared/conformance/cases
+
+# python-test: the Python package (python/) with pytest: tests/python against the library, the reference, the public cases
+python-test: $(BUILD)/libposenc.so $(BUILD)/posenc
+	POSENC_LIBRARY=$(abspath $(BUILD)/libposenc.so) POSENC_CLI=$(abspath $(BUILD)/posenc) OPENBLAS_NUM_THREADS=1 \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/python
 
 # unit: every tests/unit/test_*.c (cmocka)
 unit: $(TESTS)
@@ -88,6 +109,9 @@ unit: $(TESTS)
 # cli-test: exit status 2, one-line message and no output on bad input
 cli-test: $(BUILD)/posenc
 	@bash tests/cli/test_cli.sh $(BUILD)/posenc
+	@bash tests/cli/test_encode.sh $(BUILD)/posenc
+	@bash tests/cli/test_compare.sh $(BUILD)/posenc
+	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 
 # conformance: the public cases of ../shared/conformance for every implemented method, and
 # tests/fixtures, through the shared checker

@@ -31,7 +31,8 @@ int cli_attend(int argc, char **argv) {
             else out_path = argv[++i];
         } else if (!strncmp(a, "--", 2) && a[2]) {
             over_k[n_over] = a + 2;
-            over_v[n_over++] = (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) ? argv[++i] : "true";
+            over_v[n_over++] = (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && strcmp(argv[i + 1], "-o"))
+                                   ? argv[++i] : "true";
         } else if (a[0] == '-' && a[1]) {
             rc = cli_fail("unknown option '%s'", a);
         } else if (!in_path) {

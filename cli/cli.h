@@ -6,6 +6,10 @@
 /* Subcommands: argc/argv after the command name; return the exit status. */
 int cli_attend(int argc, char **argv);
 int cli_demo(int argc, char **argv);
+int cli_encode(int argc, char **argv);
+int cli_train(int argc, char **argv);
+int cli_compare(int argc, char **argv);
+int cli_convert_rope(int argc, char **argv);
 
 /* Prints "posenc: <msg>" and returns 2, the status of bad input. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -69,7 +69,7 @@ int cli_demo(int argc, char **argv) {
             rc = cli_fail("demo: %s: %s", pe_method_name(m), err.msg);
             break;
         }
-        if (pe_layer_init(&L, att, T + shift, seed + m, &err)) {
+        if (pe_layer_init(&L, att, T + shift + 1, seed + m, &err)) { /* tupe reads row p + 1 */
             pe_attention_free(att);
             rc = cli_fail("demo: %s", err.msg);
             break;

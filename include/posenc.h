@@ -86,6 +86,7 @@ enum { PE_ROPE_HALF, PE_ROPE_INTERLEAVED };
 enum { PE_ROPE_NONE, PE_ROPE_LINEAR, PE_ROPE_NTK, PE_ROPE_DYNAMIC, PE_ROPE_YARN, PE_ROPE_LLAMA3,
        PE_ROPE_LONGROPE };
 enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
+#define PE_MAX_ROPE_PAIRS 512 /* rotary_dim / 2 of a LongRoPE table read from a config.json */
 enum { PE_POS_ATT_C2P = 1, PE_POS_ATT_P2C = 2 };
 
 /* The settings of one layer. Field names are the contract's key names
@@ -121,6 +122,10 @@ typedef struct pe_config {
     int yarn_truncate;
     double low_freq_factor, high_freq_factor;
     char hf_config[512];
+    /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
+     * short_factor / long_factor are not given. */
+    int hf_factor_count;
+    float hf_factors[2][PE_MAX_ROPE_PAIRS];
 
     uint64_t set; /* bit k: key k of pe_config_key_name(k) was given */
 } pe_config;
@@ -204,6 +209,38 @@ pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const flo
 pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const float *dy, float *dx,
                                 pe_grads *g, pe_err *err);
 
+/* ---- complex-valued layers (method complex) ------------------------------------------- */
+/* A complex-valued layer reads token ids instead of x and has two outputs: the real part y
+ * and the imaginary part y_imag. pe_attention_forward refuses it (and the *_ids calls refuse
+ * every other layer); pe_attention_backward takes it with dy_imag = 0 and dx = NULL. */
+int pe_attention_is_complex(const pe_attention *att);
+
+/* Forward.
+ *   ids       (B, T) token ids: rows of the method's tables
+ *   pos       as pe_attention_forward
+ *   y, y_imag (B, T, C)                      out
+ *   scores, probs (B, H, T, T) or NULL       out */
+pe_status pe_attention_forward_ids(pe_attention *att, const pe_weights *w, const int64_t *ids,
+                                   const int64_t *pos, int pos_batched, int64_t B, int64_t T,
+                                   float *y, float *y_imag, float *scores, float *probs,
+                                   pe_err *err);
+
+/* Backward of the last forward_ids: dy, dy_imag (B, T, C), either may be NULL (zero), not
+ * both. There is no dx: ids have no gradient. g: accumulated (+=). */
+pe_status pe_attention_backward_ids(pe_attention *att, const pe_weights *w, const float *dy,
+                                    const float *dy_imag, pe_grads *g, pe_err *err);
+
+/* ---- checkpoints between RoPE layouts ------------------------------------------------- */
+/* Permutes the rows of a q or k projection in place so that rotating with layout `to`
+ * (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) after the permutation gives the same attention as
+ * rotating with the other layout before it (Meta's checkpoints are interleaved, HF Llama's
+ * half). w is [heads*D, cols] (a weight, cols = C) or [heads*D] (a bias, cols = 1); only the
+ * first rotary_dim rows of each head move:
+ *   interleaved -> half:  new[t] = old[2t], new[r/2 + t] = old[2t + 1]   (t < r/2)
+ * Apply it to wq, bq (heads) and wk, bk (kv_heads) alike; wv and wo do not change. */
+pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
+                          pe_err *err);
+
 /* ---- the conformance contract by name ------------------------------------------------- */
 /* The safetensors dtypes: name and bytes per element. posenc computes in F32 and reads
  * positions and ids as I32 or I64; the others are recognised so errors can name them. */
@@ -236,7 +273,24 @@ typedef struct pe_tensor {
  * with pe_tensors_free. On failure nothing is allocated. */
 pe_status pe_attend(int n_keys, const char *const *keys, const char *const *values, int n_in,
                     const pe_tensor *in, pe_tensor **outs, int *n_outs, pe_err *err);
+/* Complex-valued layers (method complex) in pe_attend: `ids` [T] or [B, T] (I32/I64) replaces
+ * x (x is refused); `dy_imag` (like y, optional) joins dy; the outputs are y, y_imag,
+ * scores, probs and, when dy or dy_imag is given (the other then counts as zero), d<name>
+ * of every F32 input but no dx. */
 void pe_tensors_free(pe_tensor *t, int n);
+
+/* The absolute encoding of an absolute method, for inspection and plots (`posenc encode`).
+ * Settings as pe_attend (`heads` defaults to 1 here); tensors by the contract's names:
+ * `positions` [T] (I32/I64; required except for complex, whose default is 0..T-1), the
+ * method's own tensors (pos_table, floater_*, amp freq phase), `ids` [T] for complex; the
+ * layer's other tensors (x, wq.., dy..) are ignored. C: the width, or 0 to take it from the
+ * tensors. On success *outs holds, each F32 [T, C] (release with pe_tensors_free):
+ *   none, sinusoidal, learned  "P"                  x' = x + P[t]
+ *   floater                    "P_q" "P_k" "P_v"    the biases B(p dt) added to q, k and v
+ *   complex                    "P_re" "P_im"        the embedding of ids[t] at positions[t]
+ * Other methods are not absolute: an error. */
+pe_status pe_encode(int n_keys, const char *const *keys, const char *const *values, int64_t C,
+                    int n_in, const pe_tensor *in, pe_tensor **outs, int *n_outs, pe_err *err);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 # Installs the Debian packages posenc's build, tests and references need (only the missing ones).
 set -euo pipefail
 PKGS=(build-essential pkg-config libopenblas-dev libjansson-dev libcmocka-dev
-      python3 python3-numpy python3-torch valgrind)
+      python3 python3-numpy python3-torch python3-pytest
+      python3-setuptools python3-wheel python3-pip python3-venv valgrind)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,8 @@
 /* pe_attend: the conformance contract by name (shared/spec/conformance.md). Checks every
  * tensor's name, dtype and shape against the layer's configuration, runs forward (and
- * backward when dy is given) and returns the contract's outputs. */
+ * backward when dy is given) and returns the contract's outputs. Complex-valued layers
+ * (method complex) read `ids` in place of `x`, take an optional `dy_imag` and write `y_imag`
+ * and no `dx`. */
 #include "internal.h"
 
 #include <stddef.h>
@@ -70,6 +72,16 @@ static pe_status add_out(pe_tensor *outs, int *n, const char *name, int ndim, co
     return PE_OK;
 }
 
+/* An I32 or I64 tensor as a new int64 array (NULL: out of memory). */
+static int64_t *to_i64(const pe_tensor *t) {
+    int64_t n = numel(t);
+    int64_t *v = malloc(sizeof(int64_t) * (n ? n : 1));
+    if (v)
+        for (int64_t i = 0; i < n; i++)
+            v[i] = t->dtype == PE_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
+    return v;
+}
+
 void pe_tensors_free(pe_tensor *t, int n) {
     if (!t) return;
     for (int i = 0; i < n; i++) free(t[i].data);
@@ -86,14 +98,36 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     if (st) return st;
     if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
 
-    const pe_tensor *x = find(n_in, in, "x");
-    if (!x) return pe__fail(err, PE_ETENSOR, "tensor 'x' is missing");
-    if (x->dtype != PE_F32) return pe__fail(err, PE_ETENSOR, "tensor 'x': dtype %s, expected F32", pe_dtype_name(x->dtype));
-    if (x->ndim != 2 && x->ndim != 3)
-        return pe__fail(err, PE_ETENSOR, "tensor 'x': expected [T, C] or [B, T, C], got %d dimensions", x->ndim);
-    int batched = x->ndim == 3;
-    int64_t B = batched ? x->shape[0] : 1, T = x->shape[x->ndim - 2], C = x->shape[x->ndim - 1];
-    if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor 'x': every dimension must be >= 1");
+    /* the layer's input: x [T, C] or [B, T, C]; complex: ids [T] or [B, T], C from wq */
+    const int cx = (pe__method_get(cfg.method)->flags & PE__COMPLEX) != 0;
+    const char *in_name = cx ? "ids" : "x";
+    const pe_tensor *x = find(n_in, in, in_name);
+    if (cx && find(n_in, in, "x"))
+        return pe__fail(err, PE_ETENSOR, "tensor 'x' is not an input of method %s: it reads token ids from 'ids'",
+                        pe_method_name(cfg.method));
+    if (!x) return pe__fail(err, PE_ETENSOR, "tensor '%s' is missing", in_name);
+    if (cx ? x->dtype != PE_I32 && x->dtype != PE_I64 : x->dtype != PE_F32)
+        return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", in_name, pe_dtype_name(x->dtype),
+                        cx ? "I32 or I64" : "F32");
+    if (x->ndim != 2 - cx && x->ndim != 3 - cx)
+        return pe__fail(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", in_name,
+                        cx ? "[T] or [B, T]" : "[T, C] or [B, T, C]", x->ndim);
+    int batched = x->ndim == 3 - cx;
+    int64_t B = batched ? x->shape[0] : 1, T = x->shape[batched], C = cx ? 0 : x->shape[x->ndim - 1];
+    if (cx) {
+        const pe_tensor *wq = find(n_in, in, "wq");
+        if (!wq) return pe__fail(err, PE_ETENSOR, "tensor 'wq' is missing");
+        if (wq->ndim != 2) return pe__fail(err, PE_ETENSOR, "tensor 'wq': expected [C, C], got %d dimensions", wq->ndim);
+        C = wq->shape[1];
+    }
+    if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", cx ? "ids" : "x");
+    if (cx && pe_config_is_set(&cfg, "heads") && cfg.heads >= 1 && C % cfg.heads)
+        return pe__fail(err, PE_ETENSOR, "tensor 'wq': width C=%lld does not divide by heads %lld",
+                        (long long)C, (long long)cfg.heads);
+    /* y's shape: x's; complex: ids' with C appended */
+    int yndim = cx ? x->ndim + 1 : x->ndim;
+    int64_t yshape[3] = {B, T, C};
+    const int64_t *ys = batched ? yshape : yshape + 1;
 
     pe_attention *att;
     if ((st = pe_attention_init(&att, &cfg, C, err))) return st;
@@ -103,18 +137,18 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     int has_mem = pe_attention_has_memory(att);
 
     pe_weights w = {0};
-    const pe_tensor *pos = NULL, *mems = NULL, *dy = NULL;
+    const pe_tensor *pos = NULL, *mems = NULL, *dy = NULL, *dy_im = NULL;
     int64_t M = 0;
     pe_tensor *outs = NULL;
     int n_outs = 0;
-    int64_t *pos64 = NULL;
+    int64_t *pos64 = NULL, *ids64 = NULL;
 
     /* every input: known name, right dtype and shape */
     for (int i = 0; i < n_in && !st; i++) {
         const pe_tensor *t = &in[i];
         const char *nm = t->name;
         int known = 0;
-        if (strcmp(nm, "x") == 0) continue;
+        if (strcmp(nm, in_name) == 0) continue;
         for (int k = 0; k < N_WEIGHTS && !known; k++) {
             if (strcmp(nm, WEIGHTS[k].name) != 0) continue;
             known = 1;
@@ -143,7 +177,10 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
             }
         } else if (strcmp(nm, "dy") == 0) {
             dy = t;
-            st = expect(t, x->ndim, x->shape, err);
+            st = expect(t, yndim, ys, err);
+        } else if (strcmp(nm, "dy_imag") == 0 && cx) {
+            dy_im = t;
+            st = expect(t, yndim, ys, err);
         } else if (strcmp(nm, "mems") == 0 && has_mem) {
             mems = t;
             M = t->ndim == x->ndim ? t->shape[t->ndim - 2] : 0;
@@ -163,31 +200,40 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
                           pe_method_name(cfg.method));
     if (st) goto done;
 
-    if (pos) {
-        int64_t n = numel(pos);
-        pos64 = malloc(sizeof(int64_t) * n);
-        if (!pos64) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
-        for (int64_t i = 0; i < n; i++)
-            pos64[i] = pos->dtype == PE_I64 ? ((const int64_t *)pos->data)[i] : ((const int32_t *)pos->data)[i];
-    }
+    if (pos && !(pos64 = to_i64(pos))) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
 
-    /* outputs: y, scores, probs; with dy also dx and d<name> for every F32 input */
-    outs = calloc(4 + n_in, sizeof(pe_tensor));
+    /* outputs: y (complex: y_imag), scores, probs; with dy also dx (not complex) and d<name>
+     * for every F32 input */
+    outs = calloc(5 + n_in, sizeof(pe_tensor));
     if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
     int64_t sshape[4] = {B, H, T, M + T};
-    if ((st = add_out(outs, &n_outs, "y", x->ndim, x->shape, err)) ||
+    if ((st = add_out(outs, &n_outs, "y", yndim, ys, err)) ||
+        (cx && (st = add_out(outs, &n_outs, "y_imag", yndim, ys, err))) ||
         (st = add_out(outs, &n_outs, "scores", batched ? 4 : 3, batched ? sshape : sshape + 1, err)) ||
         (st = add_out(outs, &n_outs, "probs", batched ? 4 : 3, batched ? sshape : sshape + 1, err)))
         goto done;
-    st = pe_attention_forward(att, &w, x->data, mems ? mems->data : NULL, M, pos64,
-                              pos && pos->ndim == 2, B, T, outs[0].data, outs[1].data, outs[2].data, err);
-    if (st || !dy) goto done;
+    float *y = outs[0].data, *y_im = cx ? outs[1].data : NULL, *scores = outs[1 + cx].data,
+          *probs = outs[2 + cx].data;
+    if (cx) {
+        if (!(ids64 = to_i64(x))) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+        st = pe_attention_forward_ids(att, &w, ids64, pos64, pos && pos->ndim == 2, B, T, y, y_im,
+                                      scores, probs, err);
+    } else {
+        st = pe_attention_forward(att, &w, x->data, mems ? mems->data : NULL, M, pos64,
+                                  pos && pos->ndim == 2, B, T, y, scores, probs, err);
+    }
+    if (st || !(dy || dy_im)) goto done;
 
-    if ((st = add_out(outs, &n_outs, "dx", x->ndim, x->shape, err))) goto done;
+    float *dx = NULL;
+    if (!cx) {
+        if ((st = add_out(outs, &n_outs, "dx", x->ndim, x->shape, err))) goto done;
+        dx = outs[n_outs - 1].data;
+    }
     pe_grads g = {0};
     for (int i = 0; i < n_in; i++) {
         const pe_tensor *t = &in[i];
-        if (t->dtype != PE_F32 || !strcmp(t->name, "x") || !strcmp(t->name, "dy") || !strcmp(t->name, "mems"))
+        if (t->dtype != PE_F32 || !strcmp(t->name, "x") || !strcmp(t->name, "dy") ||
+            !strcmp(t->name, "dy_imag") || !strcmp(t->name, "mems"))
             continue;
         char name[80];
         snprintf(name, sizeof name, "d%s", t->name);
@@ -200,10 +246,155 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         PE_ASSERT(slot);
         *slot = d;
     }
-    st = pe_attention_backward(att, &w, dy->data, outs[3].data, &g, err);
+    if (cx) st = pe_attention_backward_ids(att, &w, dy ? dy->data : NULL, dy_im ? dy_im->data : NULL, &g, err);
+    else st = pe_attention_backward(att, &w, dy->data, dx, &g, err);
 
 done:
     free(pos64);
+    free(ids64);
+    pe_attention_free(att);
+    if (st) {
+        pe_tensors_free(outs, n_outs);
+        return st;
+    }
+    *outs_p = outs;
+    *n_outs_p = n_outs;
+    return PE_OK;
+}
+
+/* ---- pe_encode: the absolute encoding, by name ------------------------------------------ */
+
+/* Tensors of the layer that encode does not read (a conformance case can be its input). */
+static int layer_tensor(const char *name) {
+    static const char *const L[] = {"x", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo",
+                                    "dy", "dy_imag", "mems", NULL};
+    for (int i = 0; L[i]; i++)
+        if (!strcmp(L[i], name)) return 1;
+    return 0;
+}
+
+/* The width from the tensors: x's or wq's last dimension, else the method's first tensor
+ * given, at the dimension that grows with C (the specs probed at C = 1 and C = 2). */
+static int64_t width_of(const pe_config *cfg, int n_in, const pe_tensor *in) {
+    const pe_tensor *t = find(n_in, in, "x");
+    if (!t) t = find(n_in, in, "wq");
+    if (t && t->ndim >= 1) return t->shape[t->ndim - 1];
+    const pe__method *m = pe__method_get(cfg->method);
+    if (!m->params) return 0;
+    pe_param_spec s1[PE_MAX_PARAMS], s2[PE_MAX_PARAMS];
+    int n = m->params(cfg, 1, 1, s1);
+    m->params(cfg, 1, 2, s2);
+    for (int i = 0; i < n; i++) {
+        if (!(t = find(n_in, in, s1[i].name)) || t->ndim != s1[i].ndim) continue;
+        for (int d = 0; d < s1[i].ndim; d++)
+            if (s1[i].shape[d] == 1 && s2[i].shape[d] == 2) return t->shape[d];
+    }
+    return 0;
+}
+
+pe_status pe_encode(int n_keys, const char *const *keys, const char *const *values, int64_t C,
+                    int n_in, const pe_tensor *in, pe_tensor **outs_p, int *n_outs_p, pe_err *err) {
+    *outs_p = NULL;
+    *n_outs_p = 0;
+    pe_config cfg;
+    pe_config_init(&cfg);
+    pe_status st = pe_config_set_all(&cfg, n_keys, keys, values, err);
+    if (st) return st;
+    if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    if (pe_method_family(cfg.method) != PE_FAMILY_ABSOLUTE) {
+        char list[256] = "";
+        for (int m = 0; m < PE_METHOD_COUNT; m++)
+            if (pe_method_family(m) == PE_FAMILY_ABSOLUTE)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", pe_method_name(m));
+        return pe__fail(err, PE_EKEY, "method %s is not absolute: encode writes the P of %s", pe_method_name(cfg.method), list);
+    }
+    if (!pe_config_is_set(&cfg, "heads") && (st = pe_config_set(&cfg, "heads", "1", err))) return st;
+    const pe__method *m = pe__method_get(cfg.method);
+    const int cx = (m->flags & PE__COMPLEX) != 0;
+    if (C <= 0 && (C = width_of(&cfg, n_in, in)) <= 0)
+        return pe__fail(err, PE_EINVAL, "the width C is unknown: give it (posenc encode --width C) or a tensor that has it");
+
+    pe_attention *att;
+    if ((st = pe_attention_init(&att, &cfg, C, err))) return st;
+    const pe_config *rc = pe_attention_config(att);
+    const int64_t D = pe_attention_head_dim(att);
+    pe_param_spec specs[PE_MAX_PARAMS];
+    int np = pe_attention_params(att, specs);
+    pe_weights w = {0};
+    const pe_tensor *pos = NULL, *ids = NULL;
+    int64_t *pos64 = NULL, *ids64 = NULL, T = 0;
+    pe_tensor *outs = NULL;
+    int n_outs = 0;
+    pe__ctx ctx = {0};
+
+    for (int i = 0; i < n_in && !st; i++) {
+        const pe_tensor *t = &in[i];
+        int known = layer_tensor(t->name);
+        for (int k = 0; k < np && !known; k++)
+            if (!strcmp(t->name, specs[k].name)) {
+                known = 1;
+                st = expect(t, specs[k].ndim, specs[k].shape, err);
+                w.param[k] = t->data;
+                w.param_rows[k] = t->shape[0];
+            }
+        if (known) continue;
+        if (!strcmp(t->name, "positions") || (cx && !strcmp(t->name, "ids"))) {
+            if (t->dtype != PE_I32 && t->dtype != PE_I64)
+                st = pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
+            else if (t->ndim != 1 || t->shape[0] < 1)
+                st = pe__fail(err, PE_ETENSOR, "tensor '%s': expected [T] with T >= 1, got %d dimensions", t->name, t->ndim);
+            else if (T && t->shape[0] != T)
+                st = pe__fail(err, PE_ETENSOR, "tensor '%s': %lld entries, but %s has %lld", t->name,
+                              (long long)t->shape[0], pos ? "positions" : "ids", (long long)T);
+            T = t->shape[0];
+            *(t->name[0] == 'p' ? &pos : &ids) = t;
+        } else {
+            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", t->name, pe_method_name(cfg.method));
+        }
+    }
+    for (int k = 0; k < np && !st; k++)
+        if (!specs[k].optional && !w.param[k])
+            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[k].name, pe_method_name(cfg.method));
+    if (!st && cx && !ids) st = pe__fail(err, PE_ETENSOR, "tensor 'ids' is missing (method %s encodes token ids)", pe_method_name(cfg.method));
+    if (!st && !pos && !cx) st = pe__fail(err, PE_ETENSOR, "tensor 'positions' is missing: the positions to encode");
+    if (st) goto done;
+    if (!(pos64 = pos ? to_i64(pos) : malloc(sizeof(int64_t) * T)) || (cx && !(ids64 = to_i64(ids)))) {
+        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        goto done;
+    }
+    int64_t pmin = INT64_MAX, pmax = INT64_MIN;
+    for (int64_t t = 0; t < T; t++) {
+        if (!pos) pos64[t] = t;
+        pmin = pos64[t] < pmin ? pos64[t] : pmin;
+        pmax = pos64[t] > pmax ? pos64[t] : pmax;
+    }
+
+    /* the method's hooks on zeros: exactly what the layer adds */
+    static const char *const NAMES[3][3] = {{"P"}, {"P_q", "P_k", "P_v"}, {"P_re", "P_im"}};
+    const int kind = cx ? 2 : m->rotate_forward ? 1 : 0, n_p = kind == 1 ? 3 : kind == 2 ? 2 : 1;
+    outs = calloc(n_p + 1, sizeof(pe_tensor));
+    if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    int64_t shape[2] = {T, C};
+    for (int i = 0; i < n_p && !st; i++) st = add_out(outs, &n_outs, NAMES[kind][i], 2, shape, err);
+    if (st) goto done;
+    ctx = (pe__ctx){.cfg = rc, .B = 1, .T = T, .M = 0, .Tk = T, .H = rc->heads, .Hkv = rc->kv_heads,
+                    .D = D, .C = C, .Ckv = rc->kv_heads * D, .pos = pos64, .pos_min = pmin,
+                    .pos_max = pmax, .w = &w, .ids = ids64};
+    if (m->prepare && (st = m->prepare(&ctx, err))) goto done;
+    if (kind == 2) m->embed_complex_forward(&ctx, outs[0].data, outs[1].data);
+    else if (kind == 1) m->rotate_forward(&ctx, outs[0].data, outs[1].data, outs[2].data);
+    else if (m->embed_forward) m->embed_forward(&ctx, outs[0].data);
+    /* and the positions encoded, for plots */
+    pe_tensor *p = &outs[n_outs++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "positions");
+    p->dtype = PE_I64, p->ndim = 1, p->shape[0] = T, p->data = pos64;
+    pos64 = NULL;
+
+done:
+    if (m->release && ctx.state) m->release(&ctx);
+    free(pos64);
+    free(ids64);
     pe_attention_free(att);
     if (st) {
         pe_tensors_free(outs, n_outs);

@@ -2,7 +2,13 @@
  * reverse walk. Nothing here is method-specific: methods act only through their hooks.
  *
  * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv kv heads, D head_dim,
- * C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores. */
+ * C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores.
+ *
+ * Complex-valued layers (PE__COMPLEX, method complex) run the same walk on two streams: token
+ * ids give re and im embeddings (embed_complex), both go through the same projections, the
+ * score hook reads both (score_complex), one softmax p weights both value streams, and both
+ * outputs go through wo: y = o wo^T + bo, y_imag = o_im wo^T + bo. Every `if (cx)` below is
+ * that second stream; with cx = 0 the walk is the real one, unchanged. */
 #include "internal.h"
 
 struct pe_attention {
@@ -29,6 +35,9 @@ struct pe_attention {
     float *o;    /* (B, T, C) */
     int64_t *pos; /* (B, T) */
     size_t pos_cap;
+    /* complex-valued layers only (M = 0, Ckv = C): the imaginary stream and the ids */
+    float *xe_im, *q_im, *k_im, *v_im, *o_im; /* (B, T, C) each */
+    int64_t *ids;                             /* (B, T) */
     pe__ctx ctx;
 };
 
@@ -59,12 +68,14 @@ void pe_attention_free(pe_attention *a) {
     if (a->m->release && a->ctx.state) a->m->release(&a->ctx);
     free(a->mem);
     free(a->pos);
+    free(a->ids);
     free(a);
 }
 
 const pe_config *pe_attention_config(const pe_attention *a) { return &a->cfg; }
 int64_t pe_attention_head_dim(const pe_attention *a) { return a->D; }
 int pe_attention_has_memory(const pe_attention *a) { return (a->m->flags & PE__MEMORY) != 0; }
+int pe_attention_is_complex(const pe_attention *a) { return (a->m->flags & PE__COMPLEX) != 0; }
 
 int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
     memcpy(specs, a->specs, sizeof(pe_param_spec) * a->nparams);
@@ -74,10 +85,11 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 /* Carves the saved-activation block for (B, T, M). */
 static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_err *err) {
     int64_t Tk = M + T, C = a->C, Ckv = a->Ckv, H = a->H;
-    int rot = a->m->rotate_forward != NULL;
+    int rot = a->m->rotate_forward != NULL, cx = pe_attention_is_complex(a);
     size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * Tk) * 2;
     if (M) n += (size_t)(B * Tk * C);
     if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
+    if (cx) n += (size_t)(B * T * C) * 5;
     if (n > a->mem_floats) {
         free(a->mem);
         a->mem = malloc(n * sizeof(float));
@@ -89,6 +101,14 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_er
         a->pos = malloc(sizeof(int64_t) * B * T);
         a->pos_cap = a->pos ? (size_t)(B * T) : 0;
         if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
+        if (cx) {
+            free(a->ids);
+            a->ids = malloc(sizeof(int64_t) * B * T);
+            if (!a->ids) {
+                a->pos_cap = 0;
+                return pe__fail(err, PE_ENOMEM, "out of memory for ids");
+            }
+        }
     }
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
@@ -106,6 +126,13 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_er
         CARVE(k_in, B * Tk * Ckv);
     } else {
         a->q_in = a->k_in = NULL;
+    }
+    if (cx) {
+        CARVE(xe_im, B * T * C);
+        CARVE(q_im, B * T * C);
+        CARVE(k_im, B * T * C);
+        CARVE(v_im, B * T * C);
+        CARVE(o_im, B * T * C);
     }
 #undef CARVE
     return PE_OK;
@@ -130,16 +157,20 @@ static void linear_backward(float *dx, int accumulate, float *dw, float *db, con
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
 }
 
-pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float *x,
-                               const float *mems, int64_t M, const int64_t *pos, int pos_batched,
-                               int64_t B, int64_t T, float *y, float *scores, float *probs,
-                               pe_err *err) {
+/* The forward walk: x (real layers) or ids with y_im (complex-valued layers). */
+static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const int64_t *ids,
+                         const float *mems, int64_t M, const int64_t *pos, int pos_batched,
+                         int64_t B, int64_t T, float *y, float *y_im, float *scores, float *probs,
+                         pe_err *err) {
     a->have_forward = 0;
+    const int cx = pe_attention_is_complex(a);
     if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
     if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
     if (M > 0 && !(a->m->flags & PE__MEMORY))
         return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
-    if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
+    if (cx ? (!ids || !y_im) : !x)
+        return pe__fail(err, PE_EINVAL, cx ? "ids and y_imag are required" : "x is required");
+    if (!w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
         return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
@@ -159,15 +190,19 @@ pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float
             pmax = pv > pmax ? pv : pmax;
         }
 
+    if (cx) memcpy(a->ids, ids, sizeof(int64_t) * B * T);
+
     pe__ctx *ctx = &a->ctx;
-    if (a->m->release && ctx->state) a->m->release(ctx);
+    void *kept = (a->m->flags & PE__PERSIST) ? ctx->state : NULL; /* the method's cache */
+    if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .M = M, .Tk = Tk, .H = H, .Hkv = a->Hkv,
                      .D = D, .C = C, .Ckv = Ckv, .pos = a->pos, .pos_min = pmin, .pos_max = pmax,
-                     .w = w, .g = NULL, .state = NULL};
+                     .w = w, .g = NULL, .state = kept, .ids = cx ? a->ids : NULL};
     if (a->m->prepare && (st = a->m->prepare(ctx, err))) return st;
 
-    /* pass 1: x' = x + P[pos] */
-    memcpy(a->xe, x, sizeof(float) * B * T * C);
+    /* pass 1: x' = x + P[pos]; complex: both parts from the ids */
+    if (cx) a->m->embed_complex_forward(ctx, a->xe, a->xe_im);
+    else memcpy(a->xe, x, sizeof(float) * B * T * C);
     if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
     if (M)
         for (int64_t b = 0; b < B; b++) {
@@ -179,6 +214,11 @@ pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float
     linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
     linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
     linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
+    if (cx) {
+        linear_forward(a->q_im, a->xe_im, w->wq, w->bq, B * T, C, C);
+        linear_forward(a->k_im, a->xe_im, w->wk, w->bk, B * T, C, C);
+        linear_forward(a->v_im, a->xe_im, w->wv, w->bv, B * T, C, C);
+    }
     if (a->m->rotate_forward) {
         memcpy(a->q_in, a->q, sizeof(float) * B * T * C);
         memcpy(a->k_in, a->k, sizeof(float) * B * Tk * Ckv);
@@ -192,7 +232,9 @@ pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float
             const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
             const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
-            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
+            if (cx) a->m->score_complex_forward(ctx, b, h, qh, kh, a->q_im + (qh - a->q),
+                                                a->k_im + (kh - a->k), s);
+            else if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
             if (a->cfg.causal)
@@ -210,21 +252,46 @@ pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float
             pe__softmax_forward(s, p, T, Tk);
             float *oh = a->o + b * T * C + h * D;
             pe__gemm(0, 0, T, D, Tk, 1.0f, p, Tk, vh, Ckv, 0.0f, oh, C);
+            if (cx) pe__gemm(0, 0, T, D, T, 1.0f, p, T, a->v_im + (vh - a->v), C, 0.0f, a->o_im + (oh - a->o), C);
             if (a->m->value_forward) a->m->value_forward(ctx, b, h, p, oh);
         }
 
     /* pass 5: output projection */
     linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
+    if (cx) linear_forward(y_im, a->o_im, w->wo, w->bo, B * T, C, C);
     if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
     if (probs) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
     a->have_forward = 1;
     return PE_OK;
 }
 
-pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
-                                pe_grads *g, pe_err *err) {
+pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float *x,
+                               const float *mems, int64_t M, const int64_t *pos, int pos_batched,
+                               int64_t B, int64_t T, float *y, float *scores, float *probs,
+                               pe_err *err) {
+    if (pe_attention_is_complex(a)) {
+        a->have_forward = 0;
+        return pe__fail(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
+    }
+    return forward(a, w, x, NULL, mems, M, pos, pos_batched, B, T, y, NULL, scores, probs, err);
+}
+
+pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const int64_t *ids,
+                                   const int64_t *pos, int pos_batched, int64_t B, int64_t T,
+                                   float *y, float *y_imag, float *scores, float *probs, pe_err *err) {
+    if (!pe_attention_is_complex(a)) {
+        a->have_forward = 0;
+        return pe__fail(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
+    }
+    return forward(a, w, NULL, ids, NULL, 0, pos, pos_batched, B, T, y, y_imag, scores, probs, err);
+}
+
+/* The reverse walk; complex-valued layers also take dy_im (dy or dy_im may then be NULL: zero). */
+static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy, const float *dy_im,
+                          float *dx, pe_grads *g, pe_err *err) {
     if (!a->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
-    if (!dy) return pe__fail(err, PE_EINVAL, "dy is required");
+    const int cx = pe_attention_is_complex(a);
+    if (!dy && !(cx && dy_im)) return pe__fail(err, PE_EINVAL, cx ? "dy or dy_imag is required" : "dy is required");
     pe_grads none = {0};
     if (!g) g = &none;
     const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, H = a->H, D = a->D, C = a->C,
@@ -235,6 +302,8 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
 
     size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C) +
                (size_t)(T * Tk) * 2;
+    size_t n_re = n;
+    if (cx) n += (size_t)(B * T * C) * 7; /* the imaginary stream's, and a zero dy */
     float *work = calloc(n, sizeof(float));
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
@@ -245,9 +314,20 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
     float *dp = dkvin + B * Tk * C;     /* (T, Tk) */
     float *ds = dp + T * Tk;            /* (T, Tk) */
+    /* complex: the same for the imaginary stream (M = 0, Tk = T, Ckv = C) */
+    float *dout_im = NULL, *dq_im = NULL, *dxe_im = NULL, *dk_im = NULL, *dv_im = NULL,
+          *dkvin_im = NULL;
+    if (cx) {
+        float *im = work + n_re, *zero = im + 6 * B * T * C; /* zero: an absent dy or dy_im */
+        dout_im = im, dq_im = im + B * T * C, dxe_im = im + 2 * B * T * C;
+        dk_im = im + 3 * B * T * C, dv_im = im + 4 * B * T * C, dkvin_im = im + 5 * B * T * C;
+        if (!dy) dy = zero;
+        if (!dy_im) dy_im = zero;
+    }
 
-    /* pass 5: y = o wo^T + bo */
+    /* pass 5: y = o wo^T + bo (complex: and y_imag = o_im wo^T + bo) */
     linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
+    if (cx) linear_backward(dout_im, 0, g->dwo, g->dbo, dy_im, a->o_im, w->wo, B * T, C, C);
 
     /* passes 4 and 3, per (b, h), each hook in reverse */
     for (int64_t b = 0; b < B; b++)
@@ -263,10 +343,17 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
             /* o = p v: dp = do v^T, dv += p^T do */
             pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
             pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
+            const int64_t oq = b * T * C + h * D; /* complex: this head's offset in the (B, T, C) streams */
+            if (cx) { /* and o_im = p v_im: dp += do_im v_im^T, dv_im += p^T do_im */
+                pe__gemm(0, 1, T, T, D, 1.0f, dout_im + oq, C, a->v_im + oq, C, 1.0f, dp, T);
+                pe__gemm(1, 0, T, D, T, 1.0f, p, T, dout_im + oq, C, 1.0f, dv_im + oq, C);
+            }
             if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
             pe__softmax_backward(p, dp, ds, T, Tk);
             if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
-            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+            if (cx) a->m->score_complex_backward(ctx, b, h, ds, qh, kh, a->q_im + oq, a->k_im + oq, dqh,
+                                                 dkh, dq_im + oq, dk_im + oq);
+            else if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
             else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
         }
 
@@ -277,14 +364,35 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
     for (int64_t b = 0; b < B; b++) /* the segment's part of [mems; x']; mems get no gradient */
         for (int64_t i = 0; i < T * C; i++) dxe[b * T * C + i] += dkvin[(b * Tk + M) * C + i];
+    if (cx) {
+        linear_backward(dxe_im, 0, g->dwq, g->dbq, dq_im, a->xe_im, w->wq, B * T, C, C);
+        linear_backward(dkvin_im, 0, g->dwk, g->dbk, dk_im, a->xe_im, w->wk, B * T, C, C);
+        linear_backward(dkvin_im, 1, g->dwv, g->dbv, dv_im, a->xe_im, w->wv, B * T, C, C);
+        for (int64_t i = 0; i < B * T * C; i++) dxe_im[i] += dkvin_im[i];
+    }
 
-    /* pass 1: x' = x + P[pos]; then the tables of prepare */
+    /* pass 1: x' = x + P[pos] (complex: the embedding of the ids); then the tables of prepare */
+    if (cx) a->m->embed_complex_backward(ctx, dxe, dxe_im);
     if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
     if (a->m->finish_backward) a->m->finish_backward(ctx);
     if (dx) memcpy(dx, dxe, sizeof(float) * B * T * C);
     free(work);
     ctx->g = NULL;
     return PE_OK;
+}
+
+pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
+                                pe_grads *g, pe_err *err) {
+    if (pe_attention_is_complex(a) && dx)
+        return pe__fail(err, PE_EINVAL, "method %s has no dx (its input is token ids): pass dx = NULL", a->m->name);
+    return backward(a, w, dy, NULL, dx, g, err);
+}
+
+pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const float *dy,
+                                    const float *dy_imag, pe_grads *g, pe_err *err) {
+    if (!pe_attention_is_complex(a))
+        return pe__fail(err, PE_EINVAL, "method %s reads x: use pe_attention_backward", a->m->name);
+    return backward(a, w, dy, dy_imag, NULL, g, err);
 }
 
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {

@@ -249,6 +249,10 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
         return pe__fail(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
                         m->name);
     if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt((double)D);
+    if (pe_config_is_set(cfg, "hf_config")) {
+        pe_status st = pe__hf_config_apply(cfg, D, err);
+        if (st) return st;
+    }
     if (m->defaults) m->defaults(cfg, H, D);
     if (m->check) return m->check(cfg, H, D, err);
     return PE_OK;

@@ -33,6 +33,8 @@
 
 #include "posenc.h"
 
+#define PE_PI 3.14159265358979323846
+
 #define PE_ASSERT(x)                                                                      \
     do {                                                                                  \
         if (!(x)) {                                                                       \
@@ -54,11 +56,19 @@ typedef struct pe__ctx {
     const pe_weights *w;
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
+    const int64_t *ids; /* (B, T) token ids of a complex-valued layer (PE__COMPLEX), else NULL */
 } pe__ctx;
 
 enum {
     PE__GQA = 1,    /* supports kv_heads < heads */
     PE__MEMORY = 2, /* reads mems (keys and values over memory + segment) */
+    /* Complex-valued (complex): token ids replace x, and an imaginary stream runs beside the
+     * real one through the projections (same weights and biases), the value sum and the
+     * output projection; the *_complex hooks replace embed and score. */
+    PE__COMPLEX = 4,
+    /* ctx->state outlives a forward (a cache): prepare finds the previous call's state in
+     * ctx->state (NULL the first time) and release runs only when the layer is freed. */
+    PE__PERSIST = 8,
 };
 
 typedef struct pe__method {
@@ -109,6 +119,18 @@ typedef struct pe__method {
     void (*value_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o);
     void (*value_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, const float *dout,
                            float *dp);
+
+    /* Complex-valued layers (PE__COMPLEX), in place of embed and score: the embedding of
+     * ctx->ids writes both parts re, im (B, T, C); the score of one (b, h) reads both parts of
+     * q and k (layouts as score_forward) and its backward accumulates into all four. */
+    void (*embed_complex_forward)(pe__ctx *ctx, float *re, float *im);
+    void (*embed_complex_backward)(pe__ctx *ctx, const float *dre, const float *dim);
+    void (*score_complex_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *q,
+                                  const float *k, const float *q_im, const float *k_im, float *s);
+    void (*score_complex_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds,
+                                   const float *q, const float *k, const float *q_im,
+                                   const float *k_im, float *dq, float *dk, float *dq_im,
+                                   float *dk_im);
 } pe__method;
 
 #define X(id, name, family) extern const pe__method pe__method_##name;
@@ -146,16 +168,24 @@ void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double bas
 
 /* RoPE frequencies for a configuration (rotary/rope_scaling.c): fills inv_freq[rotary_dim/2]
  * in double and returns the attention factor that multiplies cos and sin. n_pos is
- * max(positions) + 1 (dynamic NTK, the LongRoPE switch); factors are LongRoPE's short and
- * long tables (NULL otherwise); *long_used tells which one was applied. */
-double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *short_factor,
-                      const float *long_factor, double *inv_freq, int *long_used);
+ * max(positions) + 1 (dynamic NTK, the LongRoPE switch); factors is the LongRoPE factor table
+ * the positions select (pe__rope_longrope_uses_long), NULL otherwise. */
+double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq);
+int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
+
+/* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(pos * inv_freq) * attn,
+ * angles and cos/sin in double, rounded once to float. */
+void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
+                    double attn);
 
 /* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
  * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
  * (the backward of a rotation is the rotation by -theta). */
 void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
+
+/* Fills unset rope keys from the config.json named by cfg->hf_config (rotary/hf_config.c). */
+pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);
 
 /* Validation shared by rope and its relatives (rope_scaling.c), and by t5 and tupe (t5.c). */
 pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err);
@@ -167,5 +197,15 @@ void pe__alibi_slopes(double *m, int64_t H);
 /* T5's bucket of a relative position (j - i), as HF _relative_position_bucket computes it
  * (float32 log, truncation toward zero). Shared with TUPE. */
 int64_t pe__t5_bucket(int64_t rel, int bidirectional, int64_t num_buckets, int64_t max_distance);
+
+/* DeBERTa's log bucket of a relative position (i - j), as HF make_log_bucket_position computes
+ * it in float32 (no clamp; a non-finite value gives INT64_MIN, as PyTorch's cast on x86). */
+int64_t pe__deberta_bucket(int64_t rel, int64_t bucket_size, int64_t max_position);
+
+/* FLOATER's grid (absolute/floater.c): the grid index n and remainder r of t = p dt on the
+ * grid k step (n = round(t/step) within 8 ulps, else floor), and the number of RK4 steps
+ * taken so far by every floater layer of the process (for tests of the cache). */
+void pe__floater_grid(int64_t p, double dt, double step, int64_t *n, double *r);
+int64_t pe__floater_steps(void);
 
 #endif

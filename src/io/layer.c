@@ -26,10 +26,11 @@ static int64_t spec_numel(const pe_param_spec *s) {
     return n;
 }
 
-/* Parameters that must be positive in any sensible layer (scales, rates). */
+/* Parameters that must be positive in any sensible layer (scales, rates); and FIRE's first
+ * layer, so that w1 u + b1 > 0 for every u >= 0: no relu kink for finite differences to straddle. */
 static int positive(const char *name) {
-    static const char *const P[] = {"kerple_r1", "kerple_r2", "fire_c", "fire_L", "alibi_slopes",
-                                    "short_factor", "long_factor", "amp", "pos_ln_w", NULL};
+    static const char *const P[] = {"kerple_r1", "kerple_r2", "fire_c", "fire_L", "fire_w1", "fire_b1",
+                                    "alibi_slopes", "amp", "pos_ln_w", NULL};
     for (int i = 0; P[i]; i++)
         if (!strcmp(P[i], name)) return 1;
     return 0;
@@ -70,8 +71,12 @@ pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint
     for (int i = 0; i < L->np; i++) {
         int64_t count = spec_numel(&L->specs[i]);
         int pos = positive(L->specs[i].name);
+        /* LongRoPE's factors stretch wavelengths: >= 1 */
+        int factor = !strcmp(L->specs[i].name, "short_factor") || !strcmp(L->specs[i].name, "long_factor");
         for (int64_t e = 0; e < count; e++)
-            p[e] = pos ? 0.2f + 0.8f * pe_rng_uniform(&rng) : pe_rng_uniform(&rng) - 0.5f;
+            p[e] = factor ? 1.0f + 3.0f * pe_rng_uniform(&rng)
+                 : pos    ? 0.2f + 0.8f * pe_rng_uniform(&rng)
+                          : pe_rng_uniform(&rng) - 0.5f;
         L->w.param[i] = p, L->g.dparam[i] = g;
         L->w.param_rows[i] = L->specs[i].shape[0];
         p += count, g += count;

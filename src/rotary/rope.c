@@ -15,7 +15,9 @@
 enum { SHORT_FACTOR, LONG_FACTOR };
 
 typedef struct {
-    float *cs; /* (B*T, r/2, 2) cos, sin; attention factor included */
+    float *cs;        /* (B*T, r/2, 2) cos, sin; attention factor included */
+    double *inv_freq; /* (r/2) */
+    int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -31,15 +33,14 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)H, (void)D;
     if (cfg->rope_scaling != PE_ROPE_LONGROPE) return 0;
-    s[SHORT_FACTOR] = (pe_param_spec){"short_factor", 1, {cfg->rotary_dim / 2}, 0};
-    s[LONG_FACTOR] = (pe_param_spec){"long_factor", 1, {cfg->rotary_dim / 2}, 0};
+    int from_config = cfg->hf_factor_count > 0; /* tables read from hf_config */
+    s[SHORT_FACTOR] = (pe_param_spec){"short_factor", 1, {cfg->rotary_dim / 2}, from_config};
+    s[LONG_FACTOR] = (pe_param_spec){"long_factor", 1, {cfg->rotary_dim / 2}, from_config};
     return 2;
 }
 
-/* The (cos, sin) table of n positions for this configuration, scaled by the attention
- * factor: cs (n, r/2, 2). */
-static void build_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq,
-                        int64_t half, double attn) {
+void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
+                    double attn) {
     for (int64_t i = 0; i < n; i++)
         for (int64_t t = 0; t < half; t++) {
             double angle = (double)pos[i] * inv_freq[t];
@@ -51,20 +52,21 @@ static void build_table(float *cs, const int64_t *pos, int64_t n, const double *
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T;
     rope_state *st = calloc(1, sizeof *st);
-    double *inv_freq = malloc(sizeof(double) * half);
-    if (st) st->cs = malloc(sizeof(float) * n * half * 2);
-    if (!st || !inv_freq || !st->cs) {
-        if (st) free(st->cs);
-        free(st), free(inv_freq);
+    if (st) st->inv_freq = malloc(sizeof(double) * half), st->cs = malloc(sizeof(float) * n * half * 2);
+    if (!st || !st->inv_freq || !st->cs) {
+        if (st) free(st->cs), free(st->inv_freq);
+        free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the rope table");
     }
-    int long_used;
-    const float *const *prm = ctx->w->param;
-    int longrope = ctx->cfg->rope_scaling == PE_ROPE_LONGROPE;
-    double attn = pe__rope_freqs(ctx->cfg, ctx->pos_max + 1, longrope ? prm[SHORT_FACTOR] : NULL,
-                                 longrope ? prm[LONG_FACTOR] : NULL, inv_freq, &long_used);
-    build_table(st->cs, ctx->pos, n, inv_freq, half, attn);
-    free(inv_freq);
+    int64_t n_pos = ctx->pos_max + 1;
+    st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
+                       : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
+    const float *factors = NULL;
+    if (st->factor_table >= 0)
+        factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
+                                                  : ctx->cfg->hf_factors[st->factor_table];
+    double attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
+    pe__rope_table(st->cs, ctx->pos, n, st->inv_freq, half, attn);
     ctx->state = st;
     return PE_OK;
 }
@@ -72,6 +74,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 static void release(pe__ctx *ctx) {
     rope_state *st = ctx->state;
     free(st->cs);
+    free(st->inv_freq);
     free(st);
     ctx->state = NULL;
 }
@@ -105,16 +108,76 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     pe__rope_rotate(k, n, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
 }
 
+/* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
+ * y = R(theta) x, dy1/dtheta = -y2, dy2/dtheta = y1. Accumulates dL/df_t over the n rows of
+ * nh heads of x_in (pre-rotation) with upstream gradient dy. */
+static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *x_in, const float *dy,
+                        int64_t ld, int64_t nh, double *acc) {
+    int64_t r = ctx->cfg->rotary_dim, half = r / 2, D = ctx->D, n = ctx->B * ctx->T;
+    int half_layout = ctx->cfg->rope_layout == PE_ROPE_HALF;
+    int64_t stride = half_layout ? 1 : 2, step = half_layout ? half : 1;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t t = 0; t < half; t++) {
+                const float *c = st->cs + (i * half + t) * 2;
+                int64_t a = i * ld + h * D + t * stride, b = a + step;
+                double y1 = (double)x_in[a] * c[0] - (double)x_in[b] * c[1];
+                double y2 = (double)x_in[b] * c[0] + (double)x_in[a] * c[1];
+                double dtheta = -(double)dy[a] * y2 + (double)dy[b] * y1;
+                acc[t] += dtheta * (double)(ctx->pos[i] - ctx->pos_min) * st->inv_freq[t];
+            }
+}
+
 /* forward was q' = R(theta) q (times the attention factor), so now: dq = R(-theta) dq' with
- * the same factor; likewise k. The frequencies have no gradient here (LongRoPE's factor
- * tables are fixed hyper-parameters of the checkpoint: their gradient is written as zero). */
+ * the same factor; likewise k. The frequencies depend on a tensor only for LongRoPE, whose
+ * selected factor table gets dL/df_t = -sum_i dL/dtheta_i * theta_i / f_t.
+ * Conditioning: at position 2^20 each term is ~10^6 times dL/dtheta_i and they cancel, so
+ * float32 noise in dq would dominate. Scores see only theta_i - theta_j of the same pair, so
+ * adding one phase to every q and k of pair t changes nothing: sum_i dL/dtheta_i = 0, and
+ * theta_i may be replaced by (p_i - min p) / (f_t base^(2t/r)). That keeps the gradient
+ * exact to float32 at any offset. */
 static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
                             const float *k_in) {
-    (void)dv, (void)q_in, (void)k_in;
+    (void)dv;
     const rope_state *st = ctx->state;
     int64_t n = ctx->B * ctx->T, rd = ctx->cfg->rotary_dim;
+    float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
+    if (dfactor) {
+        double *acc = pe__calloc((size_t)(rd / 2), sizeof(double)); /* sum dL/dtheta (theta - theta_min) f_t */
+        PE_ASSERT(acc);
+        factor_grad(ctx, st, q_in, dq, ctx->C, ctx->H, acc);
+        factor_grad(ctx, st, k_in, dk, ctx->Ckv, ctx->Hkv, acc);
+        const float *f = ctx->w->param[st->factor_table];
+        for (int64_t t = 0; t < rd / 2; t++) dfactor[t] -= (float)(acc[t] / (double)f[t]);
+        free(acc);
+    }
     pe__rope_rotate(dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
     pe__rope_rotate(dk, n, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
+}
+
+pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
+                          pe_err *err) {
+    int64_t r = rotary_dim, half = r / 2;
+    if (heads < 1 || D < 2 || cols < 1 || r < 2 || r % 2 || r > D)
+        return pe__fail(err, PE_EINVAL, "rope_permute: need heads >= 1, cols >= 1 and an even rotary_dim "
+                                        "within 2..head_dim (got heads %lld, head_dim %lld, rotary_dim %lld)",
+                        (long long)heads, (long long)D, (long long)r);
+    if (to != PE_ROPE_HALF && to != PE_ROPE_INTERLEAVED) return pe__fail(err, PE_EINVAL, "rope_permute: unknown layout");
+    float *tmp = malloc(sizeof(float) * r * cols);
+    if (!tmp) return pe__fail(err, PE_ENOMEM, "out of memory");
+    for (int64_t h = 0; h < heads; h++) {
+        float *rows = w + h * D * cols;
+        memcpy(tmp, rows, sizeof(float) * r * cols);
+        for (int64_t t = 0; t < half; t++) {
+            /* interleaved pair (2t, 2t+1) <-> half pair (t, t + r/2) */
+            int64_t src1 = to == PE_ROPE_HALF ? 2 * t : t, src2 = to == PE_ROPE_HALF ? 2 * t + 1 : half + t;
+            int64_t dst1 = to == PE_ROPE_HALF ? t : 2 * t, dst2 = to == PE_ROPE_HALF ? half + t : 2 * t + 1;
+            memcpy(rows + dst1 * cols, tmp + src1 * cols, sizeof(float) * cols);
+            memcpy(rows + dst2 * cols, tmp + src2 * cols, sizeof(float) * cols);
+        }
+    }
+    free(tmp);
+    return PE_OK;
 }
 
 const pe__method pe__method_rope = {

@@ -1,14 +1,83 @@
 """RoPE (RoFormer): half (NeoX/HF Llama) and interleaved (GPT-J/Meta) layouts, float64 angles."""
+import math
+import os
+
 import torch
 
 
+def scaled_inv_freq(kind, r, base, s, n_pos, o, short_factor=None, long_factor=None):
+    """HF modeling_rope_utils, in float64. o: dict of the scaling's other keys. Returns
+    (inv_freq (r/2), attention_factor)."""
+    exps = torch.arange(0, r, 2, dtype=torch.float64) / r
+    default = 1.0 / base ** exps
+    if kind == "none":
+        return default, 1.0
+    if kind == "linear":
+        return default / s, 1.0
+    if kind == "ntk":
+        return 1.0 / (base * s ** (r / (r - 2))) ** exps, 1.0
+    if kind == "dynamic":
+        lmax = o["max_position_embeddings"]
+        L = max(n_pos, lmax)
+        return 1.0 / (base * (s * L / lmax - (s - 1)) ** (r / (r - 2))) ** exps, 1.0
+    L0 = o["original_max_position_embeddings"]
+    if kind == "yarn":
+        def corr(rot):
+            return r * math.log(L0 / (rot * 2 * math.pi)) / (2 * math.log(base))
+        lo, hi = corr(o.get("beta_fast") or 32), corr(o.get("beta_slow") or 1)
+        if o.get("yarn_truncate", True):
+            lo, hi = math.floor(lo), math.ceil(hi)
+        lo, hi = max(lo, 0), min(hi, r - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((torch.arange(r // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+        extra = 1 - ramp
+        inv = default / s * (1 - extra) + default * extra
+
+        def mscale(sc, m=1.0):
+            return 1.0 if sc <= 1 else 0.1 * m * math.log(sc) + 1.0
+        if "attention_factor" in o:
+            attn = o["attention_factor"]
+        elif o.get("mscale") and o.get("mscale_all_dim"):
+            attn = mscale(s, o["mscale"]) / mscale(s, o["mscale_all_dim"])
+        else:
+            attn = mscale(s)
+        return inv, attn
+    if kind == "llama3":
+        lff, hff = o.get("low_freq_factor", 1.0), o.get("high_freq_factor", 4.0)
+        wl = 2 * math.pi / default
+        inv = torch.where(wl > L0 / lff, default / s, default)
+        smooth = (L0 / wl - lff) / (hff - lff)
+        smoothed = (1 - smooth) * inv / s + smooth * inv
+        medium = ~(wl < L0 / hff) & ~(wl > L0 / lff)
+        return torch.where(medium, smoothed, inv), 1.0
+    if kind == "longrope":
+        f = long_factor if n_pos > L0 else short_factor
+        inv = 1.0 / (f * base ** exps)
+        if "attention_factor" in o:
+            attn = o["attention_factor"]
+        else:
+            sc = o["max_position_embeddings"] / L0 if "max_position_embeddings" in o else s
+            attn = 1.0 if sc <= 1 else math.sqrt(1 + math.log(sc) / math.log(L0))
+        return inv, attn
+    raise NotImplementedError(f"rope_scaling {kind}")
+
+
+INT_KEYS = ("original_max_position_embeddings", "max_position_embeddings")
+REAL_KEYS = ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
+             "low_freq_factor", "high_freq_factor")
+
+
 def inv_freq(ctx):
-    scaling = ctx.get("rope_scaling", "none")
-    if scaling != "none":
-        raise NotImplementedError(f"rope_scaling {scaling} is not in the reference yet")
-    r = ctx.get("rotary_dim", ctx.D, int)
-    base = ctx.get("rope_base", 10000.0, float)
-    return 1.0 / base ** (torch.arange(0, r, 2, dtype=torch.float64) / r), 1.0
+    if "hf_config" in ctx.meta:
+        raise NotImplementedError("hf_config is read by the C tests, not by the reference")
+    o = {k: int(ctx.meta[k]) for k in INT_KEYS if k in ctx.meta}
+    o.update({k: float(ctx.meta[k]) for k in REAL_KEYS if k in ctx.meta})
+    if "yarn_truncate" in ctx.meta:
+        o["yarn_truncate"] = ctx.meta["yarn_truncate"] == "true"
+    return scaled_inv_freq(ctx.get("rope_scaling", "none"), ctx.get("rotary_dim", ctx.D, int),
+                           ctx.get("rope_base", 10000.0, float), ctx.get("rope_factor", 1.0, float),
+                           int(ctx.pos.max()) + 1, o, ctx.t.get("short_factor"), ctx.t.get("long_factor"))
 
 
 def rotate_one(x, pos, freqs, attn, layout):
@@ -31,6 +100,27 @@ def rotate(ctx, q, k):
     return rotate_one(q, ctx.pos, freqs, attn, layout), rotate_one(k, ctx.pos, freqs, attn, layout)
 
 
+def tensors(meta, H, D, npos):
+    if meta.get("rope_scaling") != "longrope":
+        return {}
+    r = int(meta.get("rotary_dim", D))
+    return {"short_factor": (r // 2,), "long_factor": (r // 2,)}
+
+
+def init(name, shape, rng):
+    return (1.0 + 3.0 * rng.random(shape)).astype("float32")  # LongRoPE factors are >= 1
+
+
+BIG = 2 ** 20
+NEAR_2_20 = [BIG - 9, BIG - 5, BIG - 4, BIG - 1, BIG]
+
+
+def scaling(kind, **kv):
+    m = {"rope_scaling": kind}
+    m.update({k: str(v) for k, v in kv.items()})
+    return m
+
+
 CASES = [
     dict(name="interleaved", T=6, H=2, D=8, meta={"rope_layout": "interleaved"}),
     dict(name="partial_half", T=6, H=2, D=8, meta={"rotary_dim": "4"}, causal=True),
@@ -40,4 +130,90 @@ CASES = [
     dict(name="million_interleaved", T=4, H=2, D=8, positions="million",
          meta={"rope_layout": "interleaved"}),
     dict(name="gqa", T=6, H=6, D=4, kv_heads=2, causal=True, positions="gapped", B=2),
+    dict(name="linear", T=6, H=2, D=8, meta=scaling("linear", rope_factor=4), causal=True),
+    dict(name="ntk", T=6, H=2, D=8, meta=scaling("ntk", rope_factor=8)),
+    dict(name="dynamic_below", T=6, H=2, D=8, positions="offset",
+         meta=scaling("dynamic", rope_factor=2, max_position_embeddings=512)),
+    dict(name="dynamic_above", T=6, H=2, D=8, positions="offset",
+         meta=scaling("dynamic", rope_factor=2, max_position_embeddings=64)),
+    dict(name="yarn_half", T=6, H=2, D=16, causal=True,
+         meta=scaling("yarn", rope_factor=8, original_max_position_embeddings=128)),
+    dict(name="yarn_mscale", T=5, H=2, D=16,
+         meta=scaling("yarn", rope_factor=4, original_max_position_embeddings=64, mscale=0.707,
+                      mscale_all_dim=0.707, beta_fast=16, beta_slow=2)),
+    dict(name="yarn_mscale_only", T=5, H=2, D=16,
+         meta=scaling("yarn", rope_factor=4, original_max_position_embeddings=64, mscale=1.5)),
+    dict(name="yarn_notruncate_attn", T=5, H=3, D=8, meta=scaling(
+        "yarn", rope_factor=16, original_max_position_embeddings=256, yarn_truncate="false",
+        attention_factor=0.8)),
+    dict(name="yarn_partial", T=5, H=2, D=16, meta=dict(
+        scaling("yarn", rope_factor=4, original_max_position_embeddings=64), rotary_dim="8")),
+    dict(name="llama3", T=6, H=2, D=32, causal=True, meta=scaling(
+        "llama3", rope_factor=8, original_max_position_embeddings=64, rope_base=500000)),
+    dict(name="llama3_freqs", T=5, H=2, D=32, meta=scaling(
+        "llama3", rope_factor=4, original_max_position_embeddings=32, low_freq_factor=2,
+        high_freq_factor=8)),
+    dict(name="longrope_short", T=6, H=2, D=8, causal=True, meta=scaling(
+        "longrope", original_max_position_embeddings=16, max_position_embeddings=64)),
+    dict(name="longrope_long", T=6, H=2, D=8, positions="offset", meta=scaling(
+        "longrope", original_max_position_embeddings=16, max_position_embeddings=64)),
+    dict(name="longrope_factor_attn", T=5, H=2, D=8, positions="gapped", B=2, meta=scaling(
+        "longrope", original_max_position_embeddings=8, rope_factor=4)),
+    dict(name="longrope_given_attn", T=5, H=2, D=8, positions="offset", meta=scaling(
+        "longrope", original_max_position_embeddings=8, attention_factor=1.3)),
 ]
+
+# Exact angles at 2^20 for every scaling (issue: precision to a float64 reference).
+for _kind, _extra in [("none", {}), ("linear", dict(rope_factor=4)), ("ntk", dict(rope_factor=4)),
+                      ("dynamic", dict(rope_factor=4, max_position_embeddings=4096)),
+                      ("yarn", dict(rope_factor=32, original_max_position_embeddings=4096)),
+                      ("llama3", dict(rope_factor=8, original_max_position_embeddings=8192)),
+                      ("longrope", dict(original_max_position_embeddings=4096,
+                                        max_position_embeddings=131072))]:
+    for _layout in ("half", "interleaved"):
+        CASES.append(dict(name=f"2p20_{_kind}_{_layout}", T=5, H=2, D=16, positions=NEAR_2_20,
+                          causal=True, meta=dict(scaling(_kind, **_extra), rope_layout=_layout)))
+
+
+HF_SCENARIOS = [("llama31", 1000), ("qwen_yarn", 1000), ("phi3_longrope", 4096),
+                ("phi3_longrope", 4097), ("dynamic_ntk", 1000), ("dynamic_ntk", 10000)]
+
+
+def hf_rope(config, n_pos):
+    """HF's reading of a config.json (rope_scaling or rope_parameters) and its formulas, in
+    float64: returns (rotary_dim, inv_freq, attention_factor)."""
+    sc = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    r = int(head_dim * sc.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)))
+    base = sc.get("rope_theta", config.get("rope_theta", 10000.0))
+    kind = {"default": "none", "su": "longrope"}.get(sc.get("rope_type", sc.get("type", "default")),
+                                                    sc.get("rope_type", sc.get("type", "default")))
+    o = {k: sc[k] for k in ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
+                            "low_freq_factor", "high_freq_factor") if k in sc}
+    o["original_max_position_embeddings"] = sc.get("original_max_position_embeddings",
+                                                   config.get("original_max_position_embeddings"))
+    if kind in ("dynamic", "longrope"):
+        o["max_position_embeddings"] = config["max_position_embeddings"]
+    s = sc.get("factor")
+    if s is None and kind == "yarn":
+        s = config["max_position_embeddings"] / o["original_max_position_embeddings"]
+    sf = torch.tensor(sc["short_factor"], dtype=torch.float64) if "short_factor" in sc else None
+    lf = torch.tensor(sc["long_factor"], dtype=torch.float64) if "long_factor" in sc else None
+    inv, attn = scaled_inv_freq(kind, r, base, s if s is not None else 1.0, n_pos, o, sf, lf)
+    return r, inv, attn
+
+
+def write_tables(out, write):
+    """Frequencies and attention factors of the example configs in tests/hf, for
+    tests/unit/test_hf_config.c."""
+    import json
+    import numpy as np
+    hf = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "hf")
+    t = {}
+    for i, (name, n_pos) in enumerate(HF_SCENARIOS):
+        with open(os.path.join(hf, name + ".json")) as f:
+            r, inv, attn = hf_rope(json.load(f), n_pos)
+        t[f"s{i}_inv_freq"] = inv.numpy().astype(np.float64)
+        t[f"s{i}_attn"] = np.array([attn], dtype=np.float64)
+        t[f"s{i}_n_pos"] = np.array([n_pos], dtype=np.int64)
+    write(os.path.join(out, "hf_configs.safetensors"), t)

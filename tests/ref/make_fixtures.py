@@ -34,7 +34,7 @@ def write_safetensors(path, tensors, metadata=None):
         header["__metadata__"] = dict(metadata)
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
-        code = {"float32": "F32", "int64": "I64", "int32": "I32"}[str(a.dtype)]
+        code = {"float32": "F32", "float64": "F64", "int64": "I64", "int32": "I32"}[str(a.dtype)]
         buf = a.tobytes()
         header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [off, off + len(buf)]}
         blobs.append(buf)
@@ -68,6 +68,7 @@ def build(mod, spec, seed):
     meta = {"method": mod.__name__[2:], "heads": str(H)}
     meta.update(getattr(mod, "BASE_META", {}))
     meta.update(spec.get("meta", {}))
+    meta = {k: v for k, v in meta.items() if v is not None}  # None: drop a BASE_META key
     if spec.get("causal"):
         meta["causal"] = "true"
     if Hkv != H:
@@ -90,7 +91,11 @@ def build(mod, spec, seed):
         for name, shape in shapes.items():
             init = getattr(mod, "init", None)
             t[name] = init(name, shape, rng) if init else u(*shape, a=0.5)
+    for name, v in spec.get("values", {}).items():  # exact values a case needs (e.g. a tie)
+        t[name] = np.asarray(v, dtype=np.float32)
     t["dy"] = u(*lead, T, C)
+    if hasattr(mod, "edit_inputs"):  # a layer with other inputs (complex: ids for x, dy_imag)
+        mod.edit_inputs(t, spec, rng)
     return meta, t
 
 

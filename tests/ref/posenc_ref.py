@@ -8,10 +8,13 @@ Each method lives in tests/ref/m_<name>.py and may define any of these hooks (th
 the C hook families):
     defaults(ctx)                 fill method defaults into ctx.cfg (scale, ...)
     embed(ctx, x)      -> x'      x (B, T, C)
+    project(ctx, q, k, v) -> q, k, v   right after the projections, q (B, H, T, D), k v (B, Hkv, Tk, D)
     rotate(ctx, q, k)  -> q, k    q (B, H, T, D), k (B, Hkv, Tk, D)
     score(ctx, q, k)   -> s       full scores (B, H, T, Tk), scale included
     bias(ctx)          -> b       added to the scores, broadcast to (B, H, T, Tk)
     value(ctx, p)      -> o_extra added to p @ v, (B, H, T, D)
+A module may instead define attend(meta, tensors), the whole layer (complex: token ids in
+place of x, two outputs); attend() below then defers to it.
 and a case list CASES = [(name, meta, extra)] used by make_fixtures.py, where `extra` maps
 tensor names to shapes (ints or the letters of the legend: H, D, C, Ckv) of the method's
 tensors.
@@ -63,6 +66,8 @@ def attend(meta, tensors):
     """meta: dict of str -> str; tensors: dict of name -> numpy array (F32/I32/I64).
     Returns dict of name -> float64 torch tensor: y, scores, probs, and with dy: dx, d<name>."""
     mod = method_module(meta["method"])
+    if hasattr(mod, "attend"):
+        return mod.attend(meta, tensors)
     t = {}
     for name, a in tensors.items():
         if a.dtype.kind == "f":
@@ -99,6 +104,8 @@ def attend(meta, tensors):
     q = lin(xe, "wq", "bq").view(B, T, H, D).transpose(1, 2)
     k = lin(kvin, "wk", "bk").view(B, M + T, Hkv, D).transpose(1, 2)
     v = lin(kvin, "wv", "bv").view(B, M + T, Hkv, D).transpose(1, 2)
+    if hasattr(mod, "project"):
+        q, k, v = mod.project(ctx, q, k, v)
     if hasattr(mod, "rotate"):
         q, k = mod.rotate(ctx, q, k)
     rep = H // Hkv

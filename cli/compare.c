@@ -1,0 +1,489 @@
+/* posenc compare: the extrapolation experiment. Trains every chosen method (default: every
+ * method of the library the trainer supports, plus sinusoidal with SHAPE) with the same
+ * budget and seeds, evaluates each at multiples of the training length, and writes a table
+ * (mean and spread over seeds), a CSV and a PNG plot of the metric versus evaluation length.
+ * Runs are independent: one single-threaded run per core (OpenMP), which at this model size
+ * beats threading inside a run (PERF.md). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "../train/env.h"
+#include "../train/plot.h"
+#include "../train/trainer.h"
+#include "cli.h"
+
+#define MAX_VARIANTS 64
+#define MAX_SEEDS 16
+
+typedef struct variant {
+    char name[48];   /* "rope", "sinusoidal+shape" */
+    char method[32];
+    int shape;
+} variant;
+
+typedef struct job {
+    int v, seed;
+    tr_metrics m[TR_MAX_EVAL];
+    double seconds, tok_per_s, final_loss;
+    int done, failed;
+    char err[640];
+} job;
+
+static void usage(void) {
+    printf("usage: posenc compare [--methods LIST] [--seeds N] [--quick] [--out DIR] [--readme FILE]\n"
+           "                      [--jobs N] [--shape-k K] [--quiet] [training options]\n\n"
+           "Trains every method with the same budget and seeds, evaluates at multiples of the training\n"
+           "length, prints the table (mean +- standard deviation over seeds) and writes DIR/compare.csv,\n"
+           "DIR/compare.md and DIR/compare.png.\n\n"
+           "  --methods LIST   comma-separated: method names, NAME+shape for SHAPE training of an absolute\n"
+           "                   method, or all (default: every supported method and sinusoidal+shape)\n"
+           "  --seeds N        seeds 1..N for every method (default 3)\n"
+           "  --quick          a reduced run for CI: 1 seed, length 32, 60 steps, short evaluation\n"
+           "  --out DIR        output folder (default compare)\n"
+           "  --readme FILE    also replace the block between <!-- compare:begin --> and\n"
+           "                   <!-- compare:end --> in FILE with the table and the plot\n"
+           "  --jobs N         runs at a time (default: the number of cores)\n"
+           "  --shape-k K      the shift K of +shape variants (default 4 x the training length)\n"
+           "  --quiet          no progress line\n\n"
+           "Training options (same budget for every method; see posenc train --help):\n");
+    tr_options_help();
+}
+
+static int add_variant(variant *v, int *n, const char *name, char *why, size_t why_len) {
+    if (*n == MAX_VARIANTS) return snprintf(why, why_len, "at most %d methods", MAX_VARIANTS), -1;
+    variant *x = &v[*n];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    snprintf(x->method, sizeof x->method, "%s", name);
+    char *plus = strchr(x->method, '+');
+    if (plus) {
+        if (strcmp(plus, "+shape")) return snprintf(why, why_len, "'%s': the only variant is NAME+shape", name), -1;
+        *plus = 0;
+        x->shape = 1;
+    }
+    const char *reason;
+    if (tr_method_placement(x->method, &reason) == TR_PLACE_NONE)
+        return snprintf(why, why_len, "%s: %s", x->method, reason), -1;
+    if (x->shape && tr_method_placement(x->method, NULL) != TR_PLACE_INPUT)
+        return snprintf(why, why_len, "'%s': SHAPE applies to absolute encodings", name), -1;
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(v[i].name, x->name)) return snprintf(why, why_len, "'%s' given twice", name), -1;
+    (*n)++;
+    return 0;
+}
+
+static double mean_of(const double *x, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    return n ? s / n : NAN;
+}
+
+static double sd_of(const double *x, int n) {
+    if (n < 2) return NAN;
+    double m = mean_of(x, n), s = 0;
+    for (int i = 0; i < n; i++) s += (x[i] - m) * (x[i] - m);
+    return sqrt(s / (n - 1));
+}
+
+static void cell(char *buf, size_t n, double mean, double sd, int pct) {
+    double k = pct ? 100 : 1;
+    if (!isfinite(mean)) snprintf(buf, n, "failed");
+    else if (isfinite(sd)) snprintf(buf, n, pct ? "%.1f ± %.1f" : "%.3f ± %.3f", k * mean, k * sd);
+    else snprintf(buf, n, pct ? "%.1f" : "%.3f", k * mean);
+}
+
+/* Replaces the marked block of a README (written whole or not at all). */
+static int write_readme(const char *path, const char *block) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return cli_fail("compare: --readme: cannot open '%s'", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        fclose(f), free(text);
+        return cli_fail("compare: --readme: cannot read '%s'", path);
+    }
+    fclose(f);
+    text[n] = 0;
+    const char *B = "<!-- compare:begin -->", *E = "<!-- compare:end -->";
+    char *b = strstr(text, B), *e = b ? strstr(b, E) : NULL;
+    if (!b || !e) {
+        free(text);
+        return cli_fail("compare: --readme: '%s' has no %s ... %s block", path, B, E);
+    }
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *o = fopen(tmp, "wb");
+    if (!o) {
+        free(text);
+        return cli_fail("compare: --readme: cannot write '%s'", tmp);
+    }
+    fwrite(text, 1, (size_t)(b - text) + strlen(B), o);
+    fprintf(o, "\n%s", block);
+    fputs(e, o);
+    int bad = fclose(o) != 0;
+    free(text);
+    if (bad || rename(tmp, path)) {
+        unlink(tmp);
+        return cli_fail("compare: --readme: cannot write '%s'", path);
+    }
+    return 0;
+}
+
+int cli_compare(int argc, char **argv) {
+    tr_options o;
+    tr_options_default(&o);
+    pe_err err = {{0}};
+    const char *methods = "all", *out = "compare", *readme = NULL;
+    int seeds = 3, quick = 0, quiet = 0, jobs = 0;
+    int64_t shape_k = 0;
+    /* pass 1: compare's own flags; --quick first so that explicit options override it */
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage();
+            return 0;
+        }
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+    }
+    if (quick) {
+        const char *q[][2] = {{"length", "32"}, {"steps", "60"}, {"batch", "8"}, {"eval-tokens", "1024"},
+                              {"corpus-chars", "200000"}};
+        for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) tr_options_set(&o, q[i][0], q[i][1], &err);
+        seeds = 1;
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--quick") || !strcmp(a, "--quiet")) {
+            quiet |= !strcmp(a, "--quiet");
+            continue;
+        }
+        if (strncmp(a, "--", 2) || !a[2]) return cli_fail("compare: unexpected argument '%s' (try: posenc compare --help)", a);
+        if (i + 1 >= argc) return cli_fail("compare: %s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--methods")) methods = v;
+        else if (!strcmp(a, "--seeds")) seeds = atoi(v);
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--readme")) readme = v;
+        else if (!strcmp(a, "--jobs")) jobs = atoi(v);
+        else if (!strcmp(a, "--shape-k")) shape_k = atoll(v);
+        else if (!strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--shape"))
+            return cli_fail("compare: %s is chosen per run; use --methods, --seeds, --shape-k", a);
+        else if (tr_options_set(&o, a + 2, v, &err)) return cli_fail("compare: %s", err.msg);
+    }
+    if (seeds < 1 || seeds > MAX_SEEDS) return cli_fail("compare: --seeds needs 1 to %d", MAX_SEEDS);
+    if (jobs < 0) return cli_fail("compare: --jobs needs a positive count");
+    if (shape_k < 0) return cli_fail("compare: --shape-k needs K >= 0");
+    tr_env_blas_select("compare", argc, argv);
+
+    /* the methods: every one the trainer supports, in the library's order */
+    variant V[MAX_VARIANTS];
+    int nv = 0;
+    char why[256], skipped[2048] = "";
+    if (!strcmp(methods, "all")) {
+        for (int m = 0; m < PE_METHOD_COUNT; m++) {
+            const char *name = pe_method_name(m);
+            if (add_variant(V, &nv, name, why, sizeof why)) {
+                snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "  skipped %s\n", why);
+                continue;
+            }
+            if (!strcmp(name, "sinusoidal")) add_variant(V, &nv, "sinusoidal+shape", why, sizeof why);
+        }
+    } else {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", methods);
+        for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+            if (add_variant(V, &nv, tok, why, sizeof why)) return cli_fail("compare: --methods: %s", why);
+    }
+    if (!nv) return cli_fail("compare: no method to train");
+
+    /* the task, shared read-only by every run */
+    tr_task task;
+    if (tr_task_from_options(&task, &o, &err)) return cli_fail("compare: %s", err.msg);
+    tr_options base = o; /* resolved by the first run's init; checked here */
+    {
+        tr_run probe;
+        if (tr_run_init(&probe, &o, &task, &err)) {
+            tr_task_free(&task);
+            return cli_fail("compare: %s", err.msg);
+        }
+        base = probe.o;
+        tr_run_free(&probe);
+    }
+    if (!shape_k) shape_k = 4 * base.length;
+
+    int njobs = nv * seeds;
+    job *J = calloc((size_t)njobs, sizeof(job));
+    if (!J) return cli_fail("compare: out of memory");
+    for (int j = 0; j < njobs; j++) J[j].v = j / seeds, J[j].seed = 1 + j % seeds;
+#ifdef _OPENMP
+    if (!jobs) jobs = omp_get_num_procs();
+#else
+    jobs = 1;
+#endif
+    if (jobs > njobs) jobs = njobs;
+    printf("posenc compare: %d methods x %d seeds on %s (training length %lld), %lld steps of %lld sequences each,\n"
+           "  %lld layers x %lld wide, %lld heads; evaluation at", nv, seeds, base.text[0] ? base.text : base.task,
+           (long long)base.length, (long long)base.steps, (long long)base.batch, (long long)base.layers,
+           (long long)base.width, (long long)base.heads);
+    for (int k = 0; k < base.n_eval; k++) printf(" %lldx", (long long)base.eval[k]);
+    printf("; %d runs at a time, BLAS core %s\n%s", jobs, tr_env_blas_core(), skipped);
+    fflush(stdout);
+
+    const int64_t total_steps = (int64_t)njobs * base.steps;
+    int64_t steps_done = 0;
+    int runs_done = 0;
+    double t0 = tr_now(), last_print = -1;
+    int tty = isatty(2);
+    tr_env_setup(1);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(jobs)
+#endif
+    for (int j = 0; j < njobs; j++) {
+        tr_env_thread();
+        job *jb = &J[j];
+        const variant *vr = &V[jb->v];
+        tr_options ro = base;
+        pe_err e = {{0}};
+        snprintf(ro.method, sizeof ro.method, "%s", vr->method);
+        ro.seed = (uint64_t)jb->seed;
+        ro.shape = vr->shape ? shape_k : 0;
+        tr_run run;
+        double start = tr_now();
+        int64_t tokens = 0;
+        if (tr_run_init(&run, &ro, &task, &e)) {
+            jb->failed = 1;
+            snprintf(jb->err, sizeof jb->err, "%s", e.msg);
+        } else {
+            double loss = 0;
+            while (run.step < ro.steps && !jb->failed) {
+                int64_t tk;
+                if (tr_run_step(&run, &loss, &tk, &e) || !isfinite(loss)) {
+                    jb->failed = 1;
+                    snprintf(jb->err, sizeof jb->err, "step %lld: %s", (long long)run.step, isfinite(loss) ? e.msg : "loss not finite");
+                }
+                tokens += tk;
+                int64_t sd;
+#ifdef _OPENMP
+#pragma omp atomic capture
+#endif
+                sd = ++steps_done;
+                double lp;
+#ifdef _OPENMP
+#pragma omp atomic read
+#endif
+                lp = last_print;
+                if (!quiet && (tr_now() - t0 - lp > (tty ? 0.25 : 15.0))) {
+#ifdef _OPENMP
+#pragma omp critical(progress)
+#endif
+                    {
+                        double el = tr_now() - t0;
+                        if (el - last_print > (tty ? 0.25 : 15.0)) {
+                            char eta[32], ela[32];
+                            tr_format_time(eta, sizeof eta, el / (double)sd * (double)(total_steps - sd));
+                            tr_format_time(ela, sizeof ela, el);
+                            fprintf(stderr, "%scompare: %d/%d runs done, %s seed %d at step %lld, %s elapsed, ETA %s   %s",
+                                    tty ? "\r" : "", runs_done, njobs, vr->name, jb->seed, (long long)run.step, ela, eta,
+                                    tty ? "" : "\n");
+#ifdef _OPENMP
+#pragma omp atomic write
+#endif
+                            last_print = el;
+                        }
+                    }
+                }
+            }
+            jb->seconds = tr_now() - start;
+            jb->tok_per_s = tokens / jb->seconds;
+            jb->final_loss = loss;
+            for (int k = 0; k < ro.n_eval && !jb->failed; k++)
+                if (tr_run_eval(&run, ro.eval[k], &jb->m[k], &e)) {
+                    jb->failed = 1;
+                    snprintf(jb->err, sizeof jb->err, "evaluation at %lldx: %s", (long long)ro.eval[k], e.msg);
+                }
+            tr_run_free(&run);
+        }
+#ifdef _OPENMP
+#pragma omp atomic
+#endif
+        runs_done++;
+    }
+    double elapsed = tr_now() - t0;
+    if (!quiet) fprintf(stderr, "%s", tty ? "\r\033[K" : "");
+    int failures = 0;
+    for (int j = 0; j < njobs; j++)
+        if (J[j].failed) {
+            fprintf(stderr, "posenc: compare: %s seed %d failed: %s\n", V[J[j].v].name, J[j].seed, J[j].err);
+            failures++;
+        }
+
+    /* the table: mean and standard deviation over seeds of the metric at each length */
+    const char *metric = tr_metric_name(&task);
+    int pct = task.kind != TR_TASK_LM;
+    double *mean = calloc((size_t)(nv * base.n_eval), sizeof(double)), *sdv = calloc((size_t)(nv * base.n_eval), sizeof(double));
+    double *tps = calloc((size_t)nv, sizeof(double));
+    for (int v = 0; v < nv; v++) {
+        double tp[MAX_SEEDS];
+        int nt = 0;
+        for (int k = 0; k < base.n_eval; k++) {
+            double x[MAX_SEEDS];
+            int n = 0;
+            for (int s = 0; s < seeds; s++) {
+                const job *jb = &J[v * seeds + s];
+                if (jb->failed) continue;
+                x[n++] = tr_metric_value(&task, &jb->m[k]);
+                if (k == 0) tp[nt++] = jb->tok_per_s;
+            }
+            mean[v * base.n_eval + k] = n ? mean_of(x, n) : NAN;
+            sdv[v * base.n_eval + k] = sd_of(x, n);
+        }
+        tps[v] = nt ? mean_of(tp, nt) : NAN;
+    }
+    size_t cap = 65536;
+    char *md = malloc(cap), c[64];
+    size_t len = 0;
+#define MD(...) (len += (size_t)snprintf(md + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    MD("%s on %s, training length %lld: %lld steps x %lld sequences, %lld layers x %lld wide, %lld heads, "
+       "%d seed%s; mean ± sd over seeds (%s)\n\n",
+       pct ? "exact-match accuracy (%)" : "bits per character", base.text[0] ? "--text" : base.task,
+       (long long)base.length, (long long)base.steps, (long long)base.batch, (long long)base.layers,
+       (long long)base.width, (long long)base.heads, seeds, seeds > 1 ? "s" : "",
+       pct ? "higher is better" : "lower is better");
+    MD("| method |");
+    for (int k = 0; k < base.n_eval; k++)
+        MD(" %lldx (%lld) |", (long long)base.eval[k], (long long)(base.eval[k] * base.length));
+    MD(" train tok/s |\n| --- |");
+    for (int k = 0; k <= base.n_eval; k++) MD(" ---: |");
+    MD("\n");
+    printf("\n%-18s", "method");
+    for (int k = 0; k < base.n_eval; k++) {
+        snprintf(c, sizeof c, "%lldx (%lld)", (long long)base.eval[k], (long long)(base.eval[k] * base.length));
+        printf(" %16s", c);
+    }
+    printf(" %12s\n", "train tok/s");
+    for (int v = 0; v < nv; v++) {
+        printf("%-18s", V[v].name);
+        MD("| `%s` |", V[v].name);
+        for (int k = 0; k < base.n_eval; k++) {
+            cell(c, sizeof c, mean[v * base.n_eval + k], sdv[v * base.n_eval + k], pct);
+            printf(" %16s", c);
+            MD(" %s |", c);
+        }
+        printf(" %11.1fk\n", tps[v] / 1e3);
+        MD(" %.1fk |\n", tps[v] / 1e3);
+    }
+    char tot[32];
+    tr_format_time(tot, sizeof tot, elapsed);
+    printf("\n%d runs in %s (%d at a time)%s\n", njobs, tot, jobs, failures ? "; some failed, see above" : "");
+    MD("\n%d runs in %s, %d at a time.\n", njobs, tot, jobs);
+
+    /* files: CSV (every run and length), the markdown table, the plot */
+    int rc = failures ? 1 : 0;
+    if (mkdir(out, 0777) && errno != EEXIST) {
+        rc = cli_fail("compare: cannot create '%s'", out);
+        goto done;
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/compare.csv", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        rc = cli_fail("compare: cannot write '%s'", path);
+        goto done;
+    }
+    fprintf(f, "task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n");
+    for (int j = 0; j < njobs; j++) {
+        const job *jb = &J[j];
+        for (int k = 0; k < base.n_eval; k++) {
+            const tr_metrics *m = &jb->m[k];
+            fprintf(f, "%s,%s,%s,%d,%lld,%lld,%lld,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,%.3f,%.1f,%s\n", base.task,
+                    V[jb->v].method, V[jb->v].name, jb->seed, (long long)base.length, (long long)base.eval[k],
+                    (long long)(base.eval[k] * base.length), metric, jb->failed ? NAN : tr_metric_value(&task, m),
+                    m->loss, m->bpc, m->token_acc, m->exact, (long long)base.steps, jb->seconds, jb->tok_per_s,
+                    jb->failed ? "failed" : "ok");
+        }
+    }
+    if (fclose(f)) {
+        rc = cli_fail("compare: cannot write '%s'", path);
+        goto done;
+    }
+    printf("wrote %s", path);
+
+    /* plot: x = log2 of the multiple, one line per method; the y range keeps the 1x spread
+     * readable and pins blown-up values to the top edge */
+    {
+        double *xs = malloc(sizeof(double) * (size_t)base.n_eval), ticks[TR_MAX_EVAL], lo = INFINITY, hi = -INFINITY, first = 0;
+        char tl[TR_MAX_EVAL][32];
+        const char *tlp[TR_MAX_EVAL];
+        int nfirst = 0;
+        for (int k = 0; k < base.n_eval; k++) {
+            xs[k] = ticks[k] = log2((double)base.eval[k]);
+            snprintf(tl[k], sizeof tl[k], "%lld (%lldx)", (long long)(base.eval[k] * base.length), (long long)base.eval[k]);
+            tlp[k] = tl[k];
+        }
+        for (int v = 0; v < nv; v++)
+            for (int k = 0; k < base.n_eval; k++) {
+                double y = mean[v * base.n_eval + k];
+                if (!isfinite(y)) continue;
+                lo = fmin(lo, y), hi = fmax(hi, y);
+                if (k == 0) first += y, nfirst++;
+            }
+        tr_plot pl = {.xlabel = "evaluation length (multiple of the training length)",
+                      .ylabel = pct ? "exact match (%)" : "bits per character (lower is better)",
+                      .n_ticks = base.n_eval, .ticks = ticks, .tick_labels = tlp};
+        char title[256];
+        snprintf(title, sizeof title, "%s, trained at length %lld: mean over %d seed%s, bars: ± sd", base.text[0] ? "--text" : base.task,
+                 (long long)base.length, seeds, seeds > 1 ? "s" : "");
+        pl.title = title;
+        if (!pct && nfirst && isfinite(hi)) { /* cap at 1x mean + 2 bits */
+            pl.ymin = fmax(0, lo - 0.1);
+            pl.ymax = fmin(hi + 0.1, first / nfirst + 2.0);
+        }
+        tr_series *S = calloc((size_t)nv, sizeof(tr_series));
+        double *ys = malloc(sizeof(double) * (size_t)(2 * nv * base.n_eval));
+        for (int v = 0; v < nv; v++) {
+            double *y = ys + 2 * v * base.n_eval, *e = y + base.n_eval;
+            for (int k = 0; k < base.n_eval; k++) {
+                double sc = pct ? 100 : 1;
+                y[k] = sc * mean[v * base.n_eval + k];
+                e[k] = sc * sdv[v * base.n_eval + k];
+            }
+            S[v] = (tr_series){.label = V[v].name, .n = base.n_eval, .x = xs, .y = y, .err = e};
+        }
+        snprintf(path, sizeof path, "%s/compare.png", out);
+        if (tr_plot_png(path, &pl, nv, S, &err)) rc = cli_fail("compare: %s", err.msg);
+        else printf(", %s", path);
+        free(S), free(ys), free(xs);
+    }
+    snprintf(path, sizeof path, "%s/compare.md", out);
+    f = fopen(path, "w");
+    if (!f || fputs(md, f) < 0 || fclose(f)) {
+        rc = cli_fail("compare: cannot write '%s'", path);
+        goto done;
+    }
+    printf(", %s\n", path);
+    if (readme) {
+        /* the block: the table and the plot, the image path relative to the README */
+        char block[70000], rel[1100];
+        const char *slash = strrchr(readme, '/');
+        size_t dl = slash ? (size_t)(slash - readme + 1) : 0;
+        snprintf(rel, sizeof rel, "%s/compare.png", out);
+        const char *img = dl && !strncmp(rel, readme, dl) ? rel + dl : rel;
+        snprintf(block, sizeof block, "%s\n![metric versus evaluation length](%s)\n", md, img);
+        if (write_readme(readme, block)) rc = 2;
+        else printf("updated %s\n", readme);
+    }
+done:
+    free(md), free(mean), free(sdv), free(tps), free(J);
+    tr_task_free(&task);
+    return rc;
+#undef MD
+}

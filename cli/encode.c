@@ -1,0 +1,127 @@
+/* posenc encode [IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,...] [--width C]
+ *               [--KEY VALUE ...]
+ * Writes the absolute encoding of an absolute method (pe_encode): P [T, C] for sinusoidal and
+ * learned, P_q P_k P_v for floater, P_re P_im for complex, plus the positions, with the
+ * settings as metadata. Settings and tensors (pos_table, floater_*, amp freq phase, ids,
+ * positions) come from IN when given (a conformance case works: its other tensors are
+ * ignored), settings overridden by --KEY VALUE; --T / --positions replace IN's positions. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/io/safetensors.h"
+#include "cli.h"
+
+#define USAGE "usage: posenc encode [IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,...] [--width C] [--KEY VALUE ...]"
+
+/* Parses "0,2,5" into a new array; returns the count, or -1 on a bad list. */
+static int64_t parse_list(const char *s, int64_t **out) {
+    int64_t n = 1, k = 0;
+    for (const char *c = s; *c; c++) n += *c == ',';
+    int64_t *v = malloc(sizeof(int64_t) * n);
+    if (!v) return -1;
+    for (const char *c = s;; c++) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(c, &end, 10);
+        if (end == c || errno || (*end && *end != ',')) {
+            free(v);
+            return -1;
+        }
+        v[k++] = x;
+        if (!*end) break;
+        c = end;
+    }
+    *out = v;
+    return k;
+}
+
+int cli_encode(int argc, char **argv) {
+    const char *in_path = NULL, *out_path = NULL, *T_arg = NULL, *list = NULL, *width = NULL;
+    int n_over = 0, rc = 0;
+    const char **over_k = calloc(argc + 1, sizeof(char *)), **over_v = calloc(argc + 1, sizeof(char *));
+    if (!over_k || !over_v) return cli_fail("out of memory");
+    for (int i = 0; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!has) rc = cli_fail("%s needs a file name", a);
+            else out_path = argv[++i];
+        } else if (!strcmp(a, "--T") || !strcmp(a, "--positions") || !strcmp(a, "--width")) {
+            if (!has) rc = cli_fail("%s needs a value", a);
+            else *(a[2] == 'T' ? &T_arg : a[2] == 'p' ? &list : &width) = argv[++i];
+        } else if (!strncmp(a, "--", 2) && a[2]) {
+            over_k[n_over] = a + 2;
+            over_v[n_over++] = (has && strncmp(argv[i + 1], "--", 2) && strcmp(argv[i + 1], "-o")) ? argv[++i] : "true";
+        } else if (a[0] == '-' && a[1]) {
+            rc = cli_fail("unknown option '%s'", a);
+        } else if (!in_path) {
+            in_path = a;
+        } else {
+            rc = cli_fail("unexpected argument '%s'", a);
+        }
+    }
+    if (!rc && !out_path) rc = cli_fail(USAGE);
+    if (!rc && T_arg && list) rc = cli_fail("give --T or --positions, not both");
+
+    /* the positions asked for on the command line */
+    int64_t *pos = NULL, T = 0, C = 0;
+    char *end;
+    if (!rc && T_arg) {
+        T = strtoll(T_arg, &end, 10);
+        if (!*T_arg || *end || T < 1) rc = cli_fail("--T: '%s' is not a length >= 1", T_arg);
+        else if (!(pos = malloc(sizeof(int64_t) * T))) rc = cli_fail("out of memory");
+        else
+            for (int64_t t = 0; t < T; t++) pos[t] = t;
+    }
+    if (!rc && list && (T = parse_list(list, &pos)) < 0)
+        rc = cli_fail("--positions: '%s' is not a comma-separated list of integers", list);
+    if (!rc && width) {
+        C = strtoll(width, &end, 10);
+        if (!*width || *end || C < 1) rc = cli_fail("--width: '%s' is not a width >= 1", width);
+    }
+
+    pe_err err = {{0}};
+    pe_st_file f = {0};
+    if (!rc && in_path && pe_st_read(in_path, &f, &err)) rc = cli_fail("%s", err.msg);
+    /* settings: IN's metadata, then the overrides; tensors: IN's, positions replaced */
+    const char **keys = calloc(f.n_meta + n_over + 1, sizeof(char *));
+    const char **vals = calloc(f.n_meta + n_over + 1, sizeof(char *));
+    pe_tensor *in = calloc(f.n + 1, sizeof(pe_tensor));
+    int nk = 0, n_in = 0;
+    if (!rc && (!keys || !vals || !in)) rc = cli_fail("out of memory");
+    for (int i = 0; !rc && i < f.n_meta; i++) {
+        int overridden = 0;
+        for (int j = 0; j < n_over; j++) overridden |= !strcmp(over_k[j], f.meta_keys[i]);
+        if (!overridden) keys[nk] = f.meta_keys[i], vals[nk++] = f.meta_values[i];
+    }
+    for (int j = 0; !rc && j < n_over; j++) {
+        int dup = 0;
+        for (int i = j + 1; i < n_over; i++) dup |= !strcmp(over_k[i], over_k[j]);
+        if (!dup) keys[nk] = over_k[j], vals[nk++] = over_v[j];
+    }
+    int has_ids = 0, has_pos = 0;
+    for (int i = 0; !rc && i < f.n; i++) {
+        if (pos && !strcmp(f.t[i].name, "positions")) continue;
+        has_ids |= !strcmp(f.t[i].name, "ids");
+        has_pos |= !strcmp(f.t[i].name, "positions");
+        in[n_in++] = f.t[i];
+    }
+    if (!rc && pos) {
+        pe_tensor *p = &in[n_in++];
+        snprintf(p->name, sizeof p->name, "positions");
+        p->dtype = PE_I64, p->ndim = 1, p->shape[0] = T, p->data = pos;
+    }
+    if (!rc && !pos && !has_pos && !has_ids)
+        rc = cli_fail("no positions to encode: give --T N or --positions P0,P1,... (or IN with a 'positions' tensor)");
+
+    pe_tensor *outs = NULL;
+    int n_outs = 0;
+    if (!rc && pe_encode(nk, keys, vals, C, n_in, in, &outs, &n_outs, &err)) rc = cli_fail("%s", err.msg);
+    if (!rc && pe_st_write(out_path, outs, n_outs, nk, keys, vals, &err)) rc = cli_fail("%s", err.msg);
+    pe_tensors_free(outs, n_outs);
+    free(keys), free(vals), free(in), free(pos), free(over_k), free(over_v);
+    if (in_path) pe_st_free(&f);
+    return rc;
+}

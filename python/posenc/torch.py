@@ -1,0 +1,450 @@
+"""PyTorch modules whose forward and backward run in libposenc (CPU, float32).
+
+    import torch, posenc.torch as pt
+    att = pt.Attention(dim=64, heads=4, method="rope", causal=True)
+    y = att(x)                      # x [B, T, 64] or [T, 64]; positions=..., need_weights=...
+    y.sum().backward()              # .grad of wq..wo, bq..bo and the method's tensors
+
+Attention is one self-attention layer of the contract (shared/spec/conformance.md) that owns
+its projections (PyTorch Linear layout) and its method's tensors, created under the
+contract's names (att.wq, att.rel_bias, att.pos_table, ...). Encoders (SinusoidalEncoding,
+LearnedEncoding, FloaterEncoding, ComplexEmbedding, and Encoding for any absolute method)
+compute an absolute method's encoding alone. `attend` and `embed` are the differentiable
+functional forms of posenc.attend and posenc.embed.
+
+Both directions go through torch.autograd.Function: forward calls the library without dy,
+backward calls it again with dy (the forward is recomputed, so nothing is kept between the
+two calls and a module may be called any number of times before backward). Tensors must be
+on the CPU; float32 is what the library computes in, float64 inputs are accepted (computed
+in float32, results and gradients returned in float64, which is what gradcheck needs).
+
+Initialisation (each method's reference; projections as torch.nn.Linear):
+  learned   pos_table ~ N(0, 0.02)                          BERT (initializer_range)
+  shaw      rel_k, rel_v ~ U(+-sqrt(3 / (2K+1)))            tensor2tensor uniform_unit_scaling
+  t5        rel_bias ~ N(0, dim^-1/2)                       HF T5PreTrainedModel._init_weights
+  alibi     alibi_slopes (optional) = get_slopes(heads)     ofirpress/attention_with_linear_biases
+  rope      short_factor, long_factor (longrope) = 1        no rescaling until loaded
+  xl        r_w_bias, r_r_bias, wr ~ N(0, 0.02)             kimiyoung/transformer-xl (init_std)
+  tupe      pos_table, uq, uk, rel_bias ~ N(0, 0.02),       guolinke/TUPE (fairseq init_bert_params)
+            uq_b, uk_b = 0, pos_ln_w = 1, pos_ln_b = 0
+  deberta   rel_embeddings, pos_key_w, pos_query_w ~ N(0, 0.02), biases 0   HF DebertaV2
+  huang1-3  rel_scale, rel_vec = 1 (starts as plain attention; the paper gives no init)
+  huang4    rel_vec ~ N(0, 0.02)                            HF BERT relative_key_query
+  kerple    log: r1 ~ U(0, 2), r2 ~ U(0, 1); power: r1 ~ U(0, 1), r2 ~ U(0, 2)   KERPLE (bias_p, bias_a)
+  fire      MLP as torch.nn.Linear, fire_c = 0.1, fire_L = 1 (times fire_init_L)   FIRE paper
+  floater   floater_b0 ~ N(0, 1), w1, w2 xavier_normal, b1, b2 = 0   xuanqing94/FLOATER
+  complex   amp ~ N(0, 1), freq[v, d] = 10000^(-2 floor(d/2) / C), phase = 0   complex-order
+  other     any tensor of a method added later and not listed: N(0, 0.02)
+"""
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.autograd.function import once_differentiable
+
+import posenc
+from posenc import _lib
+
+__all__ = ["Attention", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
+           "ComplexEmbedding", "attend", "embed", "init_tensor"]
+
+_LAYER = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
+_IDS_METHODS = {"complex"}  # the contract: token ids replace x
+_NO_GRAD = ("mems",)        # the contract returns no gradient for these
+
+
+# ---- the autograd bridge -----------------------------------------------------------------
+def _to_numpy(name, t):
+    if not isinstance(t, torch.Tensor):
+        t = torch.as_tensor(t)
+    if t.device.type != "cpu":
+        raise ValueError(f"tensor '{name}' is on {t.device}: posenc runs on the CPU "
+                         "(move the module and its inputs with .cpu())")
+    t = t.detach()
+    if t.is_floating_point():
+        if t.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"tensor '{name}': dtype {t.dtype}, expected float32 (or float64)")
+        t = t.to(torch.float32)
+    elif t.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"tensor '{name}': dtype {t.dtype}, expected float32, int32 or int64")
+    return t.contiguous().numpy()
+
+
+def _out_dtype(names, tensors):
+    for n, t in zip(names, tensors):
+        if n == "x":
+            return t.dtype if t.dtype == torch.float64 else torch.float32
+    return torch.float32
+
+
+class _Fn(torch.autograd.Function):
+    """Forward: fn(settings, arrays) without dy. Backward: the same call with dy (and
+    dy_imag): gradients d<name> (dx for x) of every float input."""
+
+    @staticmethod
+    def forward(ctx, fn, settings, names, outs, *tensors):
+        arrays = {n: _to_numpy(n, t) for n, t in zip(names, tensors)}
+        res = fn(settings, arrays)
+        dtype = _out_dtype(names, tensors)
+        ctx.fn, ctx.settings, ctx.names = fn, settings, names
+        ctx.diff = [o for o in outs if o in ("y", "y_imag") and o in res]
+        ctx.save_for_backward(*tensors)
+        result = [torch.from_numpy(res[o]).to(dtype) if o in res else torch.empty(0) for o in outs]
+        ctx.mark_non_differentiable(*[r for o, r in zip(outs, result) if o not in ctx.diff])
+        ctx.outs = outs
+        return tuple(result)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, *grads):
+        tensors = ctx.saved_tensors
+        arrays = {n: _to_numpy(n, t) for n, t in zip(ctx.names, tensors)}
+        for o, g in zip(ctx.outs, grads):
+            if o in ctx.diff:
+                arrays["d" + o] = _to_numpy("d" + o, g)
+        res = ctx.fn(ctx.settings, arrays)
+        out = [None, None, None, None]
+        for n, t in zip(ctx.names, tensors):
+            g = None
+            if t.is_floating_point() and n not in _NO_GRAD:
+                g = res.get("dx" if n == "x" else "d" + n)
+                g = None if g is None else torch.from_numpy(g).to(t.dtype)
+            out.append(g)
+        return tuple(out)
+
+
+def _split(tensors):
+    names, values = [], []
+    for n, t in tensors.items():
+        if t is None:
+            continue
+        if not isinstance(n, str):
+            raise TypeError(f"tensor names must be str, got {n!r}")
+        if not isinstance(t, torch.Tensor):
+            t = torch.as_tensor(t)
+        names.append(n)
+        values.append(t)
+    return tuple(names), values
+
+
+def _text_settings(settings, overrides):
+    s = dict(settings or {})
+    s.update(overrides)
+    return {str(k): _lib.text(v) for k, v in s.items()}
+
+
+def attend(settings, tensors, **overrides):
+    """Differentiable posenc.attend: tensors {name: torch.Tensor} under the contract's names
+    (x or ids, wq..wo, optional bq..bo, positions, mems, the method's tensors). Returns
+    {"y", "scores", "probs"} (and "y_imag"); gradients flow to every float input."""
+    s = _text_settings(settings, overrides)
+    names, values = _split(tensors)
+    outs = ("y", "y_imag", "scores", "probs")
+    res = _Fn.apply(_lib.attend, s, names, outs, *values)
+    return {o: r for o, r in zip(outs, res) if o != "y_imag" or r.numel()}
+
+
+def embed(settings, tensors, **overrides):
+    """Differentiable posenc.embed (an absolute method applied to a batch): returns {"y"}
+    (and "y_imag" for complex)."""
+    s = _text_settings(settings, overrides)
+    names, values = _split(tensors)
+    outs = ("y", "y_imag")
+    res = _Fn.apply(posenc.embed, s, names, outs, *values)
+    return {o: r for o, r in zip(outs, res) if o == "y" or r.numel()}
+
+
+# ---- initialisation ----------------------------------------------------------------------
+def _get_slopes(n):
+    def pow2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    if math.log2(n).is_integer():
+        return pow2(n)
+    c = 2 ** math.floor(math.log2(n))
+    return pow2(c) + _get_slopes(2 * c)[0::2][:n - c]
+
+
+def _linear_default(t, fan_in):
+    # torch.nn.Linear.reset_parameters: kaiming_uniform(a=sqrt(5)) == U(+-1/sqrt(fan_in))
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+    return nn.init.uniform_(t, -bound, bound)
+
+
+def init_tensor(method, name, t, settings, dim, heads):
+    """Fills parameter t (method `method`, tensor `name`) as the method's reference does
+    (see the module docstring). Returns t."""
+    s = {k: str(v) for k, v in settings.items()}
+    n = lambda std: nn.init.normal_(t, 0.0, std)  # noqa: E731
+    if name in ("pos_table", "r_w_bias", "r_r_bias", "wr", "uq", "uk", "rel_embeddings",
+                "pos_key_w", "pos_query_w"):
+        return n(0.02)
+    if name in ("uq_b", "uk_b", "pos_key_b", "pos_query_b", "pos_ln_b", "phase",
+                "floater_b1", "floater_b2"):
+        return nn.init.zeros_(t)
+    if name in ("pos_ln_w", "short_factor", "long_factor", "rel_scale"):
+        return nn.init.ones_(t)
+    if name in ("rel_k", "rel_v"):
+        a = math.sqrt(3.0 / t.shape[0])
+        return nn.init.uniform_(t, -a, a)
+    if name == "rel_bias":
+        return n(dim ** -0.5 if method == "t5" else 0.02)
+    if name == "rel_vec":
+        return n(0.02) if method == "huang4" else nn.init.ones_(t)
+    if name == "alibi_slopes":
+        with torch.no_grad():
+            return t.copy_(torch.tensor(_get_slopes(t.shape[0])))
+    if name in ("kerple_r1", "kerple_r2"):
+        log = s.get("kerple", "log") == "log"
+        hi = 2.0 if (name == "kerple_r1") == log else 1.0
+        return nn.init.uniform_(t, 0.0, hi)
+    if name in ("fire_w1", "fire_w2"):
+        return _linear_default(t, t.shape[1])
+    if name in ("fire_b1", "fire_b2"):
+        return _linear_default(t, 1 if name == "fire_b1" else 32)
+    if name == "fire_c":
+        return nn.init.constant_(t, 0.1)
+    if name == "fire_L":
+        return nn.init.constant_(t, 1.0)
+    if name == "floater_b0" or name == "amp":
+        return n(1.0)
+    if name in ("floater_w1", "floater_w2"):
+        return nn.init.xavier_normal_(t)
+    if name == "freq":
+        C = t.shape[-1]
+        d = torch.arange(C, dtype=torch.float64)
+        with torch.no_grad():
+            return t.copy_((10000.0 ** (-2 * torch.div(d, 2, rounding_mode="floor") / C)).expand_as(t))
+    return n(0.02)
+
+
+# ---- modules -----------------------------------------------------------------------------
+def _parse_bool(v):
+    if isinstance(v, str):
+        if v not in ("true", "false"):
+            raise ValueError(f"causal: expected true or false, got {v!r}")
+        return v == "true"
+    return bool(v)
+
+
+def _positions(positions):
+    if positions is None:
+        return None
+    if not isinstance(positions, torch.Tensor):
+        positions = torch.as_tensor(np.asarray(positions))
+    if positions.is_floating_point() or positions.dtype == torch.bool:
+        raise TypeError(f"positions: dtype {positions.dtype}, expected an integer tensor")
+    if positions.dtype not in (torch.int32, torch.int64):
+        positions = positions.to(torch.int64)
+    return positions
+
+
+class _MethodTensors(nn.Module):
+    """Creates and initialises the method's tensors of a layer from the library's specs."""
+
+    def _make_tensors(self, settings, dim, heads, rows, optional):
+        specs = _lib.Layer(settings, dim).params()
+        names_opt = [n for n, _, o in specs if o]
+        optional = (names_opt if optional == "all" else
+                    [optional] if isinstance(optional, str) else list(optional))
+        for o in optional:
+            if o not in names_opt:
+                raise ValueError(f"method {settings['method']}: '{o}' is not an optional tensor "
+                                 f"of this configuration (optional: {', '.join(names_opt) or 'none'})")
+        self.tensor_names = []
+        for name, shape, opt in specs:
+            if opt and name not in optional:
+                continue
+            if shape[0] == -1:
+                if rows is None:
+                    raise ValueError(f"method {settings['method']}: tensor '{name}' has a free first "
+                                     "dimension (positions or vocabulary): pass rows=N")
+                shape = (int(rows),) + tuple(shape[1:])
+            if hasattr(self, name) and name not in self._parameters:
+                raise ValueError(f"tensor name '{name}' collides with an attribute of the module")
+            p = nn.Parameter(torch.empty(shape, dtype=torch.float32))
+            init_tensor(settings["method"], name, p.data, settings, dim, heads)
+            self.register_parameter(name, p)
+            self.tensor_names.append(name)
+
+    def method_tensors(self):
+        """{name: parameter} of the method's tensors (contract names)."""
+        return {n: getattr(self, n) for n in self.tensor_names}
+
+
+class Attention(_MethodTensors):
+    """Multi-head self-attention with the positional encoding `method`, computed by libposenc.
+
+    dim: model width C (= heads * head_dim). heads, kv_heads (grouped-query attention),
+    causal: as the contract's keys (causal None: the method's default). bias: create bq, bk, bv, bo. rows: the first dimension
+    of tensors that leave it free (learned/tupe pos_table: positions; complex amp/freq/phase:
+    vocabulary). optional: names of optional tensors to create and train (e.g.
+    "alibi_slopes", "phase"; "all" for every one). Further keyword arguments are the
+    method's keys (max_rel=8, rope_layout="interleaved", num_buckets=16, ...).
+
+    forward(x, positions=None, mems=None, need_weights=False): x [B, T, dim] or [T, dim]
+    (for complex: ids [B, T] or [T]); positions [T] or [B, T] integers (default 0..T-1);
+    mems [B, M, dim] for methods with memory (xl). Returns y like x (complex: (y, y_imag)),
+    and with need_weights also probs [B, H, T, Tk].
+    """
+
+    def __init__(self, dim, heads, method="none", *, kv_heads=None, causal=None, bias=True,
+                 rows=None, optional=(), **settings):
+        super().__init__()
+        self.dim, self.heads, self.method = int(dim), int(heads), str(method)
+        self.kv_heads = self.heads if kv_heads is None else int(kv_heads)
+        s = {"method": self.method, "heads": self.heads}
+        if causal is not None:  # otherwise the method's default (xl: true, others: false)
+            s["causal"] = _parse_bool(causal)
+        if kv_heads is not None:
+            s["kv_heads"] = self.kv_heads
+        s.update(settings)
+        self.settings = {k: _lib.text(v) for k, v in s.items()}
+        layer = _lib.Layer(self.settings, self.dim)  # validates every key (PosencError)
+        self.head_dim = layer.head_dim()
+        self.has_memory = layer.has_memory()
+        C, Ckv = self.dim, self.kv_heads * self.head_dim
+        for name, rows_ in (("wq", C), ("wk", Ckv), ("wv", Ckv), ("wo", C)):
+            w = torch.empty(rows_, C, dtype=torch.float32)
+            self.register_parameter(name, nn.Parameter(_linear_default(w, C)))
+        for name, rows_ in (("bq", C), ("bk", Ckv), ("bv", Ckv), ("bo", C)):
+            b = torch.empty(rows_, dtype=torch.float32)
+            p = nn.Parameter(_linear_default(b, C)) if bias else None
+            self.register_parameter(name, p)
+        self._make_tensors(self.settings, self.dim, self.heads, rows, optional)
+
+    def extra_repr(self):
+        keys = {k: v for k, v in self.settings.items() if k not in ("method", "heads")}
+        return (f"dim={self.dim}, heads={self.heads}, method={self.method}"
+                + "".join(f", {k}={v}" for k, v in keys.items()))
+
+    def contract_tensors(self):
+        """The layer's tensors under the contract's names (weights, biases, method's)."""
+        t = {n: getattr(self, n) for n in _LAYER if getattr(self, n) is not None}
+        t.update(self.method_tensors())
+        return t
+
+    def forward(self, x, positions=None, mems=None, need_weights=False):
+        tok = "ids" if self.method in _IDS_METHODS else "x"
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"{tok}: expected a torch.Tensor, got {type(x).__name__}")
+        if tok == "x":
+            if x.dim() not in (2, 3) or x.shape[-1] != self.dim:
+                raise ValueError(f"x: shape {list(x.shape)}, expected [T, {self.dim}] or "
+                                 f"[B, T, {self.dim}]")
+            if not x.is_floating_point():
+                raise TypeError(f"x: dtype {x.dtype}, expected float32")
+        elif x.dim() not in (1, 2) or x.is_floating_point():
+            raise ValueError(f"ids: expected an integer tensor [T] or [B, T], got {x.dtype} "
+                             f"{list(x.shape)}")
+        if mems is not None and not self.has_memory:
+            raise ValueError(f"mems: method {self.method} has no memory")
+        t = {tok: x, "positions": _positions(positions), "mems": mems}
+        t.update(self.contract_tensors())
+        out = attend(self.settings, t)
+        y = (out["y"], out["y_imag"]) if "y_imag" in out else out["y"]
+        return (y, out["probs"]) if need_weights else y
+
+    @classmethod
+    def from_tensors(cls, settings, tensors):
+        """A layer holding the given contract tensors (a conformance case's inputs, say):
+        settings as in the case's metadata, tensors {name: array or tensor}; inputs such as
+        x, positions, mems, dy are ignored. Absent biases are zero."""
+        s = dict(settings)
+        method, heads = str(s.pop("method")), int(s.pop("heads"))
+        causal = s.pop("causal", None)
+        kv_heads = s.pop("kv_heads", None)
+        t = {n: torch.as_tensor(np.asarray(v)) for n, v in tensors.items()}
+        dim = t["x"].shape[-1] if "x" in t else t["amp"].shape[-1]
+        full = {"method": method, "heads": heads, **({} if kv_heads is None else {"kv_heads": kv_heads}), **s}
+        specs = _lib.Layer({k: _lib.text(v) for k, v in full.items()}, dim).params()
+        optional = [n for n, _, o in specs if o and n in t]
+        rows = next((t[n].shape[0] for n, shape, _ in specs if shape[0] == -1 and n in t), None)
+        bias = any(b in t for b in ("bq", "bk", "bv", "bo"))
+        m = cls(dim, heads, method, kv_heads=kv_heads, causal=causal, bias=bias, rows=rows,
+                optional=optional, **s)
+        with torch.no_grad():
+            for n, p in m.contract_tensors().items():
+                if n in t:
+                    if tuple(t[n].shape) != tuple(p.shape):
+                        raise ValueError(f"tensor '{n}': shape {list(t[n].shape)}, expected "
+                                         f"{list(p.shape)}")
+                    p.copy_(t[n])
+                elif n in ("bq", "bk", "bv", "bo"):
+                    p.zero_()
+        return m
+
+
+class Encoding(_MethodTensors):
+    """An absolute method's encoding alone (posenc.embed), with its tensors as parameters.
+
+    forward(x, positions=None): sinusoidal, learned, none: x [.., T, dim] -> x + P[positions
+    + shift]. complex: ids [.., T] -> (y, y_imag) [.., T, dim]. floater: positions [.., T]
+    (or x for its shape) -> B(t) [.., T, 3, dim], the q, k, v biases of the layer.
+    """
+
+    def __init__(self, method, dim, *, rows=None, optional=(), **settings):
+        super().__init__()
+        self.method, self.dim = str(method), int(dim)
+        fam = posenc.method_family(self.method)
+        if fam != "absolute":
+            raise ValueError(f"Encoding: method '{self.method}' is {fam}, not absolute "
+                             "(use Attention)")
+        s = {"method": self.method, "heads": 1}
+        s.update(settings)
+        self.settings = {k: _lib.text(v) for k, v in s.items()}
+        self._make_tensors(self.settings, self.dim, 1, rows, optional)
+
+    def extra_repr(self):
+        return f"method={self.method}, dim={self.dim}" + "".join(
+            f", {k}={v}" for k, v in self.settings.items() if k not in ("method", "heads"))
+
+    def forward(self, x=None, positions=None):
+        t = {"positions": _positions(positions)}
+        if x is not None:
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
+            if self.method in _IDS_METHODS:
+                t["ids"] = x
+            else:
+                if x.shape[-1:] != (self.dim,):
+                    raise ValueError(f"x: shape {list(x.shape)}, expected [.., T, {self.dim}]")
+                t["x"] = x
+        elif positions is None:
+            raise ValueError("forward needs x (or ids) or positions")
+        t.update(self.method_tensors())
+        out = embed(self.settings, t)
+        return (out["y"], out["y_imag"]) if "y_imag" in out else out["y"]
+
+
+class SinusoidalEncoding(Encoding):
+    """x + P[positions + shift], P as the contract's `sinusoidal` (layout interleaved, concat
+    or t2t; base)."""
+
+    def __init__(self, dim, layout="interleaved", base=10000.0, shift=0):
+        super().__init__("sinusoidal", dim, sin_layout=layout, sin_base=float(base), shift=int(shift))
+
+
+class LearnedEncoding(Encoding):
+    """x + pos_table[positions + shift]; pos_table [num_positions, dim] ~ N(0, 0.02)."""
+
+    def __init__(self, dim, num_positions, shift=0):
+        super().__init__("learned", dim, rows=num_positions, shift=int(shift))
+
+
+class FloaterEncoding(Encoding):
+    """FLOATER's position biases: forward(positions) -> B(positions * dt) [.., T, 3, dim]
+    (rows: q, k, v), the neural ODE solved by classic RK4 on the grid of `step`."""
+
+    def __init__(self, dim, dt=0.01, step=0.002):
+        super().__init__("floater", dim, floater_dt=float(dt), floater_step=float(step))
+
+
+class ComplexEmbedding(Encoding):
+    """Complex word embeddings (Wang et al. 2020): forward(ids, positions) -> (r cos(w p +
+    theta), r sin(w p + theta)); phase theta is created only with phase=True (the
+    reference model has none)."""
+
+    def __init__(self, vocab_size, dim, phase=False):
+        super().__init__("complex", dim, rows=vocab_size, optional=("phase",) if phase else ())

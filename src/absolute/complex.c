@@ -1,0 +1,152 @@
+/* Complex-order embeddings (Wang et al. 2020, iclr-complex-order/complex-order, the translation
+ * model): a word is a wave over positions. Token ids replace x:
+ *   a   = freq[id] p + phase[id]                 (per dimension, double)
+ *   re  = amp[id] cos(a),  im = amp[id] sin(a)   (B, T, C)
+ * Both parts go through the same real projections (biases included; the core carries the
+ * imaginary stream, see src/attention.c), and the score is the magnitude of the
+ * unconjugated complex product:
+ *   Sre = Qre Kre^T - Qim Kim^T,  Sim = Qre Kim^T + Qim Kre^T,  s = scale |S|
+ * scale 1/sqrt(2D) by default (the reference's temperature sqrt(2 d_k)). One softmax weights
+ * both value streams; y and y_imag share wo and bo.
+ *
+ * |S| is not differentiable at S = 0: there the gradient is taken as 0 (the smallest
+ * subgradient), so a zero score gives no NaN. Elsewhere ds/dSre = scale Sre / |S|, formed as a
+ * ratio of magnitude at most 1 so that tiny |S| cannot overflow. */
+#include "../internal.h"
+
+enum { AMP, FREQ, PHASE };
+
+static void defaults(pe_config *cfg, int64_t H, int64_t D) {
+    (void)H;
+    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt(2.0 * (double)D);
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)cfg;
+    s[AMP] = (pe_param_spec){"amp", 2, {-1, H * D}, 0};
+    s[FREQ] = (pe_param_spec){"freq", 2, {-1, H * D}, 0};
+    s[PHASE] = (pe_param_spec){"phase", 2, {-1, H * D}, 1};
+    return 3;
+}
+
+/* The tables must have the same rows V, and every id must be one of them. */
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t *rows = ctx->w->param_rows;
+    int64_t V = rows[AMP];
+    if (rows[FREQ] != V)
+        return pe__fail(err, PE_ETENSOR, "tensor 'freq': %lld rows, expected %lld (the rows of amp)",
+                        (long long)rows[FREQ], (long long)V);
+    if (ctx->w->param[PHASE] && rows[PHASE] != V)
+        return pe__fail(err, PE_ETENSOR, "tensor 'phase': %lld rows, expected %lld (the rows of amp)",
+                        (long long)rows[PHASE], (long long)V);
+    if (!ctx->ids) return pe__fail(err, PE_ETENSOR, "tensor 'ids' is missing (method complex reads token ids)");
+    for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++)
+        if (ctx->ids[bt] < 0 || ctx->ids[bt] >= V)
+            return pe__fail(err, PE_ETENSOR, "tensor 'ids': id %lld is outside the %lld rows of amp",
+                            (long long)ctx->ids[bt], (long long)V);
+    return PE_OK;
+}
+
+/* The angle of token bt, dimension c: freq p + phase, in double so large positions stay exact. */
+static inline double angle(const pe__ctx *ctx, int64_t row, int64_t bt) {
+    const float *phase = ctx->w->param[PHASE];
+    return (double)ctx->w->param[FREQ][row] * (double)ctx->pos[bt] + (phase ? (double)phase[row] : 0.0);
+}
+
+static void embed_complex_forward(pe__ctx *ctx, float *re, float *im) {
+    const int64_t C = ctx->C;
+    const float *amp = ctx->w->param[AMP];
+    for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t row = ctx->ids[bt] * C + c;
+            double a = angle(ctx, row, bt), r = amp[row];
+            re[bt * C + c] = (float)(r * cos(a));
+            im[bt * C + c] = (float)(r * sin(a));
+        }
+}
+
+/* forward was re = r cos(a), im = r sin(a), a = w p + theta, so now:
+ * dr += dre cos a + dim sin a;  da = r (dim cos a - dre sin a);  dw += da p;  dtheta += da */
+static void embed_complex_backward(pe__ctx *ctx, const float *dre, const float *dim) {
+    const int64_t C = ctx->C;
+    const float *amp = ctx->w->param[AMP];
+    float *damp = ctx->g->dparam[AMP], *dfreq = ctx->g->dparam[FREQ];
+    float *dphase = ctx->w->param[PHASE] ? ctx->g->dparam[PHASE] : NULL;
+    for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t row = ctx->ids[bt] * C + c;
+            double a = angle(ctx, row, bt), ca = cos(a), sa = sin(a);
+            double gr = dre[bt * C + c], gi = dim[bt * C + c];
+            double da = (double)amp[row] * (gi * ca - gr * sa);
+            if (damp) damp[row] += (float)(gr * ca + gi * sa);
+            if (dfreq) dfreq[row] += (float)(da * (double)ctx->pos[bt]);
+            if (dphase) dphase[row] += (float)da;
+        }
+}
+
+/* Sre, Sim (T, T) of one (b, h). */
+static void complex_product(const pe__ctx *ctx, const float *q, const float *k, const float *qi,
+                            const float *ki, float *sre, float *sim) {
+    const int64_t T = ctx->T, D = ctx->D, C = ctx->C;
+    pe__gemm(0, 1, T, T, D, 1.0f, q, C, k, C, 0.0f, sre, T);
+    pe__gemm(0, 1, T, T, D, -1.0f, qi, C, ki, C, 1.0f, sre, T);
+    pe__gemm(0, 1, T, T, D, 1.0f, q, C, ki, C, 0.0f, sim, T);
+    pe__gemm(0, 1, T, T, D, 1.0f, qi, C, k, C, 1.0f, sim, T);
+}
+
+static void score_complex_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q,
+                                  const float *k, const float *q_im, const float *k_im, float *s) {
+    (void)b, (void)h;
+    const int64_t T = ctx->T;
+    float *sre = malloc(sizeof(float) * T * T * 2), *sim = sre + T * T;
+    PE_ASSERT(sre);
+    complex_product(ctx, q, k, q_im, k_im, sre, sim);
+    for (int64_t e = 0; e < T * T; e++)
+        s[e] = (float)(ctx->cfg->scale * sqrt((double)sre[e] * sre[e] + (double)sim[e] * sim[e]));
+    free(sre);
+}
+
+/* forward was s = scale |S|, S = Q K^T with complex Q, K (no conjugate), so now, with
+ * gre = ds scale Sre/|S| and gim = ds scale Sim/|S| (both 0 where |S| = 0):
+ *   dQre += gre Kre + gim Kim    dKre += gre^T Qre + gim^T Qim
+ *   dQim += gim Kre - gre Kim    dKim += gim^T Qre - gre^T Qim
+ * S is recomputed rather than kept: it costs what the forward did and saves 2 (B, H, T, T). */
+static void score_complex_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds,
+                                   const float *q, const float *k, const float *q_im,
+                                   const float *k_im, float *dq, float *dk, float *dq_im,
+                                   float *dk_im) {
+    (void)b, (void)h;
+    const int64_t T = ctx->T, D = ctx->D, C = ctx->C;
+    float *gre = malloc(sizeof(float) * T * T * 2), *gim = gre + T * T;
+    PE_ASSERT(gre);
+    complex_product(ctx, q, k, q_im, k_im, gre, gim);
+    for (int64_t e = 0; e < T * T; e++) {
+        double re = gre[e], im = gim[e], m = sqrt(re * re + im * im);
+        double g = m > 0 ? ctx->cfg->scale * ds[e] : 0.0;
+        gre[e] = m > 0 ? (float)(g * (re / m)) : 0.0f;
+        gim[e] = m > 0 ? (float)(g * (im / m)) : 0.0f;
+    }
+    pe__gemm(0, 0, T, D, T, 1.0f, gre, T, k, C, 1.0f, dq, C);
+    pe__gemm(0, 0, T, D, T, 1.0f, gim, T, k_im, C, 1.0f, dq, C);
+    pe__gemm(1, 0, T, D, T, 1.0f, gre, T, q, C, 1.0f, dk, C);
+    pe__gemm(1, 0, T, D, T, 1.0f, gim, T, q_im, C, 1.0f, dk, C);
+    pe__gemm(0, 0, T, D, T, 1.0f, gim, T, k, C, 1.0f, dq_im, C);
+    pe__gemm(0, 0, T, D, T, -1.0f, gre, T, k_im, C, 1.0f, dq_im, C);
+    pe__gemm(1, 0, T, D, T, 1.0f, gim, T, q, C, 1.0f, dk_im, C);
+    pe__gemm(1, 0, T, D, T, -1.0f, gre, T, q_im, C, 1.0f, dk_im, C);
+    free(gre);
+}
+
+const pe__method pe__method_complex = {
+    .name = "complex",
+    .family = PE_FAMILY_ABSOLUTE,
+    .keys = "",
+    .flags = PE__COMPLEX,
+    .defaults = defaults,
+    .params = params,
+    .prepare = prepare,
+    .embed_complex_forward = embed_complex_forward,
+    .embed_complex_backward = embed_complex_backward,
+    .score_complex_forward = score_complex_forward,
+    .score_complex_backward = score_complex_backward,
+};

@@ -1,0 +1,120 @@
+/* xPos (Sun et al., "A Length-Extrapolatable Transformer"), with the conventions of
+ * lucidrains/rotary-embedding-torch: RoPE over the whole head in the interleaved layout
+ * (pairs (2t, 2t+1)), theta_t = rope_base^(-2t/D), then pair t of the query is multiplied by
+ * z_t^(c/B) and of the key by z_t^(-c/B), with
+ *   z_t = (2t + g D) / ((1 + g) D),   c = p - floor(n/2),   n = max(positions) + 1,
+ * B = xpos_scale_base, g = xpos_gamma. Scores then carry z_t^((c_i - c_j)/B): a decay with
+ * the relative distance, so a global shift of positions changes nothing but rounding, and
+ * neither does the choice of centre (see prepare).
+ *
+ * The scale folds into the rotation table: one (cos, sin) table per side, cos and sin times
+ * z_t^(+-c/B), all in double (exact angles as rope.c) and rounded once to float; the rotation
+ * kernel is rope's pe__rope_rotate. */
+#include <float.h>
+
+#include "../internal.h"
+
+typedef struct {
+    float *cs_q, *cs_k; /* (B*T, D/2, 2) cos, sin times z_t^(c/B) and z_t^(-c/B) */
+} xpos_state;
+
+static double zeta(const pe_config *cfg, int64_t t, int64_t D) {
+    double g = cfg->xpos_gamma;
+    return (2.0 * (double)t + g * (double)D) / ((1.0 + g) * (double)D);
+}
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H;
+    if (D % 2) return pe__fail(err, PE_EKEY, "key 'heads': xpos needs an even head_dim, not %lld", (long long)D);
+    if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
+    if (cfg->xpos_scale_base == 0) return pe__fail(err, PE_EKEY, "key 'xpos_scale_base' must not be 0");
+    /* z_t^(c/B) for real powers needs z_t > 0 for every pair (g > 0 or g < -1) */
+    for (int64_t t = 0; t < D / 2; t++)
+        if (!(zeta(cfg, t, D) > 0) || !isfinite(zeta(cfg, t, D)))
+            return pe__fail(err, PE_EKEY, "key 'xpos_gamma': %g makes z_%lld = (2t + g D)/((1 + g) D) <= 0",
+                            cfg->xpos_gamma, (long long)t);
+    return PE_OK;
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const pe_config *cfg = ctx->cfg;
+    int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T;
+    xpos_state *st = calloc(1, sizeof *st);
+    double *inv_freq = malloc(sizeof(double) * half), *z = malloc(sizeof(double) * half);
+    if (st) st->cs_q = malloc(sizeof(float) * n * half * 2), st->cs_k = malloc(sizeof(float) * n * half * 2);
+    if (!st || !inv_freq || !z || !st->cs_q || !st->cs_k) {
+        if (st) free(st->cs_q), free(st->cs_k);
+        free(st), free(inv_freq), free(z);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the xpos tables");
+    }
+    for (int64_t t = 0; t < half; t++) {
+        inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
+        z[t] = zeta(cfg, t, D);
+    }
+    /* Scores see only c_i - c_j, so any centre gives the same outputs; the midpoint
+     * floor((min + max + 1) / 2) equals the reference's floor(n / 2) when positions start at
+     * 0 and otherwise keeps each factor z^(+-c/B) as close to 1 as possible: far positions
+     * (10^5 with B = 512) stay within float range. Unsigned span: no overflow. */
+    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
+    int64_t centre = ctx->pos_min + (int64_t)(span / 2 + span % 2);
+    for (int64_t r = 0; r < n; r++) {
+        double p = (double)ctx->pos[r], power = (double)(ctx->pos[r] - centre) / cfg->xpos_scale_base;
+        for (int64_t t = 0; t < half; t++) {
+            double sq = pow(z[t], power), sk = pow(z[t], -power);
+            /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
+             * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
+            if (!(sq >= FLT_MIN && sq <= FLT_MAX && sk >= FLT_MIN && sk <= FLT_MAX)) {
+                free(st->cs_q), free(st->cs_k), free(st), free(inv_freq), free(z);
+                return pe__fail(err, PE_ETENSOR,
+                                "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
+                                "z^(c/B) = %g of position %lld outside float range",
+                                (unsigned long long)span, cfg->xpos_scale_base, sq, (long long)ctx->pos[r]);
+            }
+            double angle = p * inv_freq[t], co = cos(angle), si = sin(angle);
+            float *q = st->cs_q + (r * half + t) * 2, *k = st->cs_k + (r * half + t) * 2;
+            q[0] = (float)(co * sq), q[1] = (float)(si * sq);
+            k[0] = (float)(co * sk), k[1] = (float)(si * sk);
+        }
+    }
+    free(inv_freq), free(z);
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    xpos_state *st = ctx->state;
+    free(st->cs_q), free(st->cs_k), free(st);
+    ctx->state = NULL;
+}
+
+/* q' = z^(c/B) R(theta) q, k' = z^(-c/B) R(theta) k; keys see the queries' positions. */
+static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
+    (void)v;
+    const xpos_state *st = ctx->state;
+    int64_t n = ctx->B * ctx->T, D = ctx->D;
+    pe__rope_rotate(q, n, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
+    pe__rope_rotate(k, n, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
+}
+
+/* forward was q' = s R(theta) q with a scalar s per pair, so now: dq = s R(-theta) dq', the
+ * same table rotated back; likewise k with 1/s. No parameters. */
+static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
+                            const float *k_in) {
+    (void)dv, (void)q_in, (void)k_in;
+    const xpos_state *st = ctx->state;
+    int64_t n = ctx->B * ctx->T, D = ctx->D;
+    pe__rope_rotate(dq, n, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, -1.0f);
+    pe__rope_rotate(dk, n, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, -1.0f);
+}
+
+const pe__method pe__method_xpos = {
+    .name = "xpos",
+    .family = PE_FAMILY_ROTARY,
+    .keys = "rope_base xpos_scale_base xpos_gamma",
+    .flags = PE__GQA,
+    .check = check,
+    .prepare = prepare,
+    .release = release,
+    .rotate_forward = rotate_forward,
+    .rotate_backward = rotate_backward,
+};

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# CLI tests of `posenc compare` and `posenc train`: the --quick comparison completes and writes
+# its CSV (a row per method and length), table and PNG; train writes a checkpoint that --resume
+# continues; bad options exit 2 with one line "posenc: ..." on stderr.
+#   usage: bash tests/cli/test_compare.sh PATH/TO/posenc
+set -u
+
+POSENC=${1:?usage: bash tests/cli/test_compare.sh PATH/TO/posenc}
+case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
+[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_compare.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+
+# ---- compare --quick ------------------------------------------------------------------------
+start=$(date +%s)
+if "$POSENC" compare --quick --quiet --out "$WORK/q" > "$WORK/q.out" 2> "$WORK/q.err"; then
+    ok "compare --quick exits 0 ($(( $(date +%s) - start )) s)"
+else
+    not_ok "compare --quick exits 0" "$(tail -n 5 "$WORK/q.err")"
+fi
+csv="$WORK/q/compare.csv"
+if [ -s "$csv" ] && head -n 1 "$csv" | grep -q '^task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value'; then
+    ok "compare.csv has the header"
+else
+    not_ok "compare.csv has the header" "$(head -n 2 "$csv" 2>&1)"
+fi
+# every method the tool lists and sinusoidal+shape: 4 lengths each, all ok
+methods=$("$POSENC" methods | awk 'NR > 1 {print $1}')
+want=$(( ($(printf '%s\n' $methods | wc -l) + 1) * 4 ))
+rows=$(tail -n +2 "$csv" 2>/dev/null | grep -c ',ok$')
+if [ "$rows" = "$want" ]; then ok "compare.csv has $want rows, all ok"; else not_ok "compare.csv has $want ok rows" "got $rows"; fi
+miss=""
+for m in $methods sinusoidal+shape; do grep -q "^lm,[a-z0-9]*,$m,1,32,8,256,bpc," "$csv" || miss="$miss $m"; done
+if [ -z "$miss" ]; then ok "every method is in the CSV at 8x"; else not_ok "every method is in the CSV at 8x" "missing:$miss"; fi
+if [ "$(head -c 8 "$WORK/q/compare.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
+    ok "compare.png is a PNG"
+else
+    not_ok "compare.png is a PNG"
+fi
+if grep -q '^| `alibi` |' "$WORK/q/compare.md" 2>/dev/null && grep -q 'alibi' "$WORK/q.out"; then
+    ok "the table is printed and written"
+else
+    not_ok "the table is printed and written" "$(head -n 20 "$WORK/q.out")"
+fi
+
+# ---- --readme replaces the marked block ---------------------------------------------------------
+printf 'before\n<!-- compare:begin -->\nold\n<!-- compare:end -->\nafter\n' > "$WORK/README.md"
+if "$POSENC" compare --quick --quiet --methods alibi,none --steps 3 --eval 1,2 --out "$WORK/r" --readme "$WORK/README.md" > /dev/null 2>&1 &&
+   grep -q '^| `alibi` |' "$WORK/README.md" && ! grep -q '^old$' "$WORK/README.md" && grep -q '^after$' "$WORK/README.md" &&
+   grep -q 'compare.png)' "$WORK/README.md"; then
+    ok "--readme fills the marked block"
+else
+    not_ok "--readme fills the marked block" "$(cat "$WORK/README.md")"
+fi
+
+# ---- train, checkpoint, resume --------------------------------------------------------------------
+T="--length 16 --batch 2 --corpus-chars 20000 --eval 1 --eval-tokens 64 --quiet"
+if "$POSENC" train $T --steps 6 --save "$WORK/ck.safetensors" > "$WORK/t.out" 2>&1 &&
+   "$POSENC" train --resume "$WORK/ck.safetensors" --steps 8 --save "$WORK/ck2.safetensors" > "$WORK/r.out" 2>&1 &&
+   grep -q 'resumed from' "$WORK/r.out" && grep -q 'trained 2 steps' "$WORK/r.out"; then
+    ok "train --save, then --resume continues from step 6"
+else
+    not_ok "train --save, then --resume continues from step 6" "$(cat "$WORK/t.out" "$WORK/r.out" 2>/dev/null | tail -n 8)"
+fi
+
+# ---- bad input: status 2, one line ----------------------------------------------------------------
+bad() { # name, args...
+    local name=$1; shift
+    "$POSENC" "$@" > "$WORK/b.out" 2> "$WORK/b.err"
+    local st=$? lines
+    lines=$(wc -l < "$WORK/b.err")
+    if [ $st -eq 2 ] && [ "$lines" -eq 1 ] && grep -q '^posenc: ' "$WORK/b.err"; then ok "$name"; else
+        not_ok "$name" "status $st, stderr: $(cat "$WORK/b.err")"; fi
+}
+bad "compare: unknown method" compare --methods rope,nosuch --out "$WORK/x"
+bad "compare: SHAPE of a relative method" compare --methods rope+shape --out "$WORK/x"
+bad "compare: unknown option" compare --nosuch 1
+bad "train: unknown task" train --task nosuch
+bad "train: SHAPE needs an absolute method" train --method alibi --shape 8
+bad "train: missing checkpoint" train --resume "$WORK/none.safetensors"
+bad "train: a layer key the method does not take" train --method rope --num_buckets 8 --steps 1
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

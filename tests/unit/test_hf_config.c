@@ -1,0 +1,153 @@
+/* hf_config: the example configs of tests/hf (Llama-3.1, Qwen-YaRN, Phi-3-LongRoPE, dynamic
+ * NTK with the rope_parameters schema) reproduce the frequencies and attention factors of HF's
+ * formulas (tests/fixtures/tables/hf_configs.safetensors, written by tests/ref/m_rope.py), and
+ * bad configs are clear errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "internal.h"
+
+/* The scenarios of m_rope.HF_SCENARIOS, in order, with each model's heads and head_dim. */
+static const struct { const char *config; int64_t heads, head_dim; } SCENARIOS[] = {
+    {"llama31", 32, 128}, {"qwen_yarn", 28, 128}, {"phi3_longrope", 32, 96},
+    {"phi3_longrope", 32, 96}, {"dynamic_ntk", 16, 128}, {"dynamic_ntk", 16, 128},
+};
+
+static const pe_tensor *get(const pe_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return &f->t[i];
+    fail_msg("fixture tensor '%s' missing", name);
+    return NULL;
+}
+
+static pe_attention *from_config(const char *config, int64_t heads, int64_t D, const char *extra_key,
+                                 const char *extra_value, pe_err *err, pe_status *st) {
+    pe_config cfg;
+    pe_config_init(&cfg);
+    char h[32], path[512];
+    snprintf(h, sizeof h, "%lld", (long long)heads);
+    snprintf(path, sizeof path, "%s", config);
+    pe_config_set(&cfg, "method", "rope", err);
+    pe_config_set(&cfg, "heads", h, err);
+    pe_config_set(&cfg, "hf_config", path, err);
+    if (extra_key) pe_config_set(&cfg, extra_key, extra_value, err);
+    pe_attention *att = NULL;
+    *st = pe_attention_init(&att, &cfg, heads * D, err);
+    return att;
+}
+
+static void example_configs_match_hf(void **state) {
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tables/hf_configs.safetensors", pe_test_fixture_dir());
+    pe_st_file f;
+    pe_err err;
+    if (pe_st_read(path, &f, &err)) fail_msg("%s", err.msg);
+    for (size_t s = 0; s < sizeof SCENARIOS / sizeof SCENARIOS[0]; s++) {
+        char name[64], config[256];
+        snprintf(config, sizeof config, "tests/hf/%s.json", SCENARIOS[s].config);
+        pe_status st;
+        pe_attention *att = from_config(config, SCENARIOS[s].heads, SCENARIOS[s].head_dim, NULL, NULL, &err, &st);
+        if (st) fail_msg("%s: %s", config, err.msg);
+        const pe_config *cfg = pe_attention_config(att);
+        snprintf(name, sizeof name, "s%zu_inv_freq", s);
+        const pe_tensor *want = get(&f, name);
+        snprintf(name, sizeof name, "s%zu_attn", s);
+        double want_attn = ((const double *)get(&f, name)->data)[0];
+        snprintf(name, sizeof name, "s%zu_n_pos", s);
+        int64_t n_pos = ((const int64_t *)get(&f, name)->data)[0];
+        assert_int_equal(want->shape[0], cfg->rotary_dim / 2);
+        double inv[PE_MAX_ROPE_PAIRS];
+        const float *factors = cfg->rope_scaling == PE_ROPE_LONGROPE
+                                   ? cfg->hf_factors[pe__rope_longrope_uses_long(cfg, n_pos)] : NULL;
+        double attn = pe__rope_freqs(cfg, n_pos, factors, inv);
+        double dev = fabs(attn - want_attn) / want_attn;
+        for (int64_t t = 0; t < want->shape[0]; t++)
+            dev = fmax(dev, fabs(inv[t] - ((const double *)want->data)[t]) / ((const double *)want->data)[t]);
+        printf("  %-14s n_pos %-6lld rotary_dim %-4lld attention factor %.9f  max relative deviation from HF %.2e\n",
+               SCENARIOS[s].config, (long long)n_pos, (long long)cfg->rotary_dim, attn, dev);
+        /* the LongRoPE tables are stored as float, as HF's float32 tensors */
+        assert_true(dev < (cfg->rope_scaling == PE_ROPE_LONGROPE ? 1e-7 : 1e-12));
+        pe_attention_free(att);
+    }
+    pe_st_free(&f);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static void expect_error(const char *json, const char *extra_key, const char *extra_value, const char *needle) {
+    char path[] = "/tmp/posenc-hf-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    write_file(path, json);
+    pe_err err = {{0}};
+    pe_status st;
+    pe_attention *att = from_config(path, 2, 8, extra_key, extra_value, &err, &st);
+    remove(path);
+    if (st == PE_OK) {
+        pe_attention_free(att);
+        fail_msg("accepted a bad config: %s", json);
+    }
+    if (!strstr(err.msg, needle)) fail_msg("message '%s' does not mention '%s'", err.msg, needle);
+}
+
+static void bad_configs_are_errors(void **state) {
+    (void)state;
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\": 64, \"bogus\": 1}}",
+                 NULL, NULL, "bogus");
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"magic\"}}", NULL, NULL, "magic");
+    expect_error("{\"head_dim\": 16, \"rope_theta\": 10000}", NULL, NULL, "head_dim 16");
+    expect_error("{\"hidden_size\": 64, \"num_attention_heads\": 2, \"rope_theta\": 10000}", NULL, NULL, "head_dim 32");
+    expect_error("[1, 2]", NULL, NULL, "not a JSON object");
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+                 NULL, NULL, "both");
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2}}", NULL, NULL,
+                 "original_max_position_embeddings");
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"longrope\", \"original_max_position_embeddings\": 8, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1]}}",
+                 NULL, NULL, "long_factor");
+    expect_error("{\"head_dim\": 8, \"rope_theta\": \"big\"}", NULL, NULL, "rope_base");
+    expect_error("{not json", NULL, NULL, "cannot read");
+    pe_err err;
+    pe_status st;
+    pe_attention *att = from_config("/nonexistent/config.json", 2, 8, NULL, NULL, &err, &st);
+    assert_int_not_equal(st, PE_OK);
+    assert_null(att);
+}
+
+static void explicit_keys_override(void **state) {
+    (void)state;
+    pe_err err;
+    pe_status st;
+    pe_attention *att = from_config("tests/hf/llama31.json", 32, 128, "rope_factor", "4", &err, &st);
+    if (st) fail_msg("%s", err.msg);
+    const pe_config *cfg = pe_attention_config(att);
+    assert_true(cfg->rope_factor == 4);           /* given */
+    assert_true(cfg->rope_base == 500000);        /* from the file */
+    assert_int_equal(cfg->rope_scaling, PE_ROPE_LLAMA3);
+    assert_int_equal(cfg->original_max_position_embeddings, 8192);
+    pe_attention_free(att);
+    att = from_config("tests/hf/dynamic_ntk.json", 16, 128, NULL, NULL, &err, &st);
+    if (st) fail_msg("%s", err.msg);
+    assert_int_equal(pe_attention_config(att)->rotary_dim, 64); /* partial_rotary_factor 0.5 */
+    assert_int_equal(pe_attention_config(att)->max_position_embeddings, 4096);
+    pe_attention_free(att);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(example_configs_match_hf),
+        cmocka_unit_test(bad_configs_are_errors),
+        cmocka_unit_test(explicit_keys_override),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,315 @@
+/* Tasks: the generated corpus, --text files and the synthetic length-generalisation tasks.
+ * Every batch is a pure function of (seed, step) or (length, index); see data.h. */
+#include "data.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/internal.h"
+#include "../src/io/layer.h"
+
+static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add"};
+
+const char *tr_task_name(tr_task_kind k) { return k < TR_TASK_COUNT ? TASK_NAMES[k] : "?"; }
+
+int tr_task_from_name(const char *name) {
+    for (int k = 0; k < TR_TASK_COUNT; k++)
+        if (!strcmp(TASK_NAMES[k], name)) return k;
+    return -1;
+}
+
+/* A generator seeded from several numbers (splitmix over a mix of them). */
+static pe_rng rng_of(uint64_t a, uint64_t b, uint64_t c) {
+    pe_rng r = {a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull) * 0xbf58476d1ce4e5b9ull ^
+                (c + 0x85ebca6b) * 0x94d049bb133111ebull};
+    pe_rng_next(&r);
+    return r;
+}
+
+static uint64_t below(pe_rng *r, uint64_t n) { return n ? pe_rng_next(r) % n : 0; }
+
+/* ---- the generated corpus --------------------------------------------------------------- */
+
+/* A growing string. */
+typedef struct sbuf {
+    char *s;
+    int64_t n, cap, limit;
+} sbuf;
+
+static void put(sbuf *b, const char *text) {
+    for (; *text && b->n < b->limit; text++) b->s[b->n++] = *text;
+}
+
+enum { LEXICON = 600, TOPIC = 12, VARS = 3 };
+
+/* Pseudo-word from consonant-vowel syllables. */
+static void make_word(pe_rng *r, char *w) {
+    static const char cons[] = "bdfgklmnprstvz", vow[] = "aeiou";
+    int syl = 1 + (int)below(r, 3), n = 0;
+    for (int s = 0; s < syl; s++) {
+        w[n++] = cons[below(r, sizeof cons - 1)];
+        w[n++] = vow[below(r, sizeof vow - 1)];
+    }
+    if (below(r, 3) == 0) w[n++] = cons[below(r, sizeof cons - 1)];
+    w[n] = 0;
+}
+
+/* Index drawn with probability ~ 1/(rank + 1) among n (Zipf), by inverting the harmonic sum. */
+static int zipf(pe_rng *r, int n) {
+    double h = 0;
+    for (int i = 0; i < n; i++) h += 1.0 / (i + 1);
+    double u = pe_rng_uniform(r) * h, acc = 0;
+    for (int i = 0; i < n; i++)
+        if ((acc += 1.0 / (i + 1)) >= u) return i;
+    return n - 1;
+}
+
+/* Documents: a title line, paragraphs of sentences over the document's topic words (so words
+ * recur at long range), definitions "let NAME be VALUE." whose values are recalled later as
+ * "NAME is VALUE." (predictable only by looking back), and "end of TITLE." closing it. */
+char *tr_corpus_generate(uint64_t seed, int64_t n) {
+    sbuf b = {malloc((size_t)n + 1), 0, n, n};
+    if (!b.s) return NULL;
+    pe_rng r = rng_of(seed, 0xc0, 0);
+    char lexicon[LEXICON][12];
+    for (int i = 0; i < LEXICON; i++) make_word(&r, lexicon[i]);
+    static const char *const fn[] = {"the", "of", "and", "a", "to", "in", "is", "was", "that", "with",
+                                     "for", "on", "as", "by", "it"};
+    const int nfn = (int)(sizeof fn / sizeof fn[0]);
+    char num[32];
+    while (b.n < b.limit) {
+        int topic[TOPIC], title[2];
+        for (int i = 0; i < TOPIC; i++) topic[i] = zipf(&r, LEXICON);
+        title[0] = (int)below(&r, LEXICON), title[1] = (int)below(&r, LEXICON);
+        char var[VARS][12];
+        int value[VARS], defined[VARS] = {0};
+        for (int v = 0; v < VARS; v++) make_word(&r, var[v]), value[v] = 100 + (int)below(&r, 9900);
+        put(&b, "= "), put(&b, lexicon[title[0]]), put(&b, " "), put(&b, lexicon[title[1]]), put(&b, " =\n");
+        int paragraphs = 3 + (int)below(&r, 6);
+        for (int p = 0; p < paragraphs; p++) {
+            int sentences = 2 + (int)below(&r, 4);
+            for (int s = 0; s < sentences; s++) {
+                int v = (int)below(&r, VARS), kind = (int)below(&r, 6);
+                if (kind == 0 && !defined[v]) {
+                    snprintf(num, sizeof num, "%d", value[v]);
+                    put(&b, "let "), put(&b, var[v]), put(&b, " be "), put(&b, num), put(&b, ".");
+                    defined[v] = 1;
+                } else if (kind <= 1 && defined[v]) {
+                    snprintf(num, sizeof num, "%d", value[v]);
+                    put(&b, var[v]), put(&b, " is "), put(&b, num), put(&b, ".");
+                } else {
+                    int words = 4 + (int)below(&r, 9);
+                    for (int w = 0; w < words; w++) {
+                        if (w) put(&b, below(&r, 12) == 0 ? ", " : " ");
+                        uint64_t u = below(&r, 20);
+                        put(&b, u < 7 ? fn[below(&r, nfn)] : u < 17 ? lexicon[topic[zipf(&r, TOPIC)]]
+                                                                     : lexicon[zipf(&r, LEXICON)]);
+                    }
+                    put(&b, ".");
+                }
+                put(&b, s + 1 < sentences ? " " : "\n");
+            }
+        }
+        put(&b, "end of "), put(&b, lexicon[title[0]]), put(&b, " "), put(&b, lexicon[title[1]]), put(&b, ".\n\n");
+    }
+    b.s[b.n] = 0;
+    return b.s;
+}
+
+/* ---- tasks -------------------------------------------------------------------------------- */
+
+static const char TASK_VOCAB[] = "_=.+0123456789abcdefghij"; /* '_' pads */
+
+static void set_vocab(tr_task *t, const unsigned char *chars, int n) {
+    for (int c = 0; c < 256; c++) t->ids[c] = -1;
+    for (int i = 0; i < n; i++) t->chars[i] = chars[i], t->ids[chars[i]] = i;
+    t->V = n;
+}
+
+/* Vocabulary of a text: its distinct bytes in byte order; then the text as ids. */
+static pe_status text_to_ids(tr_task *t, const unsigned char *text, int64_t n, pe_err *err) {
+    int seen[256] = {0};
+    for (int64_t i = 0; i < n; i++) seen[text[i]] = 1;
+    unsigned char chars[256];
+    int V = 0;
+    for (int c = 0; c < 256; c++)
+        if (seen[c]) chars[V++] = (unsigned char)c;
+    set_vocab(t, chars, V);
+    int64_t n_eval = n / 10;
+    t->n_train = n - n_eval, t->n_eval = n_eval;
+    t->train = malloc((size_t)t->n_train), t->eval = malloc((size_t)t->n_eval);
+    if (!t->train || !t->eval) return pe__fail(err, PE_ENOMEM, "out of memory for the text");
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t id = (uint8_t)t->ids[text[i]];
+        if (i < t->n_train) t->train[i] = id;
+        else t->eval[i - t->n_train] = id;
+    }
+    return PE_OK;
+}
+
+pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *text_path,
+                       uint64_t corpus_seed, int64_t n_chars, pe_err *err) {
+    memset(t, 0, sizeof *t);
+    t->kind = kind, t->L = L;
+    if (kind >= TR_TASK_COUNT) return pe__fail(err, PE_EINVAL, "unknown task %d", (int)kind);
+    if (L < 1) return pe__fail(err, PE_EINVAL, "training length %lld must be >= 1", (long long)L);
+    if (kind != TR_TASK_LM) {
+        set_vocab(t, (const unsigned char *)TASK_VOCAB, (int)strlen(TASK_VOCAB));
+        return PE_OK;
+    }
+    pe_status st;
+    if (!text_path) {
+        int64_t n = n_chars + n_chars / 9;
+        char *text = tr_corpus_generate(corpus_seed, n);
+        if (!text) return pe__fail(err, PE_ENOMEM, "out of memory for the corpus");
+        st = text_to_ids(t, (const unsigned char *)text, n, err);
+        free(text);
+    } else {
+        FILE *f = fopen(text_path, "rb");
+        if (!f) return pe__fail(err, PE_EIO, "--text: cannot open '%s'", text_path);
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        unsigned char *text = n > 0 ? malloc((size_t)n) : NULL;
+        size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
+        fclose(f);
+        if (n <= 0 || got != (size_t)n) {
+            free(text);
+            return pe__fail(err, PE_EIO, "--text: cannot read '%s'", text_path);
+        }
+        st = text_to_ids(t, text, n, err);
+        free(text);
+    }
+    if (st) {
+        tr_task_free(t);
+        return st;
+    }
+    if (t->n_eval < 8 * L + 1 || t->n_train < L + 1) {
+        int64_t need = 10 * (8 * L + 1);
+        tr_task_free(t);
+        return pe__fail(err, PE_EINVAL, "--text: %lld bytes needed for training length %lld (10%% are held out and must hold 8L + 1)",
+                        (long long)need, (long long)L);
+    }
+    return PE_OK;
+}
+
+void tr_task_free(tr_task *t) {
+    free(t->train), free(t->eval);
+    t->train = t->eval = NULL;
+}
+
+int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
+    switch (t->kind) {
+    case TR_TASK_LM: return n;
+    case TR_TASK_ADD: return 3 * n + 3; /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one */
+    default: return 2 * n + 1;          /* x = y . */
+    }
+}
+
+/* One example of a synthetic task with content length n into seq; returns its length and
+ * the index of '='. */
+static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
+    const int *id = t->ids;
+    int64_t len = 0;
+    if (t->kind == TR_TASK_ADD) {
+        /* the longer operand has n digits, the other 1..n; either may come first */
+        int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n);
+        if (below(r, 2)) na = nb, nb = n;
+        int32_t *a = malloc(sizeof(int32_t) * (size_t)(2 * n + 2)), *b = a + n + 1; /* digits, LSB first */
+        PE_ASSERT(a);
+        for (int64_t i = 0; i < na; i++) a[i] = (int32_t)below(r, 10);
+        for (int64_t i = 0; i < nb; i++) b[i] = (int32_t)below(r, 10);
+        if (na > 1 && a[na - 1] == 0) a[na - 1] = 1 + (int32_t)below(r, 9);
+        if (nb > 1 && b[nb - 1] == 0) b[nb - 1] = 1 + (int32_t)below(r, 9);
+        for (int64_t i = na - 1; i >= 0; i--) seq[len++] = id['0' + a[i]];
+        seq[len++] = id['+'];
+        for (int64_t i = nb - 1; i >= 0; i--) seq[len++] = id['0' + b[i]];
+        *eq = len;
+        seq[len++] = id['='];
+        int carry = 0;
+        for (int64_t i = 0; i < n + 1; i++) {
+            int s = (i < na ? a[i] : 0) + (i < nb ? b[i] : 0) + carry;
+            seq[len++] = id['0' + s % 10];
+            carry = s / 10;
+        }
+        seq[len++] = id['.'];
+        free(a);
+        return len;
+    }
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)n);
+    PE_ASSERT(x);
+    for (int64_t i = 0; i < n; i++) x[i] = (int32_t)below(r, 10);
+    for (int64_t i = 0; i < n; i++) seq[len++] = id['a' + x[i]];
+    *eq = len;
+    seq[len++] = id['='];
+    if (t->kind == TR_TASK_SORT) { /* counting sort of ten symbols */
+        int64_t count[10] = {0};
+        for (int64_t i = 0; i < n; i++) count[x[i]]++;
+        for (int c = 0; c < 10; c++)
+            for (int64_t k = 0; k < count[c]; k++) seq[len++] = id['a' + c];
+    } else {
+        for (int64_t i = 0; i < n; i++) seq[len++] = id['a' + x[t->kind == TR_TASK_REVERSE ? n - 1 - i : i]];
+    }
+    seq[len++] = id['.'];
+    free(x);
+    return len;
+}
+
+/* Fills B examples (content lengths from n_of) padded to the longest; returns T. */
+static int64_t task_batch(const tr_task *t, pe_rng *r, int64_t B, int64_t n_fixed, int64_t n_max,
+                          int32_t *in, int32_t *tgt) {
+    int64_t Tmax = tr_task_seq_len(t, n_fixed ? n_fixed : n_max);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(Tmax + 1) * (size_t)B);
+    int64_t *len = malloc(sizeof(int64_t) * (size_t)B), *eq = malloc(sizeof(int64_t) * (size_t)B), T = 1;
+    PE_ASSERT(seq && len && eq);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = n_fixed ? n_fixed : 1 + (int64_t)below(r, (uint64_t)n_max);
+        len[b] = make_example(t, r, n, seq + b * (Tmax + 1), &eq[b]);
+        T = len[b] - 1 > T ? len[b] - 1 : T;
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T; i++) {
+            const int32_t *s = seq + b * (Tmax + 1);
+            int live = i + 1 < len[b];
+            in[b * T + i] = i < len[b] ? s[i] : 0;
+            tgt[b * T + i] = live && i >= eq[b] ? s[i + 1] : -1;
+        }
+    free(seq), free(len), free(eq);
+    return T;
+}
+
+int64_t tr_task_train_batch(const tr_task *t, uint64_t seed, int64_t step, int64_t B, int32_t *in,
+                            int32_t *tgt) {
+    if (t->kind != TR_TASK_LM) {
+        pe_rng r = rng_of(seed, 0x7a, (uint64_t)step);
+        return task_batch(t, &r, B, 0, t->L, in, tgt);
+    }
+    const int64_t T = t->L, n = t->n_train;
+    for (int64_t b = 0; b < B; b++) {
+        pe_rng r = rng_of(seed, 0x57, (uint64_t)b);
+        int64_t start = (int64_t)(below(&r, (uint64_t)n) + (uint64_t)step * (uint64_t)T) % n;
+        for (int64_t i = 0; i < T; i++) {
+            in[b * T + i] = t->train[(start + i) % n];
+            tgt[b * T + i] = t->train[(start + i + 1) % n];
+        }
+    }
+    return T;
+}
+
+int64_t tr_task_eval_batch(const tr_task *t, int64_t n, int64_t index, int64_t B, int32_t *in,
+                           int32_t *tgt) {
+    if (t->kind != TR_TASK_LM) {
+        pe_rng r = rng_of(0xe7a1, (uint64_t)n, (uint64_t)index);
+        return task_batch(t, &r, B, n, n, in, tgt);
+    }
+    for (int64_t b = 0; b < B; b++) {
+        pe_rng r = rng_of(0xe7a1, (uint64_t)n, (uint64_t)(index * B + b));
+        int64_t start = (int64_t)below(&r, (uint64_t)(t->n_eval - n));
+        for (int64_t i = 0; i < n; i++) {
+            in[b * n + i] = t->eval[start + i];
+            tgt[b * n + i] = t->eval[start + i + 1];
+        }
+    }
+    return n;
+}

@@ -1,0 +1,68 @@
+/* Tasks of `posenc train` and `posenc compare`, all generated from a seed (nothing is
+ * downloaded). A task turns (seed, step) into a batch, so a batch is a pure function of its
+ * step: a resumed run sees exactly the batches the uninterrupted run would have seen.
+ *
+ *   lm       causal character-level language modelling on a built-in procedurally generated
+ *            corpus with long-range structure (topic words that recur through a document,
+ *            values defined early and recalled much later, the title repeated at the end), or
+ *            on the text of --text FILE (90% train, the last 10% held out)
+ *   copy     "abcd=abcd."   reverse "abcd=dcba."   sort "dbca=abcd."
+ *   add      "123+4567=0964."  (the sum's digits least significant first, as most
+ *            length-generalisation studies write it)
+ *
+ * The training length L is the context of lm and the longest content of the other tasks
+ * (trained on content lengths 1..L); evaluation at a multiple m uses context m*L (lm) or
+ * content of exactly m*L symbols. Targets are the next token; only the answer after '='
+ * is scored in the synthetic tasks (-1 marks unscored targets and padding).
+ *
+ * Legend: B batch, T tokens per sequence. */
+#ifndef TR_DATA_H
+#define TR_DATA_H
+
+#include <stdint.h>
+
+#include "posenc.h"
+
+typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNT } tr_task_kind;
+
+typedef struct tr_task {
+    tr_task_kind kind;
+    int64_t L;            /* training length */
+    int64_t V;            /* vocabulary size */
+    unsigned char chars[256]; /* id -> character */
+    int ids[256];             /* character -> id, -1 when absent */
+    uint8_t *train, *eval;    /* lm: token ids of the training and held-out text */
+    int64_t n_train, n_eval;
+} tr_task;
+
+/* Name of a task kind ("lm", "copy", ...), and back (-1 when unknown). */
+const char *tr_task_name(tr_task_kind k);
+int tr_task_from_name(const char *name);
+
+/* Builds a task. lm: text_path NULL builds the corpus from corpus_seed (n_chars characters,
+ * plus a tenth for evaluation); otherwise the file's bytes are the text (at least
+ * 2 * (8L + 1) bytes). Other tasks ignore text_path and corpus arguments. */
+pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *text_path,
+                       uint64_t corpus_seed, int64_t n_chars, pe_err *err);
+void tr_task_free(tr_task *t);
+
+/* The longest sequence (tokens) of a batch at content/context length n. */
+int64_t tr_task_seq_len(const tr_task *t, int64_t n);
+
+/* Training batch of step `step` (B sequences; the task picks T <= tr_task_seq_len(t, L)).
+ * lm reads B streams that start at seed-chosen offsets and advance by L every step, so a
+ * method with memory sees consecutive segments. in, tgt: (B, T) with room for
+ * B * tr_task_seq_len(t, L) entries. Returns T. */
+int64_t tr_task_train_batch(const tr_task *t, uint64_t seed, int64_t step, int64_t B, int32_t *in,
+                            int32_t *tgt);
+
+/* Evaluation batch `index` at length n (context n for lm, content n otherwise): the same
+ * sequences for every method and seed. Returns T. */
+int64_t tr_task_eval_batch(const tr_task *t, int64_t n, int64_t index, int64_t B, int32_t *in,
+                           int32_t *tgt);
+
+/* The generated corpus itself (what `lm` trains on without --text): n characters from seed,
+ * NUL-terminated, malloc'ed; NULL when out of memory. */
+char *tr_corpus_generate(uint64_t seed, int64_t n);
+
+#endif

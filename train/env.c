@@ -1,0 +1,85 @@
+/* Process settings of training runs (env.h). */
+#include "env.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define HAVE_MXCSR 1
+#endif
+#ifdef PE_BLAS
+#include <cblas.h>
+#endif
+
+void tr_env_thread(void) {
+#ifdef HAVE_MXCSR
+    _mm_setcsr(_mm_getcsr() | 0x8040); /* FTZ | DAZ */
+#endif
+}
+
+void tr_env_setup(int blas_threads) {
+#ifdef PE_BLAS
+    openblas_set_num_threads(blas_threads);
+#else
+    (void)blas_threads;
+#endif
+    tr_env_thread();
+}
+
+const char *tr_env_blas_core(void) {
+#ifdef PE_BLAS
+    return openblas_get_corename();
+#else
+    return "";
+#endif
+}
+
+void tr_env_blas_select(const char *command, int argc, char **argv) {
+#if defined(PE_BLAS) && defined(__x86_64__) && defined(__GNUC__)
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    const char *target = NULL;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        target = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        target = "Haswell";
+    const char *core = openblas_get_corename();
+    static const char *const OLD[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom",
+                                      "Sandybridge", "Katmai", "Coppermine", "Northwood", "Banias", NULL};
+    int old = 0;
+    for (int i = 0; OLD[i]; i++) old |= core && !strcasecmp(core, OLD[i]);
+    if (target && !strcasecmp(core ? core : "", "Haswell") && !strcmp(target, "SkylakeX")) old = 1;
+    if (!target || !old) return;
+    char **args = calloc((size_t)argc + 3, sizeof(char *));
+    if (!args) return;
+    args[0] = "posenc", args[1] = (char *)command;
+    for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
+    setenv("OPENBLAS_CORETYPE", target, 1);
+    fflush(NULL);
+    execv("/proc/self/exe", args);
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on with the library's choice */
+    free(args);
+#else
+    (void)command, (void)argc, (void)argv;
+#endif
+}
+
+double tr_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void tr_format_time(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}

@@ -1,0 +1,141 @@
+/* The trainer's dense kernels (kernels.h). */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef PE_BLAS
+#include <cblas.h>
+#endif
+
+/* Elementwise loops: `omp simd` where OpenMP is on, and one clone per vector width picked at
+ * load time on x86-64 (the build targets the baseline ISA). */
+#ifdef _OPENMP
+#define TR_SIMD _Pragma("omp simd")
+#else
+#define TR_SIMD
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TR_CLONES
+#endif
+
+void tr_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+#ifdef PE_BLAS
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+#else
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.0f;
+            for (int64_t l = 0; l < k; l++)
+                acc += (trans_a ? a[l * lda + i] : a[i * lda + l]) * (trans_b ? b[j * ldb + l] : b[l * ldb + j]);
+            c[i * ldc + j] = alpha * acc + (beta == 0.0f ? 0.0f : beta * c[i * ldc + j]);
+        }
+#endif
+}
+
+void tr_linear_forward(float *y, const float *x, const float *w, const float *b, int64_t N,
+                       int64_t In, int64_t Out) {
+    if (b)
+        for (int64_t r = 0; r < N; r++) memcpy(y + r * Out, b, sizeof(float) * (size_t)Out);
+    tr_gemm(0, 1, N, Out, In, 1.0f, x, In, w, In, b ? 1.0f : 0.0f, y, Out);
+}
+
+void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, int64_t N, int64_t In, int64_t Out) {
+    if (dx) tr_gemm(0, 0, N, In, Out, 1.0f, dy, Out, w, In, 1.0f, dx, In);
+    if (dw) tr_gemm(1, 0, Out, In, N, 1.0f, dy, Out, x, In, 1.0f, dw, In);
+    if (db)
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t o = 0; o < Out; o++) db[o] += dy[r * Out + o];
+}
+
+TR_CLONES void tr_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int64_t N, int64_t C) {
+    for (int64_t r = 0; r < N; r++) {
+        const float *xr = x + r * C;
+        float m = 0, v = 0;
+        for (int64_t c = 0; c < C; c++) m += xr[c];
+        m /= (float)C;
+        for (int64_t c = 0; c < C; c++) v += (xr[c] - m) * (xr[c] - m);
+        float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        for (int64_t c = 0; c < C; c++) y[r * C + c] = (xr[c] - m) * s * w[c] + b[c];
+        mean[r] = m, rstd[r] = s;
+    }
+}
+
+/* forward was y = n w + b with n = (x - mean) rstd, so now: dw += dy n, db += dy,
+ * dx += rstd (dn - mean(dn) - n mean(dn n)) with dn = dy w. */
+TR_CLONES void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *mean, const float *rstd, const float *w, int64_t N, int64_t C) {
+    for (int64_t r = 0; r < N; r++) {
+        const float *dyr = dy + r * C, *xr = x + r * C;
+        float m = mean[r], s = rstd[r], a = 0, bsum = 0;
+        for (int64_t c = 0; c < C; c++) {
+            float n = (xr[c] - m) * s, dn = dyr[c] * w[c];
+            a += dn, bsum += dn * n;
+        }
+        a /= (float)C, bsum /= (float)C;
+        for (int64_t c = 0; c < C; c++) {
+            float n = (xr[c] - m) * s, dn = dyr[c] * w[c];
+            db[c] += dyr[c];
+            dw[c] += n * dyr[c];
+            dx[r * C + c] += s * (dn - a - n * bsum);
+        }
+    }
+}
+
+#define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
+
+/* tanh as a rational function (odd degree 13 over even degree 6, the minimax fit Eigen
+ * uses), within a few float ulps on the clamped range and branch-free, so loops over it
+ * vectorise; libm's tanhf was 40% of a training step. */
+static inline float fast_tanh(float x) {
+    const float c = 7.90531110763549805f;
+    x = x < -c ? -c : x > c ? c : x;
+    float x2 = x * x;
+    float p = -2.76076847742355e-16f;
+    p = p * x2 + 2.00018790482477e-13f;
+    p = p * x2 - 8.60467152213735e-11f;
+    p = p * x2 + 5.12229709037114e-08f;
+    p = p * x2 + 1.48572235717979e-05f;
+    p = p * x2 + 6.37261928875436e-04f;
+    p = p * x2 + 4.89352455891786e-03f;
+    float q = 1.19825839466702e-06f;
+    q = q * x2 + 1.18534705686654e-04f;
+    q = q * x2 + 2.26843463243900e-03f;
+    q = q * x2 + 4.89352518554385e-03f;
+    return x * p / q;
+}
+
+TR_CLONES void tr_gelu_forward(float *y, const float *x, int64_t n) {
+    TR_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + fast_tanh(GELU_S * (v + 0.044715f * v * v * v)));
+    }
+}
+
+/* forward was y = 0.5 x (1 + tanh u), u = s (x + 0.044715 x^3), so now:
+ * dx = dy (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) s (1 + 3 * 0.044715 x^2)) */
+TR_CLONES void tr_gelu_backward(float *d, const float *x, int64_t n) {
+    TR_SIMD
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i], t = fast_tanh(GELU_S * (v + 0.044715f * v * v * v));
+        float dudx = GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
+        d[i] *= 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dudx;
+    }
+}
+
+void tr_softmax_row(float *z, int64_t n) {
+    float mx = z[0];
+    for (int64_t i = 1; i < n; i++) mx = z[i] > mx ? z[i] : mx;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (z[i] = expf(z[i] - mx));
+    float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++) z[i] *= inv;
+}

@@ -1,0 +1,38 @@
+/* The trainer's dense kernels: linear layers through BLAS, LayerNorm, GELU, softmax.
+ * Forward next to backward; backward accumulates (+=) into parameter gradients and into
+ * the input gradient where it says so.
+ *
+ * Legend: N rows (tokens), In inputs, Out outputs, C features. */
+#ifndef TR_KERNELS_H
+#define TR_KERNELS_H
+
+#include <stdint.h>
+
+/* c (m, n) = alpha op(a) op(b) + beta c, row-major (cblas semantics). */
+void tr_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+             int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+
+/* y (N, Out) = x (N, In) w^T + b;  w (Out, In) PyTorch layout, b (Out) or NULL. */
+void tr_linear_forward(float *y, const float *x, const float *w, const float *b, int64_t N,
+                       int64_t In, int64_t Out);
+/* forward was y = x w^T + b, so now: dx += dy w, dw += dy^T x, db += sum_rows dy.
+ * Any of dx, dw, db may be NULL. */
+void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                        const float *w, int64_t N, int64_t In, int64_t Out);
+
+/* y (N, C) = (x - mean) * rstd * w + b over each row, eps 1e-5; mean, rstd (N) saved. */
+void tr_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w,
+                          const float *b, int64_t N, int64_t C);
+/* dx += ..., dw += ..., db += ... from dy (N, C). */
+void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                           const float *mean, const float *rstd, const float *w, int64_t N, int64_t C);
+
+/* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) over n values (GPT-2's GELU). */
+void tr_gelu_forward(float *y, const float *x, int64_t n);
+/* d (the gradient of y on entry) becomes the gradient of x. */
+void tr_gelu_backward(float *d, const float *x, int64_t n);
+
+/* In-place softmax of one row of n logits. */
+void tr_softmax_row(float *z, int64_t n);
+
+#endif

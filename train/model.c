@@ -1,0 +1,701 @@
+/* The small Transformer (model.h): size table, flat parameter block, forward and backward.
+ *
+ * Legend: B batch, T tokens per sequence, N = B*T, V vocabulary, C width, F MLP width,
+ * M memory tokens, P positions in a batch's range [pmin, pmax]. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/internal.h"
+#include "../src/io/layer.h"
+#include "kernels.h"
+
+/* ---- per-method conventions ---------------------------------------------------------------
+ * The family decides the default (absolute: once at the input; the rest: in every layer);
+ * this table names the exceptions and the tensors that are one model tensor shared by all
+ * layers, as the methods' reference models do. A method added to the library later needs a
+ * row only when its reference shares tensors or places itself differently. */
+static const struct convention {
+    const char *method;
+    tr_placement place;
+    const char *shared;      /* space-separated tensor names shared by every layer */
+    const char *layernormed; /* shared tensors that pass through a model-level LayerNorm */
+    const char *why;         /* TR_PLACE_NONE: why */
+    int head_scale;          /* scale 1/sqrt(D) unless the user sets `scale` */
+    int vocab_rows;          /* tensors with free rows have one row per token (not position) */
+} CONVENTIONS[] = {
+    /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias.
+     * T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW
+     * and common initialisation it stalls at the bigram plateau for hundreds of steps, so the
+     * layers use 1/sqrt(D) like the others and the comparison measures the bias. */
+    {"t5", TR_PLACE_LAYER, "rel_bias", NULL, NULL, 1, 0},
+    /* guolinke/TUPE: the positional attention and the relative bias are computed once and
+     * added in every layer */
+    {"tupe", TR_PLACE_LAYER, "pos_table pos_ln_w pos_ln_b uq uq_b uk uk_b rel_bias", NULL, NULL, 0, 0},
+    /* HF DebertaV2: one rel_embeddings table in the encoder, LayerNorm'ed, shared by layers */
+    {"deberta", TR_PLACE_LAYER, "rel_embeddings", "rel_embeddings", NULL, 0, 0},
+    /* xuanqing94/FLOATER: one dynamics network, each layer its own initial value */
+    {"floater", TR_PLACE_LAYER, "floater_w1 floater_b1 floater_w2 floater_b2", NULL, NULL, 0, 0},
+    /* iclr-complex-order: the complex word embedding r e^{i(w p + theta)} feeds a complex
+     * Transformer; here one complex layer (the library's) is block 0's attention */
+    {"complex", TR_PLACE_IDS, NULL, NULL, NULL, 0, 1},
+};
+
+static const struct convention *convention_of(const char *method) {
+    for (size_t i = 0; i < sizeof CONVENTIONS / sizeof CONVENTIONS[0]; i++)
+        if (!strcmp(CONVENTIONS[i].method, method)) return &CONVENTIONS[i];
+    return NULL;
+}
+
+tr_placement tr_method_placement(const char *method, const char **why) {
+    if (why) *why = NULL;
+    const struct convention *c = convention_of(method);
+    if (c) {
+        if (why) *why = c->why;
+        return c->place;
+    }
+    int m = pe_method_from_name(method);
+    if (m < 0) {
+        if (why) *why = "not a method of this library";
+        return TR_PLACE_NONE;
+    }
+    return pe_method_family(m) == PE_FAMILY_ABSOLUTE ? TR_PLACE_INPUT : TR_PLACE_LAYER;
+}
+
+static int has_word(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == n && !strncmp(p, word, n)) return 1;
+        p = e;
+    }
+    return 0;
+}
+
+/* Initial values of method tensors by name: what the references start from. Tensors not
+ * listed: matrices and tables normal(0, 0.02), vectors zero. */
+enum { INIT_NORMAL, INIT_ZERO, INIT_ONE, INIT_UNIFORM };
+static const struct init_rule {
+    const char *method, *tensor; /* method "*": any */
+    int kind;
+    float a, b;
+} INITS[] = {
+    {"*", "rel_bias", INIT_ZERO, 0, 0},       {"*", "pos_ln_w", INIT_ONE, 0, 0},
+    {"huang1", "rel_scale", INIT_ONE, 0, 0},  {"huang2", "rel_scale", INIT_ONE, 0, 0},
+    {"huang3", "rel_vec", INIT_ONE, 0, 0},    {"*", "fire_c", INIT_ONE, 0, 0},
+    {"*", "fire_L", INIT_ONE, 0, 0},          {"*", "short_factor", INIT_ONE, 0, 0},
+    {"*", "long_factor", INIT_ONE, 0, 0},     {"*", "floater_b0", INIT_ZERO, 0, 0},
+    /* complex-order's embeddings are nn.Embedding: N(0, 1) */
+    {"complex", "amp", INIT_NORMAL, 1, 0},    {"complex", "freq", INIT_NORMAL, 1, 0},
+    /* chijames/KERPLE: p ~ U(0, 2), a ~ U(0, 1) */
+    {"*", "kerple_r1", INIT_UNIFORM, 0, 2},   {"*", "kerple_r2", INIT_UNIFORM, 0, 1},
+};
+/* Lower bounds kept after every update (the references' in-place clamps). */
+static const struct { const char *tensor; float min; } BOUNDS[] = {
+    {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+typedef struct tr_layer {
+    float *ln1w, *ln1b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo; /* (C) and (C, C) */
+    float *ln2w, *ln2b, *fcw, *fcb, *prw, *prb;                 /* fcw (F, C), prw (C, F) */
+    pe_attention *att;
+    pe_weights w;
+    pe_grads g;
+} tr_layer;
+
+/* A shared tensor that passes through a LayerNorm over its last dimension. */
+typedef struct tr_normed {
+    int t, tw, tb;      /* tensors: raw table, LayerNorm weight, bias */
+    int64_t rows, cols;
+    float *y, *dy;      /* (rows, cols) what the layers read, and its gradient */
+    float *mean, *rstd; /* (rows) */
+} tr_normed;
+
+typedef struct tr_acts {
+    float *block;
+    int64_t cap; /* tokens */
+    float *x;    /* (layers + 1, N, C) residual stream before each block, and the last */
+    float *ln1, *xmid, *ln2;      /* (layers, N, C) */
+    float *ln1s, *ln2s;           /* (layers, 2, N) mean, rstd */
+    float *fc, *act;              /* (layers, N, F) */
+    float *lnf, *lnfs, *probs;    /* (N, C), (2, N), (N, V) */
+    float *tmp, *dx, *dln, *dfc, *dlogits; /* backward scratch */
+    int32_t *in, *tgt;
+    int64_t *pos, *ids; /* (N) positions, token ids as int64 (complex layers) */
+} tr_acts;
+
+struct tr_model {
+    tr_model_config cfg;
+    tr_placement place;
+    tr_tensor t[TR_MAX_TENSORS];
+    int nt;
+    float *params, *grads;
+    size_t n;
+    float *wte, *lnfw, *lnfb; /* (V, C), (C), (C) */
+    int t_wte, t_lnfw, t_lnfb;
+    tr_layer *layer;
+    tr_normed normed[PE_MAX_PARAMS];
+    int n_normed;
+
+    /* input placement: a one-head layer with identity value and output projections and
+     * zero queries and keys gives y = P[pos] for a zero x (one token per sequence) */
+    pe_attention *probe;
+    pe_weights probe_w;
+    pe_grads probe_g;
+    float *eye, *zero;            /* (C, C) */
+    float *P, *dP, *px;           /* (P, C) */
+    int64_t *ppos, pcap, pmin, pmax, pvalid; /* pvalid: P holds [pmin, pmax] (no tensors) */
+    int probe_params;
+
+    /* memory (layers, mem_B, mem_M, C) */
+    float *mem;
+    int64_t mem_B, mem_M, mem_cap;
+    int has_mem;
+
+    tr_acts a;
+    int64_t B, T, count;
+    int have_forward, used_mem;
+};
+
+static int add_tensor(tr_model *m, const char *name, int ndim, const int64_t *shape, int decay, pe_err *err) {
+    if (m->nt == TR_MAX_TENSORS) return pe__fail(err, PE_EINVAL, "more than %d tensors", TR_MAX_TENSORS);
+    tr_tensor *t = &m->t[m->nt];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int d = 0; d < ndim; d++) t->shape[d] = shape[d], t->numel *= shape[d];
+    t->decay = decay;
+    t->min = -INFINITY;
+    t->off = m->n;
+    m->n += (size_t)t->numel;
+    return m->nt++;
+}
+
+static int find_tensor(const tr_model *m, const char *name) {
+    for (int i = 0; i < m->nt; i++)
+        if (!strcmp(m->t[i].name, name)) return i;
+    return -1;
+}
+
+/* Configuration of one attention (layer or probe) from the model's. */
+static pe_status make_attention(pe_attention **att, const tr_model_config *c, const char *method,
+                                int64_t heads, int causal, pe_err *err) {
+    pe_config cfg;
+    pe_config_init(&cfg);
+    char hs[32];
+    snprintf(hs, sizeof hs, "%lld", (long long)heads);
+    const char *keys[TR_MAX_KEYS + 3] = {"method", "heads", "causal"};
+    const char *vals[TR_MAX_KEYS + 3] = {method, hs, causal ? "true" : "false"};
+    int n = 3;
+    if (strcmp(method, "none"))
+        for (int i = 0; i < c->n_keys; i++) keys[n] = c->key[i], vals[n++] = c->val[i];
+    pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
+    const struct convention *conv = convention_of(method);
+    if (!st && conv && conv->head_scale && !pe_config_is_set(&cfg, "scale")) {
+        char sc[32];
+        snprintf(sc, sizeof sc, "%.9g", 1.0 / sqrt((double)(c->C / heads)));
+        st = pe_config_set(&cfg, "scale", sc, err);
+    }
+    if (!st) st = pe_attention_init(att, &cfg, c->C, err);
+    return st;
+}
+
+/* Adds the method tensors of att: per layer under prefix, shared/input ones under "pe.". */
+static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix,
+                                    const struct convention *conv, int *idx, pe_err *err) {
+    pe_param_spec specs[PE_MAX_PARAMS];
+    int np = pe_attention_params(att, specs);
+    for (int i = 0; i < np; i++) {
+        idx[i] = -1;
+        if (specs[i].optional) continue; /* optional tensors stay absent: the method's default */
+        int64_t shape[PE_MAX_DIMS];
+        for (int d = 0; d < specs[i].ndim; d++) shape[d] = specs[i].shape[d];
+        if (shape[0] == -1) /* TUPE reads row p + 1; complex's tables are per token */
+            shape[0] = conv && conv->vocab_rows ? m->cfg.V : m->cfg.max_pos + 1;
+        int shared = !prefix || (conv && has_word(conv->shared, specs[i].name));
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", shared ? "pe." : prefix, specs[i].name);
+        int t = find_tensor(m, name);
+        if (t < 0) {
+            t = add_tensor(m, name, specs[i].ndim, shape, specs[i].ndim >= 2, err);
+            if (t < 0) return PE_EINVAL;
+            m->t[t].method = 1;
+            for (size_t b = 0; b < sizeof BOUNDS / sizeof BOUNDS[0]; b++)
+                if (!strcmp(BOUNDS[b].tensor, specs[i].name)) m->t[t].min = BOUNDS[b].min;
+            if (shared && conv && has_word(conv->layernormed, specs[i].name)) {
+                tr_normed *z = &m->normed[m->n_normed++];
+                z->t = t;
+                z->cols = shape[specs[i].ndim - 1];
+                z->rows = m->t[t].numel / z->cols;
+                char ln[80];
+                snprintf(ln, sizeof ln, "%s.ln.weight", name);
+                if ((z->tw = add_tensor(m, ln, 1, &z->cols, 0, err)) < 0) return PE_EINVAL;
+                snprintf(ln, sizeof ln, "%s.ln.bias", name);
+                if ((z->tb = add_tensor(m, ln, 1, &z->cols, 0, err)) < 0) return PE_EINVAL;
+            }
+        }
+        idx[i] = t;
+    }
+    return PE_OK;
+}
+
+static void init_values(tr_model *m, uint64_t seed) {
+    pe_rng rng = {seed};
+    for (int i = 0; i < m->nt; i++) {
+        tr_tensor *t = &m->t[i];
+        float *p = m->params + t->off;
+        const char *base = strrchr(t->name, '.') ? strrchr(t->name, '.') + 1 : t->name;
+        int kind = t->ndim >= 2 ? INIT_NORMAL : INIT_ZERO;
+        float std = 0.02f, a = 0, b = 0;
+        if (!t->method && !strcmp(base, "weight") && t->ndim == 1) kind = INIT_ONE; /* LayerNorm gains */
+        if (!strcmp(t->name, "wte") || (t->method && !strcmp(base, "pos_table")))
+            std = 1.0f / sqrtf((float)m->cfg.C); /* fairseq's embeddings: N(0, 1/C) */
+        if (strstr(t->name, "mlp.proj.weight") || strstr(t->name, "attn.wo"))
+            std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers); /* GPT-2's scaling of residual outputs */
+        if (t->method)
+            for (size_t r = 0; r < sizeof INITS / sizeof INITS[0]; r++)
+                if ((!strcmp(INITS[r].method, "*") || !strcmp(INITS[r].method, m->cfg.method)) &&
+                    !strcmp(INITS[r].tensor, base))
+                    kind = INITS[r].kind, a = INITS[r].a, b = INITS[r].b, std = kind == INIT_NORMAL ? a : std;
+        for (int64_t e = 0; e < t->numel; e++) {
+            switch (kind) {
+            case INIT_NORMAL: p[e] = std * pe_rng_normal(&rng); break;
+            case INIT_ZERO: p[e] = 0; break;
+            case INIT_ONE: p[e] = 1; break;
+            default: p[e] = a + (b - a) * pe_rng_uniform(&rng); break;
+            }
+        }
+    }
+}
+
+static pe_status reserve_acts(tr_model *m, int64_t N, pe_err *err) {
+    tr_acts *a = &m->a;
+    if (N <= a->cap) return PE_OK;
+    const int64_t Ly = m->cfg.layers, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V;
+    size_t per = (size_t)((Ly + 1) * C + Ly * (3 * C + 4 + 2 * F) + C + 2 + V + 3 * C + F + V);
+    free(a->block), free(a->in), free(a->tgt), free(a->pos), free(a->ids);
+    memset(a, 0, sizeof *a);
+    a->block = malloc(per * (size_t)N * sizeof(float));
+    a->in = malloc(sizeof(int32_t) * (size_t)N), a->tgt = malloc(sizeof(int32_t) * (size_t)N);
+    a->pos = malloc(sizeof(int64_t) * (size_t)N), a->ids = malloc(sizeof(int64_t) * (size_t)N);
+    if (!a->block || !a->in || !a->tgt || !a->pos || !a->ids)
+        return pe__fail(err, PE_ENOMEM, "out of memory for the activations of %lld tokens", (long long)N);
+    a->cap = N;
+    float *p = a->block;
+#define CARVE(f, count) (a->f = p, p += (count))
+    CARVE(x, (Ly + 1) * N * C);
+    CARVE(ln1, Ly * N * C);
+    CARVE(xmid, Ly * N * C);
+    CARVE(ln2, Ly * N * C);
+    CARVE(ln1s, Ly * 2 * N);
+    CARVE(ln2s, Ly * 2 * N);
+    CARVE(fc, Ly * N * F);
+    CARVE(act, Ly * N * F);
+    CARVE(lnf, N * C);
+    CARVE(lnfs, 2 * N);
+    CARVE(probs, N * V);
+    CARVE(tmp, N * C);
+    CARVE(dx, N * C);
+    CARVE(dln, N * C);
+    CARVE(dfc, N * F);
+    CARVE(dlogits, N * V);
+#undef CARVE
+    return PE_OK;
+}
+
+pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t seed, pe_err *err) {
+    *out = NULL;
+    if (cfg->V < 2 || cfg->layers < 1 || cfg->C < 2 || cfg->heads < 1 || cfg->F < 1 || cfg->max_pos < 1)
+        return pe__fail(err, PE_EINVAL, "model: need vocabulary >= 2, layers >= 1, width >= 2, heads >= 1, max_pos >= 1");
+    if (cfg->C % cfg->heads) return pe__fail(err, PE_EINVAL, "model: width %lld does not divide by %lld heads", (long long)cfg->C, (long long)cfg->heads);
+    const char *why;
+    tr_placement place = tr_method_placement(cfg->method, &why);
+    if (place == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "method %s: %s", cfg->method, why);
+    if (place == TR_PLACE_IDS && cfg->layers < 1) return pe__fail(err, PE_EINVAL, "method %s needs a layer", cfg->method);
+    tr_model *m = calloc(1, sizeof *m);
+    if (!m) return pe__fail(err, PE_ENOMEM, "out of memory");
+    m->cfg = *cfg;
+    m->place = place;
+    const struct convention *conv = convention_of(cfg->method);
+    const int64_t Ly = cfg->layers, C = cfg->C, F = cfg->F, V = cfg->V;
+    pe_status st = PE_OK;
+    m->layer = calloc((size_t)Ly, sizeof(tr_layer));
+    if (!m->layer) st = pe__fail(err, PE_ENOMEM, "out of memory");
+
+    /* the size table: llm.c's fill_in_parameter_sizes, by name */
+    int idx[64][PE_MAX_PARAMS + 16];
+    const int64_t sC[1] = {C}, sCC[2] = {C, C}, sFC[2] = {F, C}, sCF[2] = {C, F}, sF[1] = {F}, sVC[2] = {V, C};
+    if (!st && (m->t_wte = add_tensor(m, "wte", 2, sVC, 1, err)) < 0) st = PE_EINVAL;
+    if (!st && Ly > 64) st = pe__fail(err, PE_EINVAL, "model: at most 64 layers");
+    for (int64_t l = 0; l < Ly && !st; l++) {
+        tr_layer *L = &m->layer[l];
+        int own = place == TR_PLACE_LAYER || (place == TR_PLACE_IDS && l == 0);
+        st = make_attention(&L->att, cfg, own ? cfg->method : "none", cfg->heads, 1, err);
+        if (st) break;
+        if ((place == TR_PLACE_IDS && l == 0) != pe_attention_is_complex(L->att)) {
+            st = pe__fail(err, PE_EINVAL, "method %s: the trainer's convention and the layer disagree on token ids", cfg->method);
+            break;
+        }
+        char pre[32], nm[96];
+        snprintf(pre, sizeof pre, "h.%lld.", (long long)l);
+        static const struct { const char *name; int which; } ROWS[] = {
+            {"ln_1.weight", 0}, {"ln_1.bias", 0}, {"attn.wq", 1}, {"attn.bq", 0}, {"attn.wk", 1},
+            {"attn.bk", 0},     {"attn.wv", 1},   {"attn.bv", 0}, {"attn.wo", 1}, {"attn.bo", 0},
+            {"ln_2.weight", 0}, {"ln_2.bias", 0}, {"mlp.fc.weight", 2}, {"mlp.fc.bias", 3},
+            {"mlp.proj.weight", 4}, {"mlp.proj.bias", 0}};
+        for (int r = 0; r < 16 && !st; r++) {
+            snprintf(nm, sizeof nm, "%s%s", pre, ROWS[r].name);
+            const int64_t *shape = ROWS[r].which == 1 ? sCC : ROWS[r].which == 2 ? sFC : ROWS[r].which == 3 ? sF
+                                 : ROWS[r].which == 4 ? sCF : sC;
+            if ((idx[l][r] = add_tensor(m, nm, ROWS[r].which == 0 || ROWS[r].which == 3 ? 1 : 2, shape,
+                                        ROWS[r].which == 1 || ROWS[r].which == 2 || ROWS[r].which == 4, err)) < 0)
+                st = PE_EINVAL;
+        }
+        snprintf(pre, sizeof pre, "h.%lld.attn.", (long long)l);
+        if (!st) st = add_method_tensors(m, L->att, pre, conv, idx[l] + 16, err);
+        m->has_mem = pe_attention_has_memory(L->att);
+    }
+    int pidx[PE_MAX_PARAMS];
+    if (!st && place == TR_PLACE_INPUT) {
+        st = make_attention(&m->probe, cfg, cfg->method, 1, 0, err);
+        if (!st) st = add_method_tensors(m, m->probe, NULL, conv, pidx, err);
+    }
+    if (!st && ((m->t_lnfw = add_tensor(m, "ln_f.weight", 1, sC, 0, err)) < 0 ||
+                (m->t_lnfb = add_tensor(m, "ln_f.bias", 1, sC, 0, err)) < 0))
+        st = PE_EINVAL;
+    if (!st) {
+        m->params = calloc(2 * m->n, sizeof(float));
+        if (!m->params) st = pe__fail(err, PE_ENOMEM, "out of memory for %zu parameters", m->n);
+    }
+    if (st) {
+        tr_model_free(m);
+        return st;
+    }
+    m->grads = m->params + m->n;
+
+    /* malloc_and_point_parameters */
+#define PTR(i) (m->params + m->t[i].off)
+#define GRD(i) (m->grads + m->t[i].off)
+    m->wte = PTR(m->t_wte), m->lnfw = PTR(m->t_lnfw), m->lnfb = PTR(m->t_lnfb);
+    for (int z = 0; z < m->n_normed; z++) {
+        tr_normed *q = &m->normed[z];
+        q->y = calloc((size_t)(2 * q->rows * q->cols + 2 * q->rows), sizeof(float));
+        if (!q->y) st = pe__fail(err, PE_ENOMEM, "out of memory");
+        else q->dy = q->y + q->rows * q->cols, q->mean = q->dy + q->rows * q->cols, q->rstd = q->mean + q->rows;
+    }
+    for (int64_t l = 0; l < Ly && !st; l++) {
+        tr_layer *L = &m->layer[l];
+        float **f[16] = {&L->ln1w, &L->ln1b, &L->wq, &L->bq, &L->wk, &L->bk, &L->wv, &L->bv,
+                         &L->wo, &L->bo, &L->ln2w, &L->ln2b, &L->fcw, &L->fcb, &L->prw, &L->prb};
+        for (int r = 0; r < 16; r++) *f[r] = PTR(idx[l][r]);
+        L->w = (pe_weights){.wq = L->wq, .wk = L->wk, .wv = L->wv, .wo = L->wo,
+                            .bq = L->bq, .bk = L->bk, .bv = L->bv, .bo = L->bo};
+        L->g = (pe_grads){.dwq = GRD(idx[l][2]), .dbq = GRD(idx[l][3]), .dwk = GRD(idx[l][4]),
+                          .dbk = GRD(idx[l][5]), .dwv = GRD(idx[l][6]), .dbv = GRD(idx[l][7]),
+                          .dwo = GRD(idx[l][8]), .dbo = GRD(idx[l][9])};
+        pe_param_spec specs[PE_MAX_PARAMS];
+        int np = pe_attention_params(L->att, specs);
+        for (int i = 0; i < np; i++) {
+            int t = idx[l][16 + i];
+            if (t < 0) continue;
+            L->w.param[i] = PTR(t), L->g.dparam[i] = GRD(t);
+            L->w.param_rows[i] = m->t[t].shape[0];
+            for (int z = 0; z < m->n_normed; z++)
+                if (m->normed[z].t == t) L->w.param[i] = m->normed[z].y, L->g.dparam[i] = m->normed[z].dy;
+        }
+    }
+    if (!st && m->probe) {
+        m->eye = calloc((size_t)(2 * C * C), sizeof(float));
+        if (!m->eye) st = pe__fail(err, PE_ENOMEM, "out of memory");
+        else {
+            m->zero = m->eye + C * C;
+            for (int64_t i = 0; i < C; i++) m->eye[i * C + i] = 1;
+            m->probe_w = (pe_weights){.wq = m->zero, .wk = m->zero, .wv = m->eye, .wo = m->eye};
+            pe_param_spec specs[PE_MAX_PARAMS];
+            int np = pe_attention_params(m->probe, specs);
+            for (int i = 0; i < np; i++) {
+                if (pidx[i] < 0) continue;
+                m->probe_w.param[i] = PTR(pidx[i]), m->probe_g.dparam[i] = GRD(pidx[i]);
+                m->probe_w.param_rows[i] = m->t[pidx[i]].shape[0];
+                m->probe_params++;
+            }
+        }
+    }
+#undef PTR
+#undef GRD
+    if (st) {
+        tr_model_free(m);
+        return st;
+    }
+    init_values(m, seed);
+    *out = m;
+    return PE_OK;
+}
+
+void tr_model_free(tr_model *m) {
+    if (!m) return;
+    for (int64_t l = 0; m->layer && l < m->cfg.layers; l++) pe_attention_free(m->layer[l].att);
+    free(m->layer);
+    for (int z = 0; z < m->n_normed; z++) free(m->normed[z].y);
+    pe_attention_free(m->probe);
+    free(m->eye), free(m->P), free(m->ppos);
+    free(m->mem);
+    free(m->a.block), free(m->a.in), free(m->a.tgt), free(m->a.pos), free(m->a.ids);
+    free(m->params);
+    free(m);
+}
+
+const tr_model_config *tr_model_cfg(const tr_model *m) { return &m->cfg; }
+float *tr_model_params(tr_model *m) { return m->params; }
+float *tr_model_grads(tr_model *m) { return m->grads; }
+size_t tr_model_size(const tr_model *m) { return m->n; }
+int tr_model_tensors(const tr_model *m, const tr_tensor **t) {
+    *t = m->t;
+    return m->nt;
+}
+void tr_model_zero_grad(tr_model *m) { memset(m->grads, 0, sizeof(float) * m->n); }
+const float *tr_model_probs(const tr_model *m) { return m->a.probs; }
+
+void tr_model_project(tr_model *m) {
+    for (int i = 0; i < m->nt; i++)
+        if (m->t[i].min > -INFINITY) {
+            float *p = m->params + m->t[i].off;
+            for (int64_t e = 0; e < m->t[i].numel; e++) p[e] = p[e] < m->t[i].min ? m->t[i].min : p[e];
+        }
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+int tr_model_has_memory(const tr_model *m) { return m->has_mem; }
+
+void tr_model_reset_memory(tr_model *m) { m->mem_B = m->mem_M = 0; }
+
+const float *tr_model_memory(const tr_model *m, int64_t *B, int64_t *M) {
+    *B = m->mem_B, *M = m->mem_M;
+    return m->mem;
+}
+
+static pe_status reserve_mem(tr_model *m, int64_t B, int64_t M, pe_err *err) {
+    int64_t n = m->cfg.layers * B * M * m->cfg.C;
+    if (n > m->mem_cap) {
+        free(m->mem);
+        m->mem = malloc(sizeof(float) * (size_t)n);
+        m->mem_cap = m->mem ? n : 0;
+        if (!m->mem) return pe__fail(err, PE_ENOMEM, "out of memory for the memory");
+    }
+    return PE_OK;
+}
+
+pe_status tr_model_set_memory(tr_model *m, const float *mem, int64_t B, int64_t M, pe_err *err) {
+    pe_status st = reserve_mem(m, B, M, err);
+    if (st) return st;
+    if (M && B) memcpy(m->mem, mem, sizeof(float) * (size_t)(m->cfg.layers * B * M * m->cfg.C));
+    m->mem_B = B, m->mem_M = M;
+    return PE_OK;
+}
+
+void tr_model_update_memory(tr_model *m) {
+    if (!m->has_mem || !m->have_forward) return;
+    const int64_t B = m->B, T = m->T, C = m->cfg.C, N = B * T;
+    int64_t M = m->cfg.mem_len < T ? m->cfg.mem_len : T;
+    if (M < 1 || reserve_mem(m, B, M, NULL)) {
+        m->mem_B = m->mem_M = 0;
+        return;
+    }
+    /* a layer's memory is its attention input (after ln_1) of the last M tokens; the pre-LN
+     * reference normalises the concatenation [mems; h], which is the same per token */
+    for (int64_t l = 0; l < m->cfg.layers; l++)
+        for (int64_t b = 0; b < B; b++)
+            memcpy(m->mem + ((l * B + b) * M) * C, m->a.ln1 + l * N * C + (b * T + T - M) * C,
+                   sizeof(float) * (size_t)(M * C));
+    m->mem_B = B, m->mem_M = M;
+}
+
+/* ---- input encodings ------------------------------------------------------------------------ */
+
+/* P[p - pmin] for every position of the batch, through the probe layer. */
+static pe_status input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err) {
+    int64_t pmin = pos[0], pmax = pos[0], C = m->cfg.C;
+    for (int64_t i = 1; i < N; i++) pmin = pos[i] < pmin ? pos[i] : pmin, pmax = pos[i] > pmax ? pos[i] : pmax;
+    if (!m->probe_params && m->pvalid && pmin >= m->pmin && pmax <= m->pmax) return PE_OK; /* fixed table */
+    if (!m->probe_params) pmin = pmin < 0 ? pmin : 0; /* cache from 0 on */
+    int64_t np = pmax - pmin + 1;
+    if (np > m->pcap) {
+        free(m->P), free(m->ppos);
+        m->P = malloc(sizeof(float) * (size_t)(3 * np * C));
+        m->ppos = malloc(sizeof(int64_t) * (size_t)np);
+        m->pcap = m->P && m->ppos ? np : 0;
+        if (!m->pcap) return pe__fail(err, PE_ENOMEM, "out of memory for the position table");
+        m->dP = m->P + np * C, m->px = m->dP + np * C;
+    }
+    for (int64_t i = 0; i < np; i++) m->ppos[i] = pmin + i;
+    memset(m->px, 0, sizeof(float) * (size_t)(np * C));
+    pe_status st = pe_attention_forward(m->probe, &m->probe_w, m->px, NULL, 0, m->ppos, 1, np, 1, m->P,
+                                        NULL, NULL, err);
+    m->pmin = pmin, m->pmax = pmax, m->pvalid = !st;
+    return st;
+}
+
+/* ---- forward and backward ------------------------------------------------------------------- */
+
+pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, const int64_t *pos,
+                           int64_t B, int64_t T, int use_mem, double *loss, int64_t *count,
+                           pe_err *err) {
+    m->have_forward = 0;
+    const int64_t N = B * T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;
+    pe_status st = reserve_acts(m, N, err);
+    if (st) return st;
+    tr_acts *a = &m->a;
+    for (int64_t i = 0; i < N; i++) {
+        if (in[i] < 0 || in[i] >= V) return pe__fail(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
+        if (tgt[i] >= V) return pe__fail(err, PE_EINVAL, "target %d outside the vocabulary of %lld", tgt[i], (long long)V);
+        a->in[i] = in[i], a->tgt[i] = tgt[i], a->ids[i] = in[i];
+        a->pos[i] = pos ? pos[i] : i % T;
+    }
+    m->B = B, m->T = T;
+
+    /* embedding, plus the absolute encoding once */
+    /* x0 = sqrt(C) wte[in] (+ P[pos]): the Transformer's (and fairseq's) scaling, so token and
+     * position signals start at comparable sizes (wte ~ N(0, 1/C), P entries in [-1, 1]) */
+    const float es = sqrtf((float)C);
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t c = 0; c < C; c++) a->x[i * C + c] = es * m->wte[(int64_t)in[i] * C + c];
+    if (m->probe) {
+        if ((st = input_forward(m, a->pos, N, err))) return st;
+        for (int64_t i = 0; i < N; i++) {
+            const float *p = m->P + (a->pos[i] - m->pmin) * C;
+            for (int64_t c = 0; c < C; c++) a->x[i * C + c] += p[c];
+        }
+    }
+    for (int z = 0; z < m->n_normed; z++) {
+        tr_normed *q = &m->normed[z];
+        tr_layernorm_forward(q->y, q->mean, q->rstd, m->params + m->t[q->t].off, m->params + m->t[q->tw].off,
+                             m->params + m->t[q->tb].off, q->rows, q->cols);
+    }
+    int64_t M = use_mem && m->has_mem && m->mem_B == B ? m->mem_M : 0;
+    m->used_mem = M > 0;
+    for (int64_t l = 0; l < Ly; l++) {
+        tr_layer *L = &m->layer[l];
+        float *x = a->x + l * N * C, *ln1 = a->ln1 + l * N * C, *xmid = a->xmid + l * N * C,
+              *ln2 = a->ln2 + l * N * C, *fc = a->fc + l * N * F, *act = a->act + l * N * F,
+              *xout = a->x + (l + 1) * N * C;
+        if (m->place == TR_PLACE_IDS && l == 0) {
+            /* the complex layer reads the ids: xmid = x + y + y_imag (dln holds y_imag) */
+            st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL, NULL, err);
+            if (st) return st;
+            for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i] + a->dln[i];
+        } else {
+            tr_layernorm_forward(ln1, a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, x, L->ln1w, L->ln1b, N, C);
+            st = pe_attention_forward(L->att, &L->w, ln1, M ? m->mem + l * B * M * C : NULL, M, a->pos, 1, B, T,
+                                      a->tmp, NULL, NULL, err);
+            if (st) return st;
+            for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i];
+        }
+        tr_layernorm_forward(ln2, a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, xmid, L->ln2w, L->ln2b, N, C);
+        tr_linear_forward(fc, ln2, L->fcw, L->fcb, N, C, F);
+        tr_gelu_forward(act, fc, N * F);
+        tr_linear_forward(a->tmp, act, L->prw, L->prb, N, F, C);
+        for (int64_t i = 0; i < N * C; i++) xout[i] = xmid[i] + a->tmp[i];
+    }
+    tr_layernorm_forward(a->lnf, a->lnfs, a->lnfs + N, a->x + Ly * N * C, m->lnfw, m->lnfb, N, C);
+    tr_linear_forward(a->probs, a->lnf, m->wte, NULL, N, C, V); /* tied output projection */
+    double sum = 0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < N; i++) {
+        tr_softmax_row(a->probs + i * V, V);
+        if (tgt[i] >= 0) sum -= log(fmax((double)a->probs[i * V + tgt[i]], 1e-30)), n++;
+    }
+    m->count = n;
+    *loss = n ? sum / (double)n : 0;
+    if (count) *count = n;
+    m->have_forward = 1;
+    return PE_OK;
+}
+
+pe_status tr_model_backward(tr_model *m, pe_err *err) {
+    if (!m->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    const int64_t B = m->B, T = m->T, N = B * T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;
+    tr_acts *a = &m->a;
+    float *g = m->grads;
+    float *dwte = g + m->t[m->t_wte].off;
+    (void)B, (void)T;
+
+    /* forward was loss = mean_i -log softmax(lnf_i wte^T)[tgt_i], so now:
+     * dlogits = (p - onehot) / count on scored rows */
+    float inv = m->count ? 1.0f / (float)m->count : 0.0f;
+    for (int64_t i = 0; i < N; i++) {
+        float *d = a->dlogits + i * V;
+        if (a->tgt[i] < 0) {
+            memset(d, 0, sizeof(float) * V);
+            continue;
+        }
+        for (int64_t v = 0; v < V; v++) d[v] = a->probs[i * V + v] * inv;
+        d[a->tgt[i]] -= inv;
+    }
+    memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
+    tr_linear_backward(a->dln, dwte, NULL, a->dlogits, a->lnf, m->wte, N, C, V);
+    memset(a->dx, 0, sizeof(float) * (size_t)(N * C));
+    tr_layernorm_backward(a->dx, g + m->t[m->t_lnfw].off, g + m->t[m->t_lnfb].off, a->dln,
+                          a->x + Ly * N * C, a->lnfs, a->lnfs + N, m->lnfw, N, C);
+    for (int z = 0; z < m->n_normed; z++)
+        memset(m->normed[z].dy, 0, sizeof(float) * (size_t)(m->normed[z].rows * m->normed[z].cols));
+
+    for (int64_t l = Ly - 1; l >= 0; l--) {
+        tr_layer *L = &m->layer[l];
+        float *x = a->x + l * N * C, *ln1 = a->ln1 + l * N * C, *xmid = a->xmid + l * N * C,
+              *ln2 = a->ln2 + l * N * C, *fc = a->fc + l * N * F, *act = a->act + l * N * F;
+        (void)ln1;
+        /* forward was xout = xmid + gelu(ln2 fcw^T + fcb) prw^T + prb, ln2 = LN(xmid), so now:
+         * dx (the gradient of xout) flows to xmid unchanged, plus through the MLP */
+        float *gw = g;
+        memset(a->dfc, 0, sizeof(float) * (size_t)(N * F));
+        tr_linear_backward(a->dfc, gw + (L->prw - m->params), gw + (L->prb - m->params), a->dx, act, L->prw, N, F, C);
+        tr_gelu_backward(a->dfc, fc, N * F);
+        memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
+        tr_linear_backward(a->dln, gw + (L->fcw - m->params), gw + (L->fcb - m->params), a->dfc, ln2, L->fcw, N, C, F);
+        tr_layernorm_backward(a->dx, gw + (L->ln2w - m->params), gw + (L->ln2b - m->params), a->dln, xmid,
+                              a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, L->ln2w, N, C);
+        pe_status st;
+        if (m->place == TR_PLACE_IDS && l == 0) {
+            /* forward was xmid = x + y + y_imag of the ids, so now: dx flows to x unchanged,
+             * and is the gradient of both outputs */
+            if ((st = pe_attention_backward_ids(L->att, &L->w, a->dx, a->dx, &L->g, err))) return st;
+            continue;
+        }
+        /* forward was xmid = x + attn(LN(x)), so now: dx flows to x, plus through attention */
+        st = pe_attention_backward(L->att, &L->w, a->dx, a->dln, &L->g, err);
+        if (st) return st;
+        tr_layernorm_backward(a->dx, gw + (L->ln1w - m->params), gw + (L->ln1b - m->params), a->dln, x,
+                              a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, L->ln1w, N, C);
+    }
+    /* forward was table' = LN(table) for every layer, so now: the layers' sum flows back */
+    for (int z = 0; z < m->n_normed; z++) {
+        tr_normed *q = &m->normed[z];
+        float *dt = g + m->t[q->t].off;
+        tr_layernorm_backward(dt, g + m->t[q->tw].off, g + m->t[q->tb].off, q->dy, m->params + m->t[q->t].off,
+                              q->mean, q->rstd, m->params + m->t[q->tw].off, q->rows, q->cols);
+    }
+    /* forward was x0 = sqrt(C) wte[in] + P[pos], so now: dwte[in] += sqrt(C) dx, dP[pos] += dx */
+    const float es = sqrtf((float)C);
+    for (int64_t i = 0; i < N; i++) {
+        float *d = dwte + (int64_t)a->in[i] * C;
+        for (int64_t c = 0; c < C; c++) d[c] += es * a->dx[i * C + c];
+    }
+    if (m->probe && m->probe_params) {
+        int64_t np = m->pmax - m->pmin + 1;
+        memset(m->dP, 0, sizeof(float) * (size_t)(np * C));
+        for (int64_t i = 0; i < N; i++) {
+            float *d = m->dP + (a->pos[i] - m->pmin) * C;
+            for (int64_t c = 0; c < C; c++) d[c] += a->dx[i * C + c];
+        }
+        pe_status st = pe_attention_backward(m->probe, &m->probe_w, m->dP, NULL, &m->probe_g, err);
+        if (st) return st;
+    }
+    return PE_OK;
+}

@@ -1,0 +1,100 @@
+/* One training run: options, the loop's step, evaluation at a length, checkpoints. Used by
+ * `posenc train` (one run) and `posenc compare` (many, one per thread).
+ *
+ * Checkpoints are safetensors files: every model tensor by its name (model.h), the AdamW
+ * moments as `adam.m.<name>` and `adam.v.<name>`, the memory of methods that carry one as
+ * `memory` (layers, B, M, C), and in __metadata__ `format` = "posenc-train-1", `step` (steps
+ * done) and every option below by name, so `--resume FILE` rebuilds the same run and continues
+ * it exactly where it stopped (batches are a function of the step, see data.h). */
+#ifndef TR_TRAINER_H
+#define TR_TRAINER_H
+
+#include <stdint.h>
+
+#include "data.h"
+#include "model.h"
+#include "optim.h"
+
+#define TR_MAX_EVAL 8
+
+typedef struct tr_options {
+    /* task */
+    char task[16];
+    int64_t length; /* L: context (lm) or longest content (tasks) in training */
+    char text[512]; /* lm on this file instead of the generated corpus ("" = generated) */
+    uint64_t corpus_seed;
+    int64_t corpus_chars;
+    /* model */
+    char method[32];
+    int64_t layers, width, heads, mlp;
+    int64_t shape;  /* SHAPE: random shift in [0, shape) per training sequence, shape at evaluation */
+    int n_keys;     /* layer keys (--KEY VALUE of the contract) */
+    char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
+    /* training */
+    int64_t steps, batch, warmup;
+    double lr, min_lr, weight_decay, clip, beta1, beta2, eps;
+    uint64_t seed;
+    /* evaluation: multiples of the training length, tokens per length */
+    int n_eval;
+    int64_t eval[TR_MAX_EVAL];
+    int64_t eval_tokens;
+} tr_options;
+
+/* Defaults of `posenc train` (documented by tr_options_help). */
+void tr_options_default(tr_options *o);
+/* Sets one option by name ("steps", "lr", "method", "eval" = "1,2,4,8", or a layer key such as
+ * "num_buckets"); the names are those of the command line without "--". */
+pe_status tr_options_set(tr_options *o, const char *name, const char *value, pe_err *err);
+/* 1 when name is an option (or a layer key); *takes_value tells whether it needs one. */
+int tr_options_known(const char *name);
+/* Writes every option as name/value text (for checkpoints); returns the count. */
+int tr_options_list(const tr_options *o, char names[][40], char values[][520], int max);
+/* The option lines of `posenc train --help`. */
+void tr_options_help(void);
+/* Checks the options together (task, method, SHAPE with an absolute method, sizes). */
+pe_status tr_options_check(const tr_options *o, pe_err *err);
+
+/* What an evaluation measures at one length. */
+typedef struct tr_metrics {
+    int64_t n;           /* length evaluated: context (lm) or content (tasks) */
+    double loss;         /* mean cross-entropy of scored tokens, nats */
+    double bpc;          /* the same in bits */
+    double token_acc;    /* fraction of scored tokens predicted (argmax) */
+    double exact;        /* fraction of sequences with every scored token right (tasks) */
+    int64_t tokens, seqs;
+} tr_metrics;
+
+typedef struct tr_run {
+    tr_options o;
+    const tr_task *task; /* borrowed */
+    tr_model *model;
+    tr_adamw opt;
+    int64_t step; /* steps done */
+    int32_t *in, *tgt;
+    int64_t *pos;
+    int64_t cap; /* tokens the buffers hold */
+} tr_run;
+
+/* The metric `compare` tabulates: "bpc" (lower is better) for lm, "exact" (higher) otherwise. */
+const char *tr_metric_name(const tr_task *t);
+double tr_metric_value(const tr_task *t, const tr_metrics *m);
+
+/* Builds the task of o (caller frees it with tr_task_free). */
+pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err);
+
+/* A run at step 0: model initialised from o->seed, zero moments. */
+pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err);
+void tr_run_free(tr_run *r);
+/* One optimizer step: batch of step r->step, forward, backward, clip, AdamW; *loss is the
+ * batch's mean loss before the update, *tokens its tokens. */
+pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);
+/* Evaluation at multiple `mult` of the training length. */
+pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
+
+pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err);
+/* Reads a checkpoint's options (o gets defaults first, then the file's). */
+pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err);
+/* Loads parameters, moments, step and memory into a run built from the same options. */
+pe_status tr_run_load(tr_run *r, const char *path, pe_err *err);
+
+#endif
