@@ -17,12 +17,12 @@ endif
 # The trainer (train/, posenc train|compare): OpenMP for parallel runs when the compiler has it,
 # cairo for compare's plot (Debian: libcairo2-dev).
 OMP      := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-ifeq ($(shell pkg-config --exists cairo 2>/dev/null && echo yes),yes)
-  TRAIN_CFLAGS := -DPE_CAIRO $(shell pkg-config --cflags cairo)
-  LIBCAIRO     := $(shell pkg-config --libs cairo)
+ifeq ($(shell pkg-config --exists cairo fontconfig 2>/dev/null && echo yes),yes)
+  TRAIN_CFLAGS := -DPE_CAIRO $(shell pkg-config --cflags cairo fontconfig)
+  LIBCAIRO     := $(shell pkg-config --libs cairo fontconfig)
 endif
 ALL_CFLAGS := $(BASE) $(CFLAGS)
-LDLIBS     := -ljansson $(LIBBLAS) -lm
+LDLIBS     := -ljansson $(LIBBLAS) -lm $(OMP)
 
 LIB_SRC := $(wildcard src/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
 IO_SRC  := $(wildcard src/io/*.c)
@@ -39,7 +39,7 @@ HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo deps test unit cli-test conformance reference python-test asan valgrind fixtures install clean
+.PHONY: all run demo compare plots deps test unit cli-test conformance reference python-test asan valgrind fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the demonstration
 run: deps
@@ -49,6 +49,20 @@ run: deps
 # demo: every method on a built-in random layer (see `posenc help`)
 demo: $(BUILD)/posenc
 	$(BUILD)/posenc demo
+
+# compare: the extrapolation experiment (every method, 3 seeds; ~10 min on 2 cores): table and
+# plot into doc/compare and README.md
+compare: $(BUILD)/posenc
+	$(BUILD)/posenc compare --out doc/compare --readme README.md
+
+# plots: regenerate the README's pictures (posenc plot) and the analyze table into doc/img
+plots: $(BUILD)/posenc
+	@mkdir -p doc/img
+	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --N 128 --width 128 --size 800x500 -o doc/img/encoding_sinusoidal.png
+	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --N 512 --size 800x450 -o doc/img/similarity_rope.png
+	$(BUILD)/posenc plot relative --method t5 --N 96 --size 700x560 -o doc/img/relative_t5.png
+	$(BUILD)/posenc plot relative --method alibi --heads 4 --N 64 --size 800x600 -o doc/img/relative_alibi.png
+	$(BUILD)/posenc analyze -o doc/img/analyze.csv
 
 # deps: install the Debian packages the build and tests need (only those missing)
 deps:
@@ -74,9 +88,18 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	ar rcs $@ $^
 
 $(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
+# the fused attention path and its kernels: threads through OpenMP when the compiler has it
+$(BUILD)/obj/src/fused.o $(BUILD)/obj/src/kernels.o $(BUILD)/obj/cli/bench.o: ALL_CFLAGS += $(OMP)
+# the figures of `posenc plot` (cli/draw.c) draw with cairo too
+$(BUILD)/obj/cli/draw.o: ALL_CFLAGS += $(TRAIN_CFLAGS)
 
 $(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LDLIBS)
+
+# the property metrics of `posenc analyze` (cli/props.c) are tested alone
+$(BUILD)/tests/test_analyze: tests/unit/test_analyze.c tests/unit/harness.c cli/props.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Icli -o $@ $< tests/unit/harness.c cli/props.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
 
 # the trainer's tests link the trainer
 $(BUILD)/tests/test_train: tests/unit/test_train.c tests/unit/harness.c $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
@@ -112,6 +135,7 @@ cli-test: $(BUILD)/posenc
 	@bash tests/cli/test_encode.sh $(BUILD)/posenc
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
+	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 
 # conformance: the public cases of ../shared/conformance for every implemented method, and
 # tests/fixtures, through the shared checker
@@ -131,6 +155,14 @@ valgrind: $(TESTS)
 # fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch)
 fixtures:
 	$(PY) tests/ref/make_fixtures.py tests/fixtures
+
+# bench: `posenc bench` (RoPE vs copy, fused vs reference vs PyTorch eager, memory; a few minutes)
+bench: $(BUILD)/posenc
+	$(BUILD)/posenc bench
+
+# bench-readme: the same, then the summary between <!-- bench:begin --> and <!-- bench:end --> in README.md
+bench-readme: $(BUILD)/posenc
+	$(BUILD)/posenc bench --readme README.md
 
 # install: header, libraries and pkg-config file under PREFIX
 install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc

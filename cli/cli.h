@@ -10,6 +10,9 @@ int cli_encode(int argc, char **argv);
 int cli_train(int argc, char **argv);
 int cli_compare(int argc, char **argv);
 int cli_convert_rope(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+int cli_plot(int argc, char **argv);
+int cli_analyze(int argc, char **argv);
 
 /* Prints "posenc: <msg>" and returns 2, the status of bad input. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

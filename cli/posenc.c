@@ -39,7 +39,17 @@ static const struct command {
     {"compare", "[--methods LIST] [--seeds N] [--quick] [--out DIR] ...",
      "train every method with the same budget and seeds; table, CSV and plot vs length (--help)", cli_compare},
     {"encode", "[IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,..] [--width C] [--KEY VALUE ...]",
-     "write an absolute method's encoding P [T, C] (floater: P_q P_k P_v; complex: P_re P_im for IN's ids)", cli_encode},
+     "write an absolute method's encoding P [T, C] and the positions (floater: P_q P_k P_v; complex:\n"
+     "      P_re P_im of IN's ids). Settings and tensors (pos_table, floater_*, amp freq phase ids,\n"
+     "      positions) from IN, e.g. a case file, and --KEY VALUE; --T N: positions 0..N-1;\n"
+     "      --positions: a list; --width C: the width where no tensor gives it (sinusoidal)", cli_encode},
+    {"bench", "[--T 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
+     "speed as ratios: RoPE vs a copy, fused vs reference attention vs PyTorch eager, memory (--help)", cli_bench},
+    {"plot", "encoding|similarity|relative|attention|extrapolation [IN] -o FILE.png [--method NAME] [--size WxH] ...",
+     "pictures: an absolute encoding, position similarity / RoPE decay, relative index or bias per head,\n"
+     "      attention of a case file, a compare CSV's curves (--help)", cli_plot},
+    {"analyze", "[--methods LIST] [--from FILE] [-o FILE.csv] [--N N] ...",
+     "monotonicity, translation invariance and symmetry of each method's position-position matrix", cli_analyze},
     {"methods", "", "list the methods, their families and keys", cmd_methods},
     {"version", "", "print the version", cmd_version},
     {"help", "", "this help", cmd_help},

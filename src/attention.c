@@ -3,6 +3,9 @@
  *
  * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv kv heads, D head_dim,
  * C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores.
+ * When no scores or probabilities are asked for and the hooks allow it, passes 3 and 4 and
+ * their backward run fused instead (fused.c: tiles, no T x Tk buffer); this path stays the
+ * oracle the tests hold the fused one to.
  *
  * Complex-valued layers (PE__COMPLEX, method complex) run the same walk on two streams: token
  * ids give re and im embeddings (embed_complex), both go through the same projections, the
@@ -32,6 +35,8 @@ struct pe_attention {
     float *v;    /* (B, Tk, Ckv) */
     float *s;    /* (B, H, T, Tk) */
     float *p;    /* (B, H, T, Tk) */
+    int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
+    float *stats; /* (2, B, H, T) its row max and 1 / row sum */
     float *o;    /* (B, T, C) */
     int64_t *pos; /* (B, T) */
     size_t pos_cap;
@@ -86,7 +91,7 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_err *err) {
     int64_t Tk = M + T, C = a->C, Ckv = a->Ckv, H = a->H;
     int rot = a->m->rotate_forward != NULL, cx = pe_attention_is_complex(a);
-    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * Tk) * 2;
+    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
     if (M) n += (size_t)(B * Tk * C);
     if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
     if (cx) n += (size_t)(B * T * C) * 5;
@@ -117,8 +122,14 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_er
     CARVE(o, B * T * C);
     CARVE(k, B * Tk * Ckv);
     CARVE(v, B * Tk * Ckv);
-    CARVE(s, B * H * T * Tk);
-    CARVE(p, B * H * T * Tk);
+    if (a->fused) {
+        a->s = a->p = NULL;
+        CARVE(stats, B * H * T * 2);
+    } else {
+        a->stats = NULL;
+        CARVE(s, B * H * T * Tk);
+        CARVE(p, B * H * T * Tk);
+    }
     if (M) CARVE(kvin, B * Tk * C);
     else a->kvin = a->xe;
     if (rot) {
@@ -175,6 +186,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+    a->fused = !cx && !scores && !probs && pe__fused_eligible(a->m);
     pe_status st = reserve(a, B, T, M, err);
     if (st) return st;
     const int64_t H = a->H, D = a->D, C = a->C, Ckv = a->Ckv, Tk = M + T, group = H / a->Hkv;
@@ -225,8 +237,9 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
     }
 
-    /* pass 3: scores, bias, mask, softmax; pass 4: weighted values */
-    for (int64_t b = 0; b < B; b++)
+    /* pass 3: scores, bias, mask, softmax; pass 4: weighted values (fused: both, tiled) */
+    if (a->fused && (st = pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err))) return st;
+    for (int64_t b = 0; b < B && !a->fused; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = a->q + b * T * C + h * D;
             const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
@@ -301,7 +314,7 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     ctx->g = g;
 
     size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C) +
-               (size_t)(T * Tk) * 2;
+               (a->fused ? 0 : (size_t)(T * Tk) * 2);
     size_t n_re = n;
     if (cx) n += (size_t)(B * T * C) * 7; /* the imaginary stream's, and a zero dy */
     float *work = calloc(n, sizeof(float));
@@ -329,8 +342,14 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
     if (cx) linear_backward(dout_im, 0, g->dwo, g->dbo, dy_im, a->o_im, w->wo, B * T, C, C);
 
-    /* passes 4 and 3, per (b, h), each hook in reverse */
-    for (int64_t b = 0; b < B; b++)
+    /* passes 4 and 3, per (b, h), each hook in reverse (fused: tiles recomputed) */
+    pe_status st;
+    if (a->fused && (st = pe__fused_backward(ctx, a->m, a->specs, a->nparams, a->q, a->k, a->v, a->o,
+                                             a->stats, dout, dq, dk, dv, err))) {
+        free(work);
+        return st;
+    }
+    for (int64_t b = 0; b < B && !a->fused; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = a->q + b * T * C + h * D;
             const float *kh = a->k + b * Tk * Ckv + (h / group) * D;

@@ -162,6 +162,15 @@ static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
 }
 static inline void *pe__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size); }
+static inline float pe__dot(const float *a, const float *b, int64_t n) {
+    float s = 0;
+    for (int64_t d = 0; d < n; d++) s += a[d] * b[d];
+    return s;
+}
+/* y += a x */
+static inline void pe__axpy(float *y, float a, const float *x, int64_t n) {
+    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
+}
 
 /* P[p] of the sinusoidal encoding (C values, double), layout PE_SIN_*. */
 void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base);
@@ -180,9 +189,29 @@ void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_
 
 /* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
  * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
- * (the backward of a rotation is the rotation by -theta). */
+ * (the backward of a rotation is the rotation by -theta). SIMD and threads (fused.c). */
 void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
+
+/* The fused attention path (fused.c): tiled, online softmax, no (T, Tk) buffer; backward
+ * recomputes tiles. Eligible: no score, value or mask hook, no memory, not complex. stats:
+ * (2, B, H, T) floats saved by forward for backward. */
+int pe__fused_eligible(const pe__method *m);
+pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
+                            const float *v, float *o, float *stats, pe_err *err);
+pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,
+                             const float *q, const float *k, const float *v, const float *o,
+                             const float *stats, const float *dout, float *dq, float *dk, float *dv,
+                             pe_err *err);
+/* Switches for tests and benchmarks; set them between calls. */
+typedef struct pe__fused_knobs {
+    int off;         /* 1: always the reference path */
+    int no_ftz;      /* 1: keep the caller's MXCSR (by default the fused threads flush denormals) */
+    int denormals;   /* 1: exp underflows gradually (IEEE) instead of giving 0 below -87 */
+    int threads;     /* 0: OpenMP's default */
+    const char *isa; /* kernels: NULL the best this CPU runs, or "avx512", "avx2", "generic" */
+} pe__fused_knobs;
+extern pe__fused_knobs pe__fused;
 
 /* Fills unset rope keys from the config.json named by cfg->hf_config (rotary/hf_config.c). */
 pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);

@@ -16,6 +16,9 @@
 #ifdef PE_BLAS
 #include <cblas.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 void tr_env_thread(void) {
 #ifdef HAVE_MXCSR
@@ -23,12 +26,14 @@ void tr_env_thread(void) {
 #endif
 }
 
-void tr_env_setup(int blas_threads) {
+void tr_env_setup(int threads) {
 #ifdef PE_BLAS
-    openblas_set_num_threads(blas_threads);
-#else
-    (void)blas_threads;
+    openblas_set_num_threads(threads);
 #endif
+#ifdef _OPENMP
+    omp_set_num_threads(threads); /* the library's own parallel regions (one run per core) */
+#endif
+    (void)threads;
     tr_env_thread();
 }
 

@@ -4,10 +4,12 @@
 
 #include <stddef.h>
 
-/* Sets the BLAS thread count and flushes denormals to zero in the calling thread (ALiBi's far
- * logits give denormal exp() values that slow the softmax several times; PERF.md). Call in
- * every thread that trains. */
-void tr_env_setup(int blas_threads);
+/* Sets the thread count of BLAS and of OpenMP regions (the library's fused attention
+ * included), and flushes denormals to zero in the calling thread (ALiBi's far logits give
+ * denormal exp() values that slow the softmax several times; PERF.md). At this model size
+ * one thread per run is fastest: a 2-thread region around per-head work costs more in
+ * barriers than it saves. */
+void tr_env_setup(int threads);
 /* Debian's OpenBLAS 0.3.21 does not recognise recent Xeons and runs its SSE3 kernels, 2-6x
  * below its own AVX-512 ones (PERF.md). The core type is read once when the library loads,
  * so when OPENBLAS_CORETYPE is unset, the CPU has AVX-512 (or AVX2) and the library chose an

@@ -255,8 +255,11 @@ static void init_values(tr_model *m, uint64_t seed) {
         int kind = t->ndim >= 2 ? INIT_NORMAL : INIT_ZERO;
         float std = 0.02f, a = 0, b = 0;
         if (!t->method && !strcmp(base, "weight") && t->ndim == 1) kind = INIT_ONE; /* LayerNorm gains */
-        if (!strcmp(t->name, "wte") || (t->method && !strcmp(base, "pos_table")))
-            std = 1.0f / sqrtf((float)m->cfg.C); /* fairseq's embeddings: N(0, 1/C) */
+        if (!strcmp(t->name, "wte")) std = 1.0f / sqrtf((float)m->cfg.C); /* fairseq: N(0, 1/C) */
+        /* learned position tables at half the scaled tokens' size, GPT-2's wpe : wte ratio
+         * (0.01 : 0.02); at fairseq's N(0, 1/C) they are 8x weaker than the tokens and the
+         * model ignores them for the first thousand steps */
+        if (t->method && !strcmp(base, "pos_table") && m->place == TR_PLACE_INPUT) std = 0.5f;
         if (strstr(t->name, "mlp.proj.weight") || strstr(t->name, "attn.wo"))
             std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers); /* GPT-2's scaling of residual outputs */
         if (t->method)
@@ -620,11 +623,11 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
 
 pe_status tr_model_backward(tr_model *m, pe_err *err) {
     if (!m->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
-    const int64_t B = m->B, T = m->T, N = B * T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;
+    const int64_t N = m->B * m->T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;
     tr_acts *a = &m->a;
     float *g = m->grads;
     float *dwte = g + m->t[m->t_wte].off;
-    (void)B, (void)T;
+#define GRAD(p) (g + ((p) - m->params)) /* the gradient of a parameter pointer */
 
     /* forward was loss = mean_i -log softmax(lnf_i wte^T)[tgt_i], so now:
      * dlogits = (p - onehot) / count on scored rows */
@@ -648,19 +651,17 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
 
     for (int64_t l = Ly - 1; l >= 0; l--) {
         tr_layer *L = &m->layer[l];
-        float *x = a->x + l * N * C, *ln1 = a->ln1 + l * N * C, *xmid = a->xmid + l * N * C,
-              *ln2 = a->ln2 + l * N * C, *fc = a->fc + l * N * F, *act = a->act + l * N * F;
-        (void)ln1;
+        float *x = a->x + l * N * C, *xmid = a->xmid + l * N * C, *ln2 = a->ln2 + l * N * C,
+              *fc = a->fc + l * N * F, *act = a->act + l * N * F;
         /* forward was xout = xmid + gelu(ln2 fcw^T + fcb) prw^T + prb, ln2 = LN(xmid), so now:
          * dx (the gradient of xout) flows to xmid unchanged, plus through the MLP */
-        float *gw = g;
         memset(a->dfc, 0, sizeof(float) * (size_t)(N * F));
-        tr_linear_backward(a->dfc, gw + (L->prw - m->params), gw + (L->prb - m->params), a->dx, act, L->prw, N, F, C);
+        tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), a->dx, act, L->prw, N, F, C);
         tr_gelu_backward(a->dfc, fc, N * F);
         memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
-        tr_linear_backward(a->dln, gw + (L->fcw - m->params), gw + (L->fcb - m->params), a->dfc, ln2, L->fcw, N, C, F);
-        tr_layernorm_backward(a->dx, gw + (L->ln2w - m->params), gw + (L->ln2b - m->params), a->dln, xmid,
-                              a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, L->ln2w, N, C);
+        tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F);
+        tr_layernorm_backward(a->dx, GRAD(L->ln2w), GRAD(L->ln2b), a->dln, xmid, a->ln2s + l * 2 * N,
+                              a->ln2s + l * 2 * N + N, L->ln2w, N, C);
         pe_status st;
         if (m->place == TR_PLACE_IDS && l == 0) {
             /* forward was xmid = x + y + y_imag of the ids, so now: dx flows to x unchanged,
@@ -671,8 +672,8 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         /* forward was xmid = x + attn(LN(x)), so now: dx flows to x, plus through attention */
         st = pe_attention_backward(L->att, &L->w, a->dx, a->dln, &L->g, err);
         if (st) return st;
-        tr_layernorm_backward(a->dx, gw + (L->ln1w - m->params), gw + (L->ln1b - m->params), a->dln, x,
-                              a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, L->ln1w, N, C);
+        tr_layernorm_backward(a->dx, GRAD(L->ln1w), GRAD(L->ln1b), a->dln, x, a->ln1s + l * 2 * N,
+                              a->ln1s + l * 2 * N + N, L->ln1w, N, C);
     }
     /* forward was table' = LN(table) for every layer, so now: the layers' sum flows back */
     for (int z = 0; z < m->n_normed; z++) {
@@ -697,5 +698,6 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         pe_status st = pe_attention_backward(m->probe, &m->probe_w, m->dP, NULL, &m->probe_g, err);
         if (st) return st;
     }
+#undef GRAD
     return PE_OK;
 }

@@ -31,8 +31,8 @@ static const struct option {
     O("heads", OPT_INT, heads, "H", "attention heads (default 4)"),
     O("mlp", OPT_INT, mlp, "F", "MLP width (default 4 * width)"),
     O("shape", OPT_INT, shape, "K", "SHAPE for absolute methods: shift in [0, K) per training sequence, K at evaluation (default 0: off)"),
-    O("steps", OPT_INT, steps, "N", "optimizer steps (default 450)"),
-    O("batch", OPT_INT, batch, "B", "sequences per step (default 8)"),
+    O("steps", OPT_INT, steps, "N", "optimizer steps (default 720)"),
+    O("batch", OPT_INT, batch, "B", "sequences per step (default 4)"),
     O("warmup", OPT_INT, warmup, "N", "linear warm-up steps (default steps / 10)"),
     O("lr", OPT_REAL, lr, "X", "peak learning rate (default 1e-2)"),
     O("min-lr", OPT_REAL, min_lr, "X", "final learning rate as a fraction of the peak, cosine decay (default 0.1)"),
@@ -43,7 +43,7 @@ static const struct option {
     O("eps", OPT_REAL, eps, "X", "AdamW epsilon (default 1e-8)"),
     O("seed", OPT_U64, seed, "S", "seed of the initial weights and of the batches (default 1)"),
     O("eval", OPT_LIST, eval, "M,M,..", "evaluate at these multiples of the training length (default 1,2,4,8)"),
-    O("eval-tokens", OPT_INT, eval_tokens, "N", "tokens evaluated per length, at least 16 sequences (default 16384)"),
+    O("eval-tokens", OPT_INT, eval_tokens, "N", "tokens evaluated per length, at least 16 sequences (default 8192)"),
 #undef O
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
@@ -55,12 +55,12 @@ void tr_options_default(tr_options *o) {
     o->length = 0; /* by task: 128 for lm, 16 otherwise (tr_options_check fills it) */
     o->corpus_seed = 1, o->corpus_chars = 1000000;
     o->layers = 2, o->width = 64, o->heads = 4, o->mlp = 0;
-    o->steps = 450, o->batch = 8, o->warmup = -1;
+    o->steps = 720, o->batch = 4, o->warmup = -1;
     o->lr = 1e-2, o->min_lr = 0.1, o->weight_decay = 0.1, o->clip = 1.0;
     o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8;
     o->seed = 1;
     o->n_eval = 4, o->eval[0] = 1, o->eval[1] = 2, o->eval[2] = 4, o->eval[3] = 8;
-    o->eval_tokens = 16384;
+    o->eval_tokens = 8192;
 }
 
 static const struct option *find_option(const char *name) {

@@ -20,7 +20,8 @@
  * RK4 step), with memory O(sqrt(N)) in the N grid steps: forward keeps the state every K ~
  * sqrt(N) steps (checkpoints); backward walks down the grid, recomputes one segment of K
  * states at a time from its checkpoint and runs each step's vector-Jacobian product (stages
- * and ReLU masks recomputed inside the step). Cost: forward N steps, backward about 4N.
+ * and ReLU masks recomputed inside the step). Cost: forward N steps; backward N recomputed
+ * steps and N step VJPs, 3 to 4 times the forward's time.
  *
  * Cache. The layer keeps (PE__PERSIST) the checkpoints and a table of B(p dt) for every
  * position solved so far, keyed on a bit-exact copy of the five tensors and of floater_dt,
@@ -40,7 +41,8 @@ enum { B0, W1, B1, W2, B2 };
 
 #define TABLE_BYTES ((size_t)64 << 20)
 /* (3, C) blocks of scratch: rk4 0-12 (stage inputs, pre-activations, relu, stage outputs),
- * rk4_vjp 13-16, the adjoint 17-19 (lambda, its update, a state). */
+ * rk4_vjp 13-16, then 17-18 the adjoint's lambda and its update (backward) or 18-19 the
+ * walker's state and a partial step's result (forward). */
 enum { WORK_BLOCKS = 20 };
 
 static _Atomic int64_t steps_taken; /* every RK4 step, full or partial, forward or backward */

@@ -61,12 +61,6 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-static float dot(const float *a, const float *b, int64_t n) {
-    float s = 0;
-    for (int64_t d = 0; d < n; d++) s += a[d] * b[d];
-    return s;
-}
-
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_weights *w = ctx->w;
     const int64_t N = w->param_rows[POS_TABLE], C = ctx->C, H = ctx->H, D = ctx->D;
@@ -118,7 +112,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     for (int64_t h = 0; h < H; h++)
         for (int64_t a = 0; a < 2; a++) {
             int64_t u = U - 2 + a;
-            st->cls[a * H + h] = scale * dot(st->pq + u * C + h * D, st->pk + u * C + h * D, D);
+            st->cls[a * H + h] = scale * pe__dot(st->pq + u * C + h * D, st->pk + u * C + h * D, D);
         }
     return PE_OK;
 }

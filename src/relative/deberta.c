@@ -145,16 +145,6 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-static inline float dot(const float *a, const float *b, int64_t n) {
-    float s = 0;
-    for (int64_t d = 0; d < n; d++) s += a[d] * b[d];
-    return s;
-}
-
-static inline void axpy(float *y, float a, const float *x, int64_t n) {
-    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
-}
-
 /* One (b, h): s (T, T) = scale (q k^T + c2p + p2c). The position terms are gathered per pair
  * (O(T^2 D), like q k^T) rather than through a (T, 2S) table, so a wide span costs nothing. */
 static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
@@ -169,8 +159,8 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
         for (int64_t j = 0; j < T; j++) {
             int64_t r = idx[i * T + j];
             float t = 0;
-            if (Kr) t += dot(q + i * C, Kr + r * C, D);
-            if (Qr) t += dot(k + j * Ckv, Qr + r * C, D);
+            if (Kr) t += pe__dot(q + i * C, Kr + r * C, D);
+            if (Qr) t += pe__dot(k + j * Ckv, Qr + r * C, D);
             s[i * T + j] += scale * t;
         }
 }
@@ -192,12 +182,12 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
             if (g == 0.0f) continue; /* masked entries */
             int64_t r = idx[i * T + j];
             if (Kr) {
-                axpy(dq + i * C, g, Kr + r * C, D);
-                axpy(dKr + r * C, g, q + i * C, D);
+                pe__axpy(dq + i * C, g, Kr + r * C, D);
+                pe__axpy(dKr + r * C, g, q + i * C, D);
             }
             if (Qr) {
-                axpy(dk + j * Ckv, g, Qr + r * C, D);
-                axpy(dQr + r * C, g, k + j * Ckv, D);
+                pe__axpy(dk + j * Ckv, g, Qr + r * C, D);
+                pe__axpy(dQr + r * C, g, k + j * Ckv, D);
             }
         }
 }

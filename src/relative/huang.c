@@ -52,16 +52,6 @@ static inline int64_t row(int v, int64_t K, const int64_t *pos, int64_t i, int64
     return v == HUANG1 ? (a < 0 ? -a : a) : a + K;
 }
 
-static inline float dot(const float *a, const float *b, int64_t n) {
-    float s = 0;
-    for (int64_t d = 0; d < n; d++) s += a[d] * b[d];
-    return s;
-}
-
-static inline void axpy(float *y, float a, const float *x, int64_t n) {
-    for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
-}
-
 /* ---- huang1, huang2: s = (scale q.k) w[row, h] ------------------------------------------ */
 
 static void scale_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
@@ -154,7 +144,7 @@ static void vec4_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, con
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < T; j++) {
             const float *e = rv + row(HUANG4, K, pos, i, j) * D;
-            s[i * T + j] += scale * (dot(q + i * C, e, D) + dot(k + j * Ckv, e, D));
+            s[i * T + j] += scale * (pe__dot(q + i * C, e, D) + pe__dot(k + j * Ckv, e, D));
         }
 }
 
@@ -174,11 +164,11 @@ static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
             float g = scale * ds[i * T + j];
             if (g == 0.0f) continue; /* masked entries */
             int64_t r = row(HUANG4, K, pos, i, j);
-            axpy(dq + i * C, g, rv + r * D, D);
-            axpy(dk + j * Ckv, g, rv + r * D, D);
+            pe__axpy(dq + i * C, g, rv + r * D, D);
+            pe__axpy(dk + j * Ckv, g, rv + r * D, D);
             if (drv) {
-                axpy(drv + r * D, g, q + i * C, D);
-                axpy(drv + r * D, g, k + j * Ckv, D);
+                pe__axpy(drv + r * D, g, q + i * C, D);
+                pe__axpy(drv + r * D, g, k + j * Ckv, D);
             }
         }
 }

@@ -39,15 +39,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 2;
 }
 
-void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
-                    double attn) {
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t t = 0; t < half; t++) {
-            double angle = (double)pos[i] * inv_freq[t];
-            cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
-            cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
-        }
-}
+/* pe__rope_table, the exact-angle table, is in fused.c (rows split across threads). */
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T;
@@ -79,25 +71,7 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
-                     int layout, const float *cs, float sin_sign) {
-    int64_t half = rd / 2;
-    /* pair t is (x[a], x[a + step]) */
-    int64_t stride = layout == PE_ROPE_HALF ? 1 : 2, step = layout == PE_ROPE_HALF ? half : 1;
-    for (int64_t i = 0; i < n; i++) {
-        const float *c = cs + i * half * 2;
-        for (int64_t h = 0; h < nh; h++) {
-            float *xh = x + i * ld + h * D;
-            for (int64_t t = 0; t < half; t++) {
-                float cs_ = c[2 * t], sn = sin_sign * c[2 * t + 1];
-                float *a = xh + t * stride, *b = a + step;
-                float x1 = *a, x2 = *b;
-                *a = x1 * cs_ - x2 * sn;
-                *b = x2 * cs_ + x1 * sn;
-            }
-        }
-    }
-}
+/* The rotation itself, pe__rope_rotate, is the SIMD kernel of kernels.c (threads: fused.c). */
 
 /* Keys see the same positions as queries (rope has no memory). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {

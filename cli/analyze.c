@@ -1,0 +1,158 @@
+/* posenc analyze [--methods LIST] [--from FILE] [-o FILE.csv] ...: the three properties of "On
+ * Position Embeddings in BERT" (props.h, measured as doc/plots.md states) for every method:
+ * absolute methods on the Gram matrix of their encoding P P^T (floater: P_q P_k^T; complex:
+ * the real part of z_i conj(z_j)), the others on their scores with q = k = ones (posmat.h),
+ * averaged over heads. Prints a table; -o writes the same as CSV. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "posmat.h"
+#include "props.h"
+
+#define USAGE "usage: posenc analyze [--methods LIST] [--from FILE [--tensor NAME]] [--N N] [--width C] [--heads H] [--seed S] [--cosine] [-o FILE.csv] [--KEY VALUE ...]"
+
+typedef struct row {
+    char method[64], matrix[32];
+    pr_props p;
+} row;
+
+/* mean over heads, skipping undefined values */
+static void mean_props(const pr_props *h, int64_t H, pr_props *o) {
+    double *dst[5] = {&o->mono_fwd, &o->mono_bwd, &o->monotonicity, &o->translation, &o->symmetry};
+    for (int f = 0; f < 5; f++) {
+        double s = 0;
+        int n = 0;
+        for (int64_t k = 0; k < H; k++) {
+            const double *src[5] = {&h[k].mono_fwd, &h[k].mono_bwd, &h[k].monotonicity, &h[k].translation, &h[k].symmetry};
+            if (!isnan(*src[f])) s += *src[f], n++;
+        }
+        *dst[f] = n ? s / n : NAN;
+    }
+}
+
+static const pe_tensor *find(const pe_tensor *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+static int analyze_one(const pm_opts *p, int cosine, row *r) {
+    pe_err err = {{0}};
+    int m = pm_method(p, &err);
+    if (m < 0) return cli_fail("%s", err.msg);
+    int64_t N = p->N;
+    double *S = NULL;
+    if (pe_method_family(m) == PE_FAMILY_ABSOLUTE) {
+        pe_tensor *t = NULL;
+        int n = 0;
+        if (pm_encoding(p, &t, &n, &err)) return cli_fail("%s: %s", pe_method_name(m), err.msg);
+        const pe_tensor *a = find(t, n, "P"), *b = a;
+        float *ab = NULL;
+        int64_t C = t[0].shape[1];
+        if (find(t, n, "P_q")) a = find(t, n, "P_q"), b = find(t, n, "P_k"), snprintf(r->matrix, sizeof r->matrix, "P_q P_k^T");
+        else snprintf(r->matrix, sizeof r->matrix, "P P^T");
+        if (find(t, n, "P_re")) { /* [re, im] side by side: Re(z_i conj z_j) */
+            const float *re = find(t, n, "P_re")->data, *im = find(t, n, "P_im")->data;
+            ab = malloc(sizeof(float) * (size_t)(2 * N * C));
+            for (int64_t i = 0; ab && i < N; i++)
+                memcpy(ab + i * 2 * C, re + i * C, sizeof(float) * C), memcpy(ab + i * 2 * C + C, im + i * C, sizeof(float) * C);
+            C *= 2;
+            snprintf(r->matrix, sizeof r->matrix, "Re z z^H");
+        }
+        S = malloc(sizeof(double) * (size_t)(N * N));
+        if (S && (ab || a)) pr_gram(ab ? ab : a->data, ab ? ab : b->data, N, C, cosine, S);
+        if (cosine) strncat(r->matrix, " (cos)", sizeof r->matrix - strlen(r->matrix) - 1);
+        free(ab);
+        pe_tensors_free(t, n);
+        if (!S) return cli_fail("out of memory");
+        pr_measure(S, N, &r->p);
+    } else {
+        int64_t H = 0;
+        if (pm_scores(p, 0, &S, &H, &err)) return cli_fail("%s: %s", pe_method_name(m), err.msg);
+        pr_props *ph = malloc(sizeof(pr_props) * (size_t)H);
+        if (!ph) return free(S), cli_fail("out of memory");
+        for (int64_t h = 0; h < H; h++) pr_measure(S + h * N * N, N, &ph[h]);
+        mean_props(ph, H, &r->p);
+        free(ph);
+        snprintf(r->matrix, sizeof r->matrix, "scores q=k=1");
+    }
+    free(S);
+    return 0;
+}
+
+int cli_analyze(int argc, char **argv) {
+    const char *methods = NULL, *out = NULL, *from = NULL, *tensor = NULL;
+    int64_t N = 64, C = 64, heads = 4, seed = 1;
+    int cosine = 0, nk = 0, rc = 0;
+    const char **keys = calloc((size_t)argc + 2, sizeof(char *)), **vals = calloc((size_t)argc + 2, sizeof(char *));
+    if (!keys || !vals) return cli_fail("out of memory");
+    for (int i = 0; i < argc && !rc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("%s\n", USAGE);
+            free(keys), free(vals);
+            return 0;
+        } else if (!strcmp(a, "--cosine")) {
+            cosine = 1;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--methods") || !strcmp(a, "--from") || !strcmp(a, "--tensor")) {
+            if (!v) rc = cli_fail("%s needs a value", a);
+            else *(a[1] == 'o' || a[2] == 'o' ? &out : a[2] == 'm' ? &methods : a[2] == 'f' ? &from : &tensor) = v, i++;
+        } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed")) {
+            char *end;
+            long long x = v ? strtoll(v, &end, 10) : -1;
+            int lo = strcmp(a, "--seed") ? (strcmp(a, "--N") ? 1 : 3) : 0;
+            if (!v || !*v || *end || x < lo || (!strcmp(a, "--N") && x > 2048))
+                rc = cli_fail("%s: '%s' is not a number in %d..%s", a, v ? v : "", lo, strcmp(a, "--N") ? "" : "2048");
+            else *(a[2] == 'N' ? &N : a[2] == 'w' ? &C : a[2] == 'h' ? &heads : &seed) = x, i++;
+        } else if (!strncmp(a, "--", 2) && a[2] && strcmp(a + 2, "method")) {
+            keys[nk] = a + 2, vals[nk++] = v && strncmp(v, "--", 2) && strcmp(v, "-o") ? argv[++i] : "true";
+        } else {
+            rc = cli_fail("unexpected argument '%s' (%s)", a, USAGE);
+        }
+    }
+    /* the methods: every one, or the list; --from adds the learned table of the file */
+    const char *list[PE_METHOD_COUNT + 1];
+    char buf[1024] = "";
+    int nm = 0;
+    if (!rc && methods) {
+        snprintf(buf, sizeof buf, "%s", methods);
+        for (char *s = strtok(buf, ","); s && nm < PE_METHOD_COUNT; s = strtok(NULL, ","))
+            if (pe_method_from_name(s) < 0) rc = cli_fail("--methods: unknown method '%s' (see: posenc methods)", s);
+            else list[nm++] = s;
+    } else if (!rc && !from) {
+        for (int m = 0; m < PE_METHOD_COUNT; m++) list[nm++] = pe_method_name(m);
+    }
+    if (!rc && from && !methods) list[nm++] = "learned";
+    row *rows = calloc((size_t)nm + 1, sizeof(row));
+    if (!rc && !rows) rc = cli_fail("out of memory");
+    for (int k = 0; !rc && k < nm; k++) {
+        keys[nk] = "method", vals[nk] = list[k];
+        int learned_file = from && !strcmp(list[k], "learned");
+        pm_opts p = {nk + 1, keys, vals, N, C, heads, (uint64_t)seed, learned_file ? from : NULL, tensor};
+        snprintf(rows[k].method, sizeof rows[k].method, "%s%s", list[k], learned_file ? " (file)" : "");
+        rc = analyze_one(&p, cosine, &rows[k]);
+    }
+    FILE *csv = NULL;
+    if (!rc && out && !(csv = fopen(out, "w"))) rc = cli_fail("%s: cannot write", out);
+    if (!rc) {
+        printf("%-16s %-9s %-16s %8s %8s %8s %8s %8s\n", "method", "family", "matrix", "monotone", "mono_fwd", "mono_bwd",
+               "transl", "symmetry");
+        if (csv) fprintf(csv, "method,family,matrix,positions,monotonicity,mono_fwd,mono_bwd,translation_invariance,symmetry\n");
+        for (int k = 0; k < nm; k++) {
+            const pr_props *q = &rows[k].p;
+            const char *fam = pe_family_name(pe_method_family(pe_method_from_name(list[k])));
+            printf("%-16s %-9s %-16s %8.3f %8.3f %8.3f %8.3f %8.3f\n", rows[k].method, fam, rows[k].matrix, q->monotonicity,
+                   q->mono_fwd, q->mono_bwd, q->translation, q->symmetry);
+            if (csv)
+                fprintf(csv, "%s,%s,%s,%lld,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[k].method, fam, rows[k].matrix, (long long)N,
+                        q->monotonicity, q->mono_fwd, q->mono_bwd, q->translation, q->symmetry);
+        }
+        if (csv && fclose(csv)) rc = cli_fail("%s: cannot write", out);
+        else if (csv) printf("wrote %s\n", out);
+    }
+    free(rows), free(keys), free(vals);
+    return rc;
+}

@@ -1,0 +1,211 @@
+/* Heatmaps and rescaled line plots as PNG through cairo (draw.h). */
+#include "draw.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../src/internal.h"
+
+#ifndef PE_CAIRO
+pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
+    (void)h;
+    return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
+}
+pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err) {
+    (void)W, (void)H, (void)p, (void)n, (void)s;
+    return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
+}
+#else
+#include <cairo.h>
+#include <fontconfig/fontconfig.h>
+
+#define DR_PI 3.14159265358979323846
+
+static void text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    cairo_move_to(cr, x - align * e.width - e.x_bearing, y - valign * e.height - e.y_bearing);
+    cairo_show_text(cr, s);
+}
+
+static double nice_step(double range, int n) {
+    if (!(range > 0)) return 1;
+    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+}
+
+/* viridis through 5 anchors; diverging blue-white-red for data of both signs */
+static void colour(double t, int diverging, double rgb[3]) {
+    static const double V[5][3] = {{0.267, 0.005, 0.329}, {0.230, 0.322, 0.546}, {0.128, 0.567, 0.551},
+                                   {0.369, 0.789, 0.383}, {0.993, 0.906, 0.144}};
+    static const double D[3][3] = {{0.23, 0.30, 0.75}, {0.97, 0.97, 0.97}, {0.71, 0.02, 0.15}};
+    t = t < 0 ? 0 : t > 1 ? 1 : t;
+    int n = diverging ? 3 : 5;
+    const double(*A)[3] = diverging ? D : V;
+    double u = t * (n - 1);
+    int k = u >= n - 1 ? n - 2 : (int)u;
+    u -= k;
+    for (int c = 0; c < 3; c++) rgb[c] = A[k][c] * (1 - u) + A[k + 1][c] * u;
+}
+
+/* tick labels of cell values v0.. along one side: start/len span the panel, `at` is the fixed
+ * coordinate of the labels (x of the right edge of vertical ones, y of the top of horizontal) */
+static void ticks_along(cairo_t *cr, double v0, int64_t cells, double start, double len, double at, int vertical) {
+    double step = nice_step((double)cells, len < 200 ? 3 : 6);
+    if (step < 1) step = 1;
+    char buf[32];
+    for (double v = ceil(v0 / step) * step; v <= v0 + cells - 1 + 1e-9; v += step) {
+        double p = start + (v - v0 + 0.5) / cells * len;
+        snprintf(buf, sizeof buf, "%g", v);
+        if (vertical) text_at(cr, at, p, buf, 1.0, 0.5);
+        else text_at(cr, p, at, buf, 0.5, 0.0);
+    }
+}
+
+pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
+    if (h->W < 160 || h->H < 120 || h->W > 8000 || h->H > 8000)
+        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", h->W, h->H);
+    int64_t cells = (int64_t)h->n_panels * h->rows * h->cols;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t k = 0; k < cells; k++)
+        if (isfinite(h->data[k])) lo = fmin(lo, h->data[k]), hi = fmax(hi, h->data[k]);
+    if (!isfinite(lo)) lo = 0, hi = 1;
+    int diverging = lo < 0 && hi > 0;
+    if (diverging) hi = fmax(hi, -lo), lo = -hi;
+    if (hi - lo < 1e-12 * (1 + fabs(hi))) lo -= 0.5, hi += 0.5;
+
+    const double W = h->W, H = h->H, fs = fmin(W, H) / 50 < 9 ? 9 : fmin(W, H) / 50;
+    const double top = 2.6 * fs + 8, bottom = 3.2 * fs + 8, left = 4.8 * fs + 8, right = 6.5 * fs + 28;
+    int pc = (int)ceil(sqrt((double)h->n_panels)), pr = (h->n_panels + pc - 1) / pc;
+    double gw = (W - left - right) / pc, gh = (H - top - bottom) / pr;
+    double padx = pc > 1 ? 3.5 * fs : 0, pady = pr > 1 ? 2.8 * fs : 0;
+    double pw = gw - padx, ph = gh - pady - (h->panel_titles ? 1.6 * fs : 0);
+    if (pw < 8 || ph < 8) return pe__fail(err, PE_EINVAL, "size %dx%d is too small for %d panels", h->W, h->H, h->n_panels);
+
+    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, h->W, h->H);
+    cairo_t *cr = cairo_create(surf);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)h->cols, (int)h->rows);
+    for (int p = 0; p < h->n_panels; p++) {
+        double ox = left + (p % pc) * gw, oy = top + (p / pc) * gh + (h->panel_titles ? 1.6 * fs : 0);
+        /* the cells as an image, scaled without smoothing */
+        cairo_surface_flush(img);
+        unsigned char *px = cairo_image_surface_get_data(img);
+        int stride = cairo_image_surface_get_stride(img);
+        for (int64_t r = 0; r < h->rows; r++)
+            for (int64_t c = 0; c < h->cols; c++) {
+                double v = h->data[(p * h->rows + r) * h->cols + c], rgb[3] = {0.5, 0.5, 0.5};
+                if (isfinite(v)) colour((v - lo) / (hi - lo), diverging, rgb);
+                uint32_t pix = (uint32_t)(rgb[0] * 255 + 0.5) << 16 | (uint32_t)(rgb[1] * 255 + 0.5) << 8 | (uint32_t)(rgb[2] * 255 + 0.5);
+                memcpy(px + r * stride + 4 * c, &pix, 4);
+            }
+        cairo_surface_mark_dirty(img);
+        cairo_save(cr);
+        cairo_translate(cr, ox, oy);
+        cairo_scale(cr, pw / h->cols, ph / h->rows);
+        cairo_set_source_surface(cr, img, 0, 0);
+        cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_NEAREST);
+        cairo_rectangle(cr, 0, 0, (double)h->cols, (double)h->rows);
+        cairo_fill(cr);
+        cairo_restore(cr);
+        cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+        cairo_set_line_width(cr, 1);
+        cairo_rectangle(cr, ox, oy, pw, ph);
+        cairo_stroke(cr);
+        cairo_set_font_size(cr, 0.85 * fs);
+        ticks_along(cr, h->x0, h->cols, ox, pw, oy + ph + 3, 0);
+        ticks_along(cr, h->y0, h->rows, oy, ph, ox - 4, 1);
+        if (h->panel_titles) {
+            cairo_set_font_size(cr, fs);
+            text_at(cr, ox + pw / 2, oy - 0.3 * fs, h->panel_titles[p], 0.5, 1.0);
+        }
+    }
+    cairo_surface_destroy(img);
+    /* axis labels and title */
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
+    cairo_set_font_size(cr, 1.1 * fs);
+    if (h->xlabel) text_at(cr, left + (W - left - right) / 2, H - 0.5 * fs - 4, h->xlabel, 0.5, 1.0);
+    if (h->ylabel) {
+        cairo_save(cr);
+        cairo_translate(cr, 0.9 * fs + 2, top + (H - top - bottom) / 2);
+        cairo_rotate(cr, -DR_PI / 2);
+        text_at(cr, 0, 0, h->ylabel, 0.5, 0.5);
+        cairo_restore(cr);
+    }
+    cairo_set_font_size(cr, 1.3 * fs);
+    if (h->title) text_at(cr, W / 2, 0.4 * fs + 4, h->title, 0.5, 0.0);
+    /* colour bar */
+    double bx = W - right + 1.5 * fs + 10, bw = 1.2 * fs, by = top, bh = H - top - bottom;
+    for (int k = 0; k < (int)bh; k++) {
+        double rgb[3];
+        colour(1 - k / bh, diverging, rgb);
+        cairo_set_source_rgb(cr, rgb[0], rgb[1], rgb[2]);
+        cairo_rectangle(cr, bx, by + k, bw, 1.5);
+        cairo_fill(cr);
+    }
+    cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
+    cairo_rectangle(cr, bx, by, bw, bh);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 0.85 * fs);
+    double cstep = nice_step(hi - lo, 5);
+    char buf[32];
+    for (double v = ceil(lo / cstep) * cstep; v <= hi + 1e-9 * cstep; v += cstep) {
+        double y = by + (1 - (v - lo) / (hi - lo)) * bh;
+        cairo_move_to(cr, bx + bw, y), cairo_line_to(cr, bx + bw + 4, y), cairo_stroke(cr);
+        snprintf(buf, sizeof buf, "%g", fabs(v) < 1e-9 * cstep ? 0.0 : v);
+        text_at(cr, bx + bw + 6, y, buf, 0.0, 0.5);
+    }
+    if (h->cblabel) {
+        cairo_save(cr);
+        cairo_translate(cr, W - 0.8 * fs - 2, by + bh / 2);
+        cairo_rotate(cr, -DR_PI / 2);
+        text_at(cr, 0, 0, h->cblabel, 0.5, 0.5);
+        cairo_restore(cr);
+    }
+    cairo_destroy(cr);
+    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
+    cairo_surface_destroy(surf);
+    /* cairo's and fontconfig's caches live until exit otherwise (LeakSanitizer) */
+    cairo_debug_reset_static_data();
+    FcFini();
+    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
+    return PE_OK;
+}
+
+pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err) {
+    if (W < 160 || H < 120 || W > 8000 || H > 8000)
+        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, H);
+    /* tr_plot_png draws at its own size: draw there, then rescale into the file asked for */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp.png", path, (long)getpid());
+    pe_status st = tr_plot_png(tmp, p, n, s, err);
+    if (st) {
+        unlink(tmp);
+        return pe__fail(err, PE_EIO, "%s: cannot write the plot", path);
+    }
+    cairo_surface_t *src = cairo_image_surface_create_from_png(tmp);
+    unlink(tmp);
+    if (cairo_surface_status(src) != CAIRO_STATUS_SUCCESS) {
+        cairo_surface_destroy(src);
+        return pe__fail(err, PE_EIO, "%s: cannot read back the drawn plot", path);
+    }
+    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+    cairo_t *cr = cairo_create(surf);
+    cairo_scale(cr, (double)W / cairo_image_surface_get_width(src), (double)H / cairo_image_surface_get_height(src));
+    cairo_set_source_surface(cr, src, 0, 0);
+    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_BEST);
+    cairo_paint(cr);
+    cairo_destroy(cr);
+    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
+    cairo_surface_destroy(surf);
+    cairo_surface_destroy(src);
+    cairo_debug_reset_static_data();
+    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
+    return PE_OK;
+}
+#endif

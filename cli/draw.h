@@ -1,0 +1,24 @@
+/* Figures for `posenc plot` (cairo): heatmaps with title, axes, tick labels and a colour bar,
+ * one panel per head; curves through the trainer's line plot (train/plot.h) at a chosen size. */
+#ifndef PE_DRAW_H
+#define PE_DRAW_H
+
+#include "posenc.h"
+#include "../train/plot.h"
+
+typedef struct dr_heat {
+    const char *title, *xlabel, *ylabel, *cblabel;
+    int W, H;                         /* image size in pixels */
+    int n_panels;                     /* panels share one colour scale */
+    const char *const *panel_titles;  /* n_panels, or NULL */
+    int64_t rows, cols;
+    const double *data;               /* [n_panels, rows, cols]; row 0 drawn at the top */
+    double x0, y0;                    /* axis value of column 0 / row 0 (one unit per cell) */
+} dr_heat;
+
+pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err);
+
+/* tr_plot_png's figure rescaled to W x H. */
+pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err);
+
+#endif

@@ -1,0 +1,425 @@
+/* posenc plot KIND [IN] [options] -o FILE.png: pictures of encodings (draw.h, posmat.h).
+ *   encoding       P[position, dimension] of an absolute method (learned: --from FILE)
+ *   similarity     P P^T (or cosine) of an absolute method; a rotary method's score of q = k = ones
+ *                  against distance; other methods' scores with q = k = ones, per head
+ *   relative       the relative index (shaw, t5, tupe, deberta) or the position bias with
+ *                  zero q and k, per head
+ *   attention      the probabilities of a `posenc attend` case file, per head
+ *   extrapolation  the metric against evaluation length of a `posenc compare` CSV */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/io/safetensors.h"
+#include "cli.h"
+#include "draw.h"
+#include "posmat.h"
+#include "props.h"
+
+#define USAGE "usage: posenc plot encoding|similarity|relative|attention|extrapolation [IN] -o FILE.png [options] (posenc plot --help)"
+
+static const char HELP[] =
+    "posenc plot KIND [IN] -o FILE.png [options] [--KEY VALUE ...]\n"
+    "kinds:\n"
+    "  encoding       P[position, dimension] of an absolute method (sinusoidal, learned, floater\n"
+    "                 (--part q|k|v), complex (--part re|im), none); learned: --from FILE reads pos_table\n"
+    "  similarity     absolute: P P^T (--cosine: cosine); rotary: score of q = k = ones against the\n"
+    "                 distance (long-term decay); relative/bias: scores with q = k = ones, per head\n"
+    "  relative       --show index (shaw, t5, tupe, deberta) or --show bias (scores with zero q, k:\n"
+    "                 t5, tupe, alibi, kerple, fire, xl), per head\n"
+    "  attention      IN = a `posenc attend` case file: probabilities per head (--batch B)\n"
+    "  extrapolation  IN = a `posenc compare` CSV: --metric COLUMN (default value) against length\n"
+    "options: --method NAME --N positions (64) --width C (64) --heads H (4) --seed S (1)\n"
+    "         --size WxH (900x700) --from FILE --tensor NAME; other --KEY VALUE: method settings\n";
+
+typedef struct opts {
+    const char *kind, *in, *out, *from, *tensor, *part, *show, *metric;
+    int W, H, cosine, batch;
+    int64_t N, C, heads;
+    uint64_t seed;
+    int n_keys;
+    const char **keys, **vals;
+} opts;
+
+static int parse_int(const char *s, int64_t lo, int64_t *v) {
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (!*s || *end || x < lo) return -1;
+    *v = x;
+    return 0;
+}
+
+static int parse(int argc, char **argv, opts *o) {
+    *o = (opts){.W = 900, .H = 700, .N = 64, .C = 64, .heads = 4, .seed = 1, .metric = "value"};
+    o->keys = calloc((size_t)argc + 1, sizeof(char *)), o->vals = calloc((size_t)argc + 1, sizeof(char *));
+    if (!o->keys || !o->vals) return cli_fail("out of memory");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t x;
+        if (!strcmp(a, "--cosine")) {
+            o->cosine = 1;
+            continue;
+        }
+        if (!strncmp(a, "--", 2) || !strcmp(a, "-o")) {
+            int known = 1;
+            if (!v && (!strcmp(a, "-o") || !strcmp(a, "--output"))) return cli_fail("%s needs a file name", a);
+            if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->out = v;
+            else if (!strcmp(a, "--from")) o->from = v;
+            else if (!strcmp(a, "--tensor")) o->tensor = v;
+            else if (!strcmp(a, "--part")) o->part = v;
+            else if (!strcmp(a, "--show")) o->show = v;
+            else if (!strcmp(a, "--metric")) o->metric = v;
+            else if (!strcmp(a, "--size")) {
+                if (!v || sscanf(v, "%dx%d", &o->W, &o->H) != 2 || o->W < 160 || o->H < 120 || o->W > 8000 || o->H > 8000)
+                    return cli_fail("--size: '%s' is not WxH with W in 160..8000 and H in 120..8000", v ? v : "");
+            } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--batch")) {
+                if (!v || parse_int(v, strcmp(a, "--seed") && strcmp(a, "--batch") ? 1 : 0, &x))
+                    return cli_fail("%s: '%s' is not a %s", a, v ? v : "", strcmp(a, "--seed") && strcmp(a, "--batch") ? "count >= 1" : "number >= 0");
+                if (!strcmp(a, "--N")) {
+                    if (x > 4096) return cli_fail("--N: %lld positions is more than 4096", (long long)x);
+                    o->N = x;
+                } else if (!strcmp(a, "--width")) o->C = x;
+                else if (!strcmp(a, "--heads")) o->heads = x;
+                else if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
+                else o->batch = (int)x;
+            } else known = 0;
+            if (known) {
+                if (!v) return cli_fail("%s needs a value", a);
+                i++;
+                continue;
+            }
+            if (!a[2]) return cli_fail("unknown option '%s'", a);
+            o->keys[o->n_keys] = a + 2;
+            o->vals[o->n_keys++] = v && strncmp(v, "--", 2) && strcmp(v, "-o") ? argv[++i] : "true";
+        } else if (a[0] == '-' && a[1]) {
+            return cli_fail("unknown option '%s'", a);
+        } else if (!o->kind) {
+            o->kind = a;
+        } else if (!o->in) {
+            o->in = a;
+        } else {
+            return cli_fail("unexpected argument '%s'", a);
+        }
+    }
+    if (!o->kind || !o->out) return cli_fail(USAGE);
+    return 0;
+}
+
+static pm_opts pm_of(const opts *o) {
+    return (pm_opts){.n_keys = o->n_keys, .keys = o->keys, .vals = o->vals, .N = o->N, .C = o->C,
+                     .heads = o->heads, .seed = o->seed, .from = o->from, .tensor = o->tensor};
+}
+
+static const pe_tensor *find(const pe_tensor *t, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+/* The encoding rows to plot or compare: P, P_<part> (floater q k v, complex re im); complex
+ * similarity uses [re, im] side by side (the real part of z_i conj(z_j)). *A is malloc'ed. */
+static int encoding_rows(const opts *o, int for_similarity, float **A, float **B, int64_t *C, char *what, size_t wn) {
+    pe_err err = {{0}};
+    pm_opts p = pm_of(o);
+    pe_tensor *t = NULL;
+    int n = 0;
+    if (pm_encoding(&p, &t, &n, &err)) return cli_fail("%s", err.msg);
+    int rc = 0;
+    const pe_tensor *a = find(t, n, "P"), *b = NULL;
+    const char *part = o->part;
+    if (!a && find(t, n, "P_q")) { /* floater: q against k for similarity */
+        char nm[8];
+        snprintf(nm, sizeof nm, "P_%s", part ? part : "q");
+        a = find(t, n, nm);
+        if (!a || (part && strlen(part) != 1)) rc = cli_fail("--part: '%s' is not q, k or v (floater)", part);
+        b = for_similarity && !part ? find(t, n, "P_k") : a;
+        snprintf(what, wn, for_similarity && !part ? "P_q P_k^T" : "%s", nm);
+    } else if (!a && find(t, n, "P_re")) {
+        if (part && strcmp(part, "re") && strcmp(part, "im")) rc = cli_fail("--part: '%s' is not re or im (complex)", part);
+        a = find(t, n, part && !strcmp(part, "im") ? "P_im" : "P_re");
+        snprintf(what, wn, "%s", a->name);
+    } else {
+        if (part) rc = cli_fail("--part applies to floater and complex only");
+        snprintf(what, wn, "P");
+    }
+    if (!b) b = a;
+    int64_t N = o->N, c = a ? a->shape[1] : 0;
+    int both = !strcmp(t[0].name, "P_re") && for_similarity && !part;
+    *C = both ? 2 * c : c;
+    *A = malloc(sizeof(float) * (size_t)(N * *C)), *B = malloc(sizeof(float) * (size_t)(N * *C));
+    if (!rc && (!*A || !*B)) rc = cli_fail("out of memory");
+    for (int64_t r = 0; !rc && r < N; r++) {
+        if (both) {
+            const float *re = find(t, n, "P_re")->data, *im = find(t, n, "P_im")->data;
+            memcpy(*A + r * 2 * c, re + r * c, sizeof(float) * c), memcpy(*A + r * 2 * c + c, im + r * c, sizeof(float) * c);
+            snprintf(what, wn, "[P_re P_im]");
+        } else {
+            memcpy(*A + r * c, (const float *)a->data + r * c, sizeof(float) * c);
+        }
+        memcpy(*B + r * *C, both ? *A + r * *C : (const float *)b->data + r * c, sizeof(float) * *C);
+    }
+    pe_tensors_free(t, n);
+    return rc;
+}
+
+static const char *method_of(const opts *o) {
+    for (int i = o->n_keys - 1; i >= 0; i--)
+        if (!strcmp(o->keys[i], "method")) return o->vals[i];
+    return "?";
+}
+
+static int heat(const opts *o, const char *title, const char *xl, const char *yl, const char *cb, int panels, int64_t rows,
+                int64_t cols, const double *d, double x0, double y0) {
+    char(*pt)[32] = malloc(32 * (size_t)panels);
+    const char **ptp = malloc(sizeof(char *) * (size_t)panels);
+    if (!pt || !ptp) return cli_fail("out of memory");
+    for (int p = 0; p < panels; p++) snprintf(pt[p], 32, "head %d", p), ptp[p] = pt[p];
+    dr_heat h = {title, xl, yl, cb, o->W, o->H, panels, panels > 1 ? ptp : NULL, rows, cols, d, x0, y0};
+    pe_err err = {{0}};
+    int rc = dr_heatmap_png(o->out, &h, &err) ? cli_fail("%s", err.msg) : 0;
+    free(pt), free(ptp);
+    return rc;
+}
+
+static int plot_encoding(const opts *o) {
+    float *A = NULL, *B = NULL;
+    int64_t C = 0;
+    char what[32], title[160];
+    int rc = encoding_rows(o, 0, &A, &B, &C, what, sizeof what);
+    double *d = rc ? NULL : malloc(sizeof(double) * (size_t)(o->N * C));
+    if (!rc && !d) rc = cli_fail("out of memory");
+    for (int64_t k = 0; !rc && k < o->N * C; k++) d[k] = A[k];
+    snprintf(title, sizeof title, "%s: %s[position, dimension]", method_of(o), what);
+    if (!rc) rc = heat(o, title, "dimension", "position", "value", 1, o->N, C, d, 0, 0);
+    free(A), free(B), free(d);
+    return rc;
+}
+
+static int plot_similarity(const opts *o) {
+    pe_err err = {{0}};
+    pm_opts p = pm_of(o);
+    int m = pm_method(&p, &err);
+    if (m < 0) return cli_fail("%s", err.msg);
+    char title[200];
+    int rc = 0;
+    if (pe_method_family(m) == PE_FAMILY_ABSOLUTE) {
+        float *A = NULL, *B = NULL;
+        int64_t C = 0, N = o->N;
+        char what[32];
+        rc = encoding_rows(o, 1, &A, &B, &C, what, sizeof what);
+        double *S = rc ? NULL : malloc(sizeof(double) * (size_t)(N * N));
+        if (!rc && !S) rc = cli_fail("out of memory");
+        if (!rc) pr_gram(A, B, N, C, o->cosine, S);
+        snprintf(title, sizeof title, "%s: %s of %s rows", method_of(o), o->cosine ? "cosine" : "dot product", what);
+        if (!rc) rc = heat(o, title, "position j", "position i", o->cosine ? "cosine" : "dot product", 1, N, N, S, 0, 0);
+        free(A), free(B), free(S);
+        return rc;
+    }
+    if (o->cosine) return cli_fail("--cosine applies to absolute methods (an encoding's rows)");
+    double *S = NULL;
+    int64_t H = 0, N = o->N;
+    if (pm_scores(&p, 0, &S, &H, &err)) return cli_fail("%s", err.msg);
+    if (pe_method_family(m) == PE_FAMILY_ROTARY) {
+        /* row 0: the query at position 0 against keys at distance j, one line per distinct head */
+        tr_series s[64];
+        double *x = malloc(sizeof(double) * (size_t)N);
+        char lab[64][32];
+        int ns = 0;
+        for (int64_t j = 0; x && j < N; j++) x[j] = (double)j;
+        for (int64_t h = 0; x && h < H && ns < 64; h++) {
+            int same = h > 0 && !memcmp(S + h * N * N, S, sizeof(double) * (size_t)N);
+            if (same) continue;
+            snprintf(lab[ns], sizeof lab[ns], "head %lld", (long long)h);
+            s[ns] = (tr_series){lab[ns], (int)N, x, S + h * N * N, NULL};
+            ns++;
+        }
+        if (ns == 1) s[0].label = "all heads";
+        snprintf(title, sizeof title, "%s: score of q = k = ones against distance", method_of(o));
+        tr_plot pl = {title, "distance j - i", "score", 0, NULL, NULL, 0, 0};
+        char tl[16][16];
+        double tk[16];
+        const char *tlp[16];
+        double step = N > 8 ? ceil((N - 1) / 8.0) : 1;
+        for (double v = 0; v <= N - 1 && pl.n_ticks < 16; v += step)
+            tk[pl.n_ticks] = v, snprintf(tl[pl.n_ticks], 16, "%g", v), tlp[pl.n_ticks] = tl[pl.n_ticks], pl.n_ticks++;
+        pl.ticks = tk, pl.tick_labels = tlp;
+        if (!x) rc = cli_fail("out of memory");
+        else if (dr_curves_png(o->out, o->W, o->H, &pl, ns, s, &err)) rc = cli_fail("%s", err.msg);
+        free(x);
+    } else {
+        snprintf(title, sizeof title, "%s: scores with q = k = ones", method_of(o));
+        rc = heat(o, title, "key position j", "query position i", "score", (int)H, N, N, S, 0, 0);
+    }
+    free(S);
+    return rc;
+}
+
+static int plot_relative(const opts *o) {
+    pe_err err = {{0}};
+    pm_opts p = pm_of(o);
+    int m = pm_method(&p, &err);
+    if (m < 0) return cli_fail("%s", err.msg);
+    int indexed = m == PE_METHOD_SHAW || m == PE_METHOD_T5 || m == PE_METHOD_TUPE || m == PE_METHOD_DEBERTA;
+    const char *show = o->show ? o->show : indexed ? "index" : "bias";
+    char title[200];
+    int64_t N = o->N, H = 1;
+    double *S = NULL;
+    int rc = 0;
+    if (!strcmp(show, "index")) {
+        if (pm_index(&p, &S, &err)) return cli_fail("%s", err.msg);
+        snprintf(title, sizeof title, "%s: relative index%s", method_of(o), m == PE_METHOD_SHAW ? " (clipped j - i)" : m == PE_METHOD_DEBERTA ? " (bucket of i - j)" : " (bucket of j - i)");
+        rc = heat(o, title, "key position j", "query position i", "index", 1, N, N, S, 0, 0);
+    } else if (!strcmp(show, "bias")) {
+        if (pe_method_family(m) == PE_FAMILY_ABSOLUTE || pe_method_family(m) == PE_FAMILY_ROTARY)
+            return cli_fail("method '%s' is %s: it has no relative bias (try: plot similarity)", pe_method_name(m), pe_family_name(pe_method_family(m)));
+        if (pm_scores(&p, 1, &S, &H, &err)) return cli_fail("%s", err.msg);
+        int any = 0;
+        for (int64_t k = 0; k < H * N * N; k++) any |= S[k] != 0;
+        if (!any) rc = cli_fail("method '%s' has no position bias apart from q and k (try --show index or plot similarity)", pe_method_name(m));
+        snprintf(title, sizeof title, "%s: position bias (scores with zero q, k)", method_of(o));
+        if (!rc) rc = heat(o, title, "key position j", "query position i", "bias", (int)H, N, N, S, 0, 0);
+    } else {
+        return cli_fail("--show: '%s' is not index or bias", show);
+    }
+    free(S);
+    return rc;
+}
+
+static int plot_attention(const opts *o) {
+    if (!o->in) return cli_fail("plot attention needs a case file: posenc plot attention CASE.safetensors -o FILE.png");
+    pe_err err = {{0}};
+    pe_st_file f;
+    if (pe_st_read(o->in, &f, &err)) return cli_fail("%s", err.msg);
+    /* the case's settings, then the command line's */
+    const char **k = calloc((size_t)(f.n_meta + o->n_keys + 1), sizeof(char *)), **v = calloc((size_t)(f.n_meta + o->n_keys + 1), sizeof(char *));
+    int nk = 0, rc = 0;
+    if (!k || !v) rc = cli_fail("out of memory");
+    for (int i = 0; !rc && i < f.n_meta; i++) {
+        int over = 0;
+        for (int j = 0; j < o->n_keys; j++) over |= !strcmp(o->keys[j], f.meta_keys[i]);
+        if (!over) k[nk] = f.meta_keys[i], v[nk++] = f.meta_values[i];
+    }
+    for (int j = 0; !rc && j < o->n_keys; j++) k[nk] = o->keys[j], v[nk++] = o->vals[j];
+    pe_tensor *outs = NULL;
+    int n = 0;
+    if (!rc && pe_attend(nk, k, v, f.n, f.t, &outs, &n, &err)) rc = cli_fail("%s", err.msg);
+    const pe_tensor *pr = rc ? NULL : find(outs, n, "probs");
+    if (!rc && (!pr || pr->ndim < 3)) rc = cli_fail("%s: the layer gave no probs", o->in);
+    /* probs [B, H, T, Tk], or [H, T, Tk] for an unbatched case */
+    int b4 = rc ? 0 : pr->ndim == 4;
+    int64_t Bn = b4 ? pr->shape[0] : 1;
+    if (!rc && o->batch >= Bn) rc = cli_fail("--batch %d: the case has %lld sequence(s)", o->batch, (long long)Bn);
+    if (!rc) {
+        int64_t H = pr->shape[b4], T = pr->shape[b4 + 1], Tk = pr->shape[b4 + 2];
+        double *d = malloc(sizeof(double) * (size_t)(H * T * Tk));
+        const float *src = (const float *)pr->data + (int64_t)o->batch * H * T * Tk;
+        const char *meth = "?";
+        for (int i = 0; i < nk; i++)
+            if (!strcmp(k[i], "method")) meth = v[i];
+        char title[200];
+        snprintf(title, sizeof title, "%s: attention probabilities (%s, sequence %d)", meth, o->in, o->batch);
+        if (!d) rc = cli_fail("out of memory");
+        for (int64_t e = 0; !rc && e < H * T * Tk; e++) d[e] = src[e];
+        if (!rc) rc = heat(o, title, Tk > T ? "key (memory, then segment)" : "key", "query", "probability", (int)H, T, Tk, d, 0, 0);
+        free(d);
+    }
+    pe_tensors_free(outs, n);
+    free(k), free(v);
+    pe_st_free(&f);
+    return rc;
+}
+
+/* the compare CSV: mean of --metric over seeds per (variant, eval_multiple), x = log2(multiple) */
+static int plot_extrapolation(const opts *o) {
+    if (!o->in) return cli_fail("plot extrapolation needs a CSV: posenc plot extrapolation compare.csv -o FILE.png");
+    FILE *f = fopen(o->in, "r");
+    if (!f) return cli_fail("%s: cannot open", o->in);
+    enum { MAXV = 40, MAXL = 16 };
+    char line[2048], name[MAXV][64], metric_name[64] = "";
+    double sum[MAXV][MAXL], cnt[MAXV][MAXL], mult[MAXL];
+    int nv = 0, nl = 0, col = -1, cv = -1, cm = -1, cmetric = -1, rc = 0, rows = 0;
+    memset(sum, 0, sizeof sum), memset(cnt, 0, sizeof cnt);
+    if (!fgets(line, sizeof line, f)) rc = cli_fail("%s: empty file", o->in);
+    for (int c = 0, at = 0; !rc; c++) { /* header */
+        char *e = line + at;
+        size_t len = strcspn(e, ",\r\n");
+        if (len == strlen(o->metric) && !strncmp(e, o->metric, len)) col = c;
+        if (len == 7 && !strncmp(e, "variant", 7)) cv = c;
+        if (len == 13 && !strncmp(e, "eval_multiple", 13)) cm = c;
+        if (len == 6 && !strncmp(e, "metric", 6)) cmetric = c;
+        if (e[len] != ',') break;
+        at += (int)len + 1;
+    }
+    if (!rc && (cv < 0 || cm < 0)) rc = cli_fail("%s: not a posenc compare CSV (no variant / eval_multiple column)", o->in);
+    if (!rc && col < 0) rc = cli_fail("%s: no column '%s'", o->in, o->metric);
+    while (!rc && fgets(line, sizeof line, f)) {
+        char *fld[64];
+        int nf = 0;
+        for (char *s = line; nf < 64;) {
+            fld[nf++] = s;
+            s += strcspn(s, ",\r\n");
+            if (*s != ',') {
+                *s = 0;
+                break;
+            }
+            *s++ = 0;
+        }
+        if (nf <= col || nf <= cv || nf <= cm) continue;
+        double val = strtod(fld[col], NULL), mu = strtod(fld[cm], NULL);
+        if (cmetric >= 0 && cmetric < nf && !metric_name[0]) snprintf(metric_name, sizeof metric_name, "%s", fld[cmetric]);
+        int vi = 0, li = 0;
+        while (vi < nv && strcmp(name[vi], fld[cv])) vi++;
+        if (vi == nv && nv < MAXV) snprintf(name[nv++], 64, "%s", fld[cv]);
+        while (li < nl && mult[li] != mu) li++;
+        if (li == nl && nl < MAXL) mult[nl++] = mu;
+        if (vi < nv && li < nl && isfinite(val)) sum[vi][li] += val, cnt[vi][li] += 1;
+        rows++;
+    }
+    fclose(f);
+    if (!rc && !rows) rc = cli_fail("%s: no rows", o->in);
+    if (rc) return rc;
+    /* lengths in increasing order */
+    int ord[MAXL];
+    for (int i = 0; i < nl; i++) ord[i] = i;
+    for (int i = 0; i < nl; i++)
+        for (int j = i + 1; j < nl; j++)
+            if (mult[ord[j]] < mult[ord[i]]) ord[i] ^= ord[j], ord[j] ^= ord[i], ord[i] ^= ord[j];
+    static double xs[MAXL], ys[MAXV][MAXL], tk[MAXL];
+    char tl[MAXL][16];
+    const char *tlp[MAXL];
+    tr_series s[MAXV];
+    for (int l = 0; l < nl; l++) {
+        xs[l] = tk[l] = log2(mult[ord[l]] > 0 ? mult[ord[l]] : 1);
+        snprintf(tl[l], 16, "%gx", mult[ord[l]]), tlp[l] = tl[l];
+    }
+    for (int vi = 0; vi < nv; vi++) {
+        for (int l = 0; l < nl; l++) ys[vi][l] = cnt[vi][ord[l]] ? sum[vi][ord[l]] / cnt[vi][ord[l]] : NAN;
+        s[vi] = (tr_series){name[vi], nl, xs, ys[vi], NULL};
+    }
+    char title[200], ylabel[128];
+    snprintf(title, sizeof title, "extrapolation: %s against evaluation length (mean over seeds)", o->metric);
+    snprintf(ylabel, sizeof ylabel, "%s%s%s", strcmp(o->metric, "value") || !metric_name[0] ? o->metric : metric_name, "", "");
+    tr_plot pl = {title, "evaluation length / training length", ylabel, nl, tk, tlp, 0, 0};
+    pe_err err = {{0}};
+    return dr_curves_png(o->out, o->W, o->H, &pl, nv, s, &err) ? cli_fail("%s", err.msg) : 0;
+}
+
+int cli_plot(int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(HELP, stdout), 0;
+    opts o;
+    int rc = parse(argc, argv, &o);
+    if (!rc && o.in && strcmp(o.kind, "attention") && strcmp(o.kind, "extrapolation"))
+        rc = cli_fail("unexpected argument '%s' (only attention and extrapolation read a file; learned: --from FILE)", o.in);
+    if (!rc) {
+        if (!strcmp(o.kind, "encoding")) rc = plot_encoding(&o);
+        else if (!strcmp(o.kind, "similarity")) rc = plot_similarity(&o);
+        else if (!strcmp(o.kind, "relative")) rc = plot_relative(&o);
+        else if (!strcmp(o.kind, "attention")) rc = plot_attention(&o);
+        else if (!strcmp(o.kind, "extrapolation")) rc = plot_extrapolation(&o);
+        else rc = cli_fail("unknown plot kind '%s' (encoding, similarity, relative, attention, extrapolation)", o.kind);
+    }
+    free(o.keys), free(o.vals);
+    return rc;
+}

@@ -1,0 +1,262 @@
+/* The fused attention path: what the core (attention.c) runs in place of its per-(b, h)
+ * score, bias, mask, softmax and value passes when no scores or probabilities are asked for
+ * and the method's hooks allow it (pe__fused_eligible). Rotations ran before on the whole
+ * q, k (and v); bias hooks are called per tile through their (i0, ni, j0, nj) interface.
+ *
+ * Forward: tiles of PE_BR queries x PE_BC keys with an online softmax (flash attention), so
+ * memory stays linear in T: the row max m and 1/l of every query are saved (stats, 2 floats
+ * per row and head) with o. Backward recomputes every tile from q, k, v and those statistics.
+ *
+ * Threads (OpenMP when the compiler has it; one thread otherwise, and inside another
+ * parallel region): forward over (b, h, query block), backward over (b, kv head), each
+ * thread owning the dk, dv rows of its kv head and the dq rows of its heads. The bias hooks'
+ * parameter gradients go to per-thread copies (the thread's ctx->g), summed in thread order
+ * at the end, so results do not depend on scheduling.
+ *
+ * Denormals: exp gives 0 below -87, so no p is denormal, but products of tiny p with the
+ * other factors (ds = p (dp - delta), then ds k) still are, and each costs a microcode
+ * assist: far ALiBi logits made the backward 1.6x slower. So the threads also set FTZ/DAZ
+ * for the duration of the call (restoring the caller's MXCSR after); values below 1.2e-38
+ * become 0, far below float32 resolution of any output. `posenc bench` measures both. */
+#include "fused.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define PE_OMP(x) _Pragma(#x)
+#else
+#define PE_OMP(x)
+static int omp_get_thread_num(void) { return 0; }
+static int omp_get_num_threads(void) { return 1; }
+#endif
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+#define PE_MXCSR 1
+#endif
+
+pe__fused_knobs pe__fused = {0, 0, 0, 0, NULL};
+
+int pe__fused_eligible(const pe__method *m) {
+    if (pe__fused.off) return 0;
+    if (m->flags & (PE__MEMORY | PE__COMPLEX)) return 0;
+    if (m->score_forward || m->score_backward || m->value_forward || m->value_backward || m->mask) return 0;
+    /* a bias backward that gathers tile gradients into the method's state for
+     * finish_backward (tupe) would race between threads */
+    if (m->bias_backward && m->finish_backward) return 0;
+    return 1;
+}
+
+static int threads(void) {
+#ifdef _OPENMP
+    if (omp_in_parallel()) return 1; /* e.g. the trainer's one run per core */
+    return pe__fused.threads > 0 ? pe__fused.threads : omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static unsigned ftz_enter(void) {
+#ifdef PE_MXCSR
+    unsigned old = _mm_getcsr();
+    if (!pe__fused.no_ftz) _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+    return old;
+#else
+    return 0;
+#endif
+}
+
+static void ftz_leave(unsigned old) {
+#ifdef PE_MXCSR
+    if (!pe__fused.no_ftz) _mm_setcsr(old);
+#else
+    (void)old;
+#endif
+}
+
+static float *falloc(size_t n) {
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+/* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
+ * may be NULL. Padding is zero. */
+static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int64_t dp, int64_t tkp,
+                    float *tr, float *rows) {
+    const int64_t Tk = c->Tk, D = c->D;
+    const float *src = x + b * Tk * c->Ckv + g * D;
+    if (tr) {
+        memset(tr, 0, sizeof(float) * dp * tkp);
+        for (int64_t j = 0; j < Tk; j++)
+            for (int64_t d = 0; d < D; d++) tr[d * tkp + j] = src[j * c->Ckv + d];
+    }
+    if (rows) {
+        memset(rows, 0, sizeof(float) * dp * tkp);
+        for (int64_t j = 0; j < Tk; j++) memcpy(rows + j * dp, src + j * c->Ckv, sizeof(float) * D);
+    }
+}
+
+static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, int64_t dp, int64_t tkp, float *scratch) {
+    pe__fjob j = {.ctx = ctx, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
+                  .Tk = ctx->Tk, .M = ctx->M, .D = ctx->D, .dp = dp, .tkp = tkp,
+                  .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
+                  .lo = pe__fused.denormals ? -104.0f : -87.0f, .ld = ctx->C};
+    j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * dp;
+    j.s = j.e + PE_BR * dp, j.t = j.s + PE_BR * PE_BC, j.r = j.t + PE_BR * PE_BC;
+    return j;
+}
+static size_t scratch_floats(int64_t dp) { return (size_t)(3 * PE_BR * dp + 2 * PE_BR * PE_BC + 4 * PE_BR); }
+
+pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
+                            const float *v, float *o, float *stats, pe_err *err) {
+    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
+    const int64_t group = H / Hkv, dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC);
+    const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
+    const int nth = threads();
+    const size_t sc = scratch_floats(dp);
+    float *kt = falloc((size_t)(B * Hkv * per)), *vr = falloc((size_t)(B * Hkv * per));
+    float *scratch = falloc(sc * nth);
+    if (!kt || !vr || !scratch) {
+        free(kt), free(vr), free(scratch);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
+    }
+    int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
+    PE_OMP(omp parallel num_threads(nth))
+    {
+        unsigned csr = ftz_enter();
+        PE_OMP(omp for schedule(static))
+        for (int64_t bg = 0; bg < B * Hkv; bg++)
+            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, NULL),
+            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, NULL, vr + bg * per);
+        pe__fjob j = job_init(ctx, m, dp, tkp, scratch + sc * omp_get_thread_num());
+        /* the longest blocks of a head first: causal query blocks late in T see the most keys */
+        PE_OMP(omp for schedule(dynamic, 1))
+        for (int64_t it = 0; it < B * H * nq; it++) {
+            const int64_t bh = it / nq, blk = nq - 1 - it % nq, b = bh / H, h = bh % H;
+            const int64_t kv = b * Hkv + h / group;
+            j.b = b, j.h = h, j.i0 = blk * PE_BR, j.ni = T - j.i0 < PE_BR ? T - j.i0 : PE_BR;
+            j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
+            j.kt = kt + kv * per, j.v = vr + kv * per;
+            j.m = stats + bh * T, j.il = stats + (B * H + bh) * T;
+            int64_t r = K->forward(&j);
+            if (r >= 0) {
+                int64_t at = bh * T + j.i0 + r;
+                PE_OMP(omp critical(pe_fused_bad))
+                bad = at < bad ? at : bad;
+            }
+        }
+        ftz_leave(csr);
+    }
+    free(kt), free(vr), free(scratch);
+    if (bad != INT64_MAX) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)(bad % T));
+    return PE_OK;
+}
+
+/* Elements of tensor i as given to this call (a free first dimension from param_rows); 0 when unknown. */
+static int64_t param_size(const pe__ctx *ctx, const pe_param_spec *s, int i) {
+    int64_t n = 1;
+    for (int d = 0; d < s[i].ndim; d++) n *= s[i].shape[d] >= 0 ? s[i].shape[d] : ctx->w->param_rows[i];
+    return n;
+}
+
+pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,
+                             const float *q, const float *k, const float *v, const float *o,
+                             const float *stats, const float *dout, float *dq, float *dk, float *dv,
+                             pe_err *err) {
+    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
+    const int64_t Tk = ctx->Tk, Ckv = ctx->Ckv, group = H / Hkv;
+    const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(Tk, PE_BC), per = dp * tkp;
+    int nth = threads();
+
+    /* the bias tensors' gradients: one private copy per thread */
+    int64_t off[PE_MAX_PARAMS + 1] = {0};
+    for (int i = 0; i < nparams; i++) {
+        int64_t n = m->bias_backward && ctx->g->dparam[i] ? param_size(ctx, specs, i) : 0;
+        if (m->bias_backward && ctx->g->dparam[i] && n <= 0) nth = 1; /* size unknown: no copies */
+        off[i + 1] = off[i] + (n > 0 ? n : 0);
+    }
+    const int64_t priv_n = nth > 1 ? off[nparams] : 0;
+    const size_t sc = scratch_floats(dp) + (size_t)(2 * per);
+    float *packed = falloc((size_t)(3 * B * Hkv * per)), *scratch = falloc(sc * nth);
+    float *priv = priv_n ? calloc((size_t)(priv_n * nth), sizeof(float)) : NULL;
+    if (!packed || !scratch || (priv_n && !priv)) {
+        free(packed), free(scratch), free(priv);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
+    }
+    float *kt = packed, *kr = packed + B * Hkv * per, *vt = packed + 2 * B * Hkv * per;
+    PE_OMP(omp parallel num_threads(nth))
+    {
+        unsigned csr = ftz_enter();
+        PE_OMP(omp for schedule(static))
+        for (int64_t bg = 0; bg < B * Hkv; bg++)
+            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
+            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, vt + bg * per, NULL);
+        const int tid = omp_get_thread_num();
+        pe__ctx tctx = *ctx;
+        pe_grads tg = *ctx->g;
+        if (priv)
+            for (int i = 0; i < nparams; i++)
+                if (off[i + 1] > off[i]) tg.dparam[i] = priv + tid * priv_n + off[i];
+        tctx.g = &tg;
+        float *sbase = scratch + sc * tid, *dka = sbase + scratch_floats(dp), *dva = dka + per;
+        pe__fjob j = job_init(&tctx, m, dp, tkp, sbase);
+        j.dk = dka, j.dv = dva;
+        PE_OMP(omp for schedule(static))
+        for (int64_t bg = 0; bg < B * Hkv; bg++) {
+            const int64_t b = bg / Hkv, g = bg % Hkv;
+            memset(dka, 0, sizeof(float) * 2 * per);
+            j.kt = kt + bg * per, j.kr = kr + bg * per, j.vt = vt + bg * per;
+            for (int64_t h = g * group; h < (g + 1) * group; h++) {
+                const int64_t at = b * T * C + h * D;
+                j.b = b, j.h = h;
+                j.q = q + at, j.o = o + at, j.dout = dout + at, j.dq = dq + at;
+                j.m = (float *)stats + (b * H + h) * T, j.il = (float *)stats + (B * H + b * H + h) * T;
+                K->backward(&j);
+            }
+            float *dkb = dk + b * Tk * Ckv + g * D, *dvb = dv + b * Tk * Ckv + g * D;
+            for (int64_t t = 0; t < Tk; t++)
+                for (int64_t d = 0; d < D; d++) {
+                    dkb[t * Ckv + d] += dka[t * dp + d];
+                    dvb[t * Ckv + d] += dva[t * dp + d];
+                }
+        }
+        ftz_leave(csr);
+    }
+    if (priv)
+        for (int t = 0; t < nth; t++)
+            for (int i = 0; i < nparams; i++)
+                for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[t * priv_n + off[i] + e];
+    free(packed), free(scratch), free(priv);
+    return PE_OK;
+}
+
+/* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
+ * threads, each through the SIMD kernel. */
+void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+                     int layout, const float *cs, float sin_sign) {
+    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
+    const int nth = n * nh * rd >= (1 << 16) ? threads() : 1; /* small calls: no thread start-up */
+    PE_OMP(omp parallel num_threads(nth))
+    {
+        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
+        K->rope(x, r0, r1, ld, nh, D, rd, layout, cs, sin_sign);
+    }
+}
+
+/* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
+ * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
+ * 4096 positions x 64 pairs took half as long as rotating q and k). */
+void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
+                    double attn) {
+    const int nth = n * half >= (1 << 14) ? threads() : 1;
+    PE_OMP(omp parallel for num_threads(nth) schedule(static))
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t t = 0; t < half; t++) {
+            double angle = (double)pos[i] * inv_freq[t];
+            cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
+            cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
+        }
+}

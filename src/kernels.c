@@ -1,0 +1,430 @@
+/* SIMD kernels of the fused attention path (fused.c) and the RoPE rotation.
+ *
+ * The second half of this file is compiled once per instruction set by including itself:
+ * AVX-512 and AVX2+FMA (x86-64 with GCC, through `#pragma GCC target`, so the default build
+ * still runs on any x86-64), then generic vectors for every target. The arithmetic uses GCC
+ * vector extensions of the pass's width; FMA is explicit (the ISA's intrinsic), so nothing
+ * depends on -ffp-contract. pe__kernels_pick chooses a set at run time from the CPU.
+ *
+ * Tiles (fused.h): a block of PE_BR queries against PE_BC keys of one (b, h).
+ *   forward   s = q_s k^T (+ bias hook, mask), online softmax into (m, l), acc += p v
+ *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T,
+ *             ds = p (dp - delta), bias hook backward, dq += ds k, dk += ds^T q_s
+ * with q_s = scale q packed per block (so dk needs no further scale and dq takes it once).
+ * exp is a Cephes-style polynomial with 2^n built from two factors: inputs below `lo` give 0,
+ * so with lo = -87 no result is denormal (PERF.md: far ALiBi logits), and with lo = -104 it
+ * underflows gradually as IEEE expf. The RoPE rotation performs the same two products and
+ * one sum per element as the scalar reference (no FMA), so its results are bit-identical. */
+#ifndef PE_KPASS
+#include <stdint.h>
+
+#include "fused.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define PE_KX86 1
+#include <immintrin.h>
+#define PE_KPASS 512
+#include "kernels.c"
+#undef PE_KPASS
+#define PE_KPASS 256
+#include "kernels.c"
+#undef PE_KPASS
+#endif
+#define PE_KPASS 1
+#include "kernels.c"
+#undef PE_KPASS
+
+const pe__kernels *pe__kernels_pick(const char *isa) {
+    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1};
+#ifdef PE_KX86
+    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512};
+    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256};
+    __builtin_cpu_init();
+    int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int has512 = has256 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if (isa && !strcmp(isa, "generic")) return &generic;
+    if (isa && !strcmp(isa, "avx2") && has256) return &k256;
+    if (has512) return &k512;
+    if (has256) return &k256;
+#else
+    (void)isa;
+#endif
+    return &generic;
+}
+
+#else /* ---- one instruction set: PE_KPASS 512, 256 or 1 (generic) ------------------------ */
+
+#if PE_KPASS == 512
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
+#define VEC 16
+#define MRN 8 /* rows of the s = a bt microkernel (times 2 vectors of columns) */
+#define NV 4  /* vectors per row of the accumulating microkernel (times MRR rows) */
+#define SWAP {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}
+#elif PE_KPASS == 256
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define VEC 8
+#define MRN 4
+#define NV 2
+#define SWAP {1, 0, 3, 2, 5, 4, 7, 6}
+#else
+#define VEC 4
+#define MRN 4
+#define NV 2
+#define SWAP {1, 0, 3, 2}
+#endif
+#define MRR 4
+
+#define KCAT2(a, b) a##_##b
+#define KCAT(a, b) KCAT2(a, b)
+#define KN(x) KCAT(x, PE_KPASS)
+#define vf KN(vf_t)
+#define vi KN(vi_t)
+#define vld KN(vld)
+#define vst KN(vst)
+#define vbc KN(vbc)
+#define fmadd KN(fmadd)
+#define vmax KN(vmax)
+#define vexp KN(vexp)
+#define hsum KN(hsum)
+#define hmax KN(hmax)
+#define mm_nt KN(mm_nt)
+#define mm_acc KN(mm_acc)
+#define mask_tile KN(mask_tile)
+#define online_softmax KN(online_softmax)
+#define pack_rows KN(pack_rows)
+
+typedef float vf __attribute__((vector_size(VEC * 4)));
+typedef int32_t vi __attribute__((vector_size(VEC * 4)));
+
+static inline vf vld(const float *p) {
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vst(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+#if PE_KPASS == 512
+static inline vf vbc(float x) { return (vf)_mm512_set1_ps(x); } /* ({0} + x is an add: -0.0) */
+static inline vf fmadd(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
+/* b where either is NaN */
+static inline vf vmax(vf a, vf b) { return (vf)_mm512_max_ps((__m512)a, (__m512)b); }
+#elif PE_KPASS == 256
+static inline vf vbc(float x) { return (vf)_mm256_set1_ps(x); }
+static inline vf fmadd(vf a, vf b, vf c) { return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c); }
+static inline vf vmax(vf a, vf b) { return (vf)_mm256_max_ps((__m256)a, (__m256)b); }
+#else
+static inline vf vbc(float x) { return (vf){x, x, x, x}; }
+static inline vf fmadd(vf a, vf b, vf c) { return a * b + c; }
+static inline vf vmax(vf a, vf b) {
+    vi m = a > b;
+    return (vf)(((vi)a & m) | ((vi)b & ~m));
+}
+#endif
+
+static inline float hsum(vf v) {
+    float s = 0;
+    for (int i = 0; i < VEC; i++) s += v[i];
+    return s;
+}
+static inline float hmax(vf v) {
+    float s = v[0];
+    for (int i = 1; i < VEC; i++) s = v[i] > s ? v[i] : s;
+    return s;
+}
+
+/* exp(x) for x <= 0 (softmax arguments); 0 below lo (and for -inf), NaN stays NaN. */
+static inline vf vexp(vf x, float lo) {
+    vi under = x < lo;
+    x = vmax(vbc(lo), x);
+    vf n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    vf r = fmadd(n, vbc(-0.693359375f), x);                          /* exact: few bits */
+    r = fmadd(n, vbc(2.12194440e-4f), r);
+    vf p = fmadd(vbc(1.9875691500e-4f), r, vbc(1.3981999507e-3f));
+    p = fmadd(p, r, vbc(8.3334519073e-3f));
+    p = fmadd(p, r, vbc(4.1665795894e-2f));
+    p = fmadd(p, r, vbc(1.6666665459e-1f));
+    p = fmadd(p, r, vbc(5.0000001201e-1f));
+    p = fmadd(p, r * r, r) + 1.0f;
+    vi e = __builtin_convertvector(n, vi), e1 = e >> 1, e2 = e - e1; /* 2^n = 2^e1 2^e2 */
+    vf y = p * (vf)((e1 + 127) << 23) * (vf)((e2 + 127) << 23);
+    return (vf)((vi)y & ~under);
+}
+
+/* s (rows, cols; lds) = a (rows, k; lda) bt (k, cols; ldb); rows % MRN == 0, cols % 2VEC == 0 */
+static void mm_nt(float *s, int64_t lds, const float *a, int64_t lda, const float *bt, int64_t ldb,
+                  int64_t rows, int64_t cols, int64_t k) {
+    for (int64_t r0 = 0; r0 < rows; r0 += MRN)
+        for (int64_t c0 = 0; c0 < cols; c0 += 2 * VEC) {
+            vf acc[MRN][2];
+#pragma GCC unroll 8
+            for (int m = 0; m < MRN; m++) acc[m][0] = acc[m][1] = vbc(0.0f);
+            const float *ar = a + r0 * lda, *b = bt + c0;
+            for (int64_t d = 0; d < k; d++, b += ldb) {
+                vf b0 = vld(b), b1 = vld(b + VEC);
+#pragma GCC unroll 8
+                for (int m = 0; m < MRN; m++) {
+                    vf x = vbc(ar[m * lda + d]);
+                    acc[m][0] = fmadd(x, b0, acc[m][0]);
+                    acc[m][1] = fmadd(x, b1, acc[m][1]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < MRN; m++) {
+                vst(s + (r0 + m) * lds + c0, acc[m][0]);
+                vst(s + (r0 + m) * lds + c0 + VEC, acc[m][1]);
+            }
+        }
+}
+
+/* c (rows, dp; ldc) += sum_l A(r, l) b (l, dp; ldb), A(r, l) = a[r ars + l als]: a row-major
+ * tile (ars = lda, als = 1) or its transpose (ars = 1, als = lda). rows % MRR == 0, dp % VEC == 0 */
+static void mm_acc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
+                   int64_t ldb, int64_t rows, int64_t L, int64_t dp) {
+    for (int64_t r0 = 0; r0 < rows; r0 += MRR) {
+        int64_t d0 = 0;
+        for (; d0 + NV * VEC <= dp; d0 += NV * VEC) {
+            vf acc[MRR][NV];
+#pragma GCC unroll 8
+            for (int m = 0; m < MRR; m++)
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) acc[m][v] = vld(c + (r0 + m) * ldc + d0 + v * VEC);
+            const float *ar = a + r0 * ars;
+            for (int64_t l = 0; l < L; l++) {
+                const float *bl = b + l * ldb + d0;
+                vf bv[NV];
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) bv[v] = vld(bl + v * VEC);
+#pragma GCC unroll 8
+                for (int m = 0; m < MRR; m++) {
+                    vf x = vbc(ar[m * ars + l * als]);
+#pragma GCC unroll 4
+                    for (int v = 0; v < NV; v++) acc[m][v] = fmadd(x, bv[v], acc[m][v]);
+                }
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < MRR; m++)
+#pragma GCC unroll 4
+                for (int v = 0; v < NV; v++) vst(c + (r0 + m) * ldc + d0 + v * VEC, acc[m][v]);
+        }
+        for (; d0 < dp; d0 += VEC) {
+            vf acc[MRR];
+#pragma GCC unroll 8
+            for (int m = 0; m < MRR; m++) acc[m] = vld(c + (r0 + m) * ldc + d0);
+            const float *ar = a + r0 * ars;
+            for (int64_t l = 0; l < L; l++) {
+                vf bv = vld(b + l * ldb + d0);
+#pragma GCC unroll 8
+                for (int m = 0; m < MRR; m++) acc[m] = fmadd(vbc(ar[m * ars + l * als]), bv, acc[m]);
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < MRR; m++) vst(c + (r0 + m) * ldc + d0, acc[m]);
+        }
+    }
+}
+
+/* -inf where key j0 + c is past the keys (c >= nj) or, causal, after query i0 + r (token
+ * index: key M + i is the query's own). Rows >= ni are padding and left alone. */
+static void mask_tile(float *s, int64_t ni, int64_t i0, int64_t j0, int64_t nj, int causal, int64_t M) {
+    for (int64_t r = 0; r < ni; r++) {
+        int64_t from = nj;
+        if (causal && M + i0 + r + 1 - j0 < from) from = M + i0 + r + 1 - j0;
+        if (from < 0) from = 0;
+        for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
+    }
+}
+
+/* One tile of the online softmax: rows [0, ni) of s become p = exp(s - m_new), the running
+ * max m and sum l are updated and the accumulator rows rescaled; padding rows become 0. */
+static void online_softmax(float *s, int64_t ni, float *m, float *l, float *acc, int64_t dp, float lo) {
+    for (int64_t r = 0; r < ni; r++) {
+        float *sr = s + r * PE_BC;
+        vf mx = vld(sr);
+        for (int c = VEC; c < PE_BC; c += VEC) mx = vmax(vld(sr + c), mx);
+        float mt = hmax(mx), mnew = mt > m[r] ? mt : m[r];
+        if (mnew == -INFINITY) { /* every key so far masked */
+            memset(sr, 0, sizeof(float) * PE_BC);
+            continue;
+        }
+        float diff = m[r] - mnew, alpha = diff < lo ? 0.0f : expf(diff);
+        vf sum = vbc(0.0f), mn = vbc(mnew);
+        for (int c = 0; c < PE_BC; c += VEC) {
+            vf p = vexp(vld(sr + c) - mn, lo);
+            vst(sr + c, p);
+            sum += p;
+        }
+        l[r] = l[r] * alpha + hsum(sum);
+        m[r] = mnew;
+        if (alpha != 1.0f) {
+            float *ar = acc + r * dp;
+            for (int64_t d = 0; d < dp; d += VEC) vst(ar + d, vld(ar + d) * alpha);
+        }
+    }
+    if (ni < PE_BR) memset(s + ni * PE_BC, 0, sizeof(float) * PE_BC * (PE_BR - ni));
+}
+
+/* dst (PE_BR, dp) = f src rows [0, n) (row stride ld, D wide), zero elsewhere */
+static void pack_rows(float *dst, const float *src, int64_t ld, int64_t n, int64_t D, int64_t dp, float f) {
+    for (int64_t r = 0; r < PE_BR; r++) {
+        float *d = dst + r * dp;
+        int64_t e = 0;
+        if (r < n)
+            for (; e < D; e++) d[e] = f * src[r * ld + e];
+        for (; e < dp; e++) d[e] = 0.0f;
+    }
+}
+
+static int64_t KN(forward)(const pe__fjob *j) {
+    const int64_t dp = j->dp, ni = j->ni, i0 = j->i0, D = j->D;
+    float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
+    pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
+    memset(acc, 0, sizeof(float) * PE_BR * dp);
+    for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
+    for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
+        int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+        mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
+        mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
+        online_softmax(s, ni, m, l, acc, dp, j->lo);
+        mm_acc(acc, dp, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
+    }
+    int64_t bad = -1;
+    for (int64_t r = 0; r < ni; r++) {
+        float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        if (!(l[r] > 0) && bad < 0) bad = r;
+        float *o = j->out + (i0 + r) * j->ld;
+        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
+        j->m[i0 + r] = m[r];
+        j->il[i0 + r] = il;
+    }
+    return bad;
+}
+
+static void KN(backward)(const pe__fjob *j) {
+    const int64_t dp = j->dp, D = j->D, T = j->T;
+    float *qs = j->a, *dos = j->c, *dqa = j->e, *s = j->s, *t = j->t;
+    float *delta = j->r, *mr = j->r + PE_BR, *ilr = j->r + 2 * PE_BR;
+    for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
+        const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
+        pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
+        pack_rows(dos, j->dout + i0 * j->ld, j->ld, ni, D, dp, 1.0f);
+        for (int64_t r = 0; r < PE_BR; r++) {
+            double dl = 0; /* delta_i = sum_j p_ij dp_ij = do_i . o_i */
+            if (r < ni)
+                for (int64_t d = 0; d < D; d++) dl += (double)j->dout[(i0 + r) * j->ld + d] * j->o[(i0 + r) * j->ld + d];
+            delta[r] = (float)dl;
+            mr[r] = r < ni ? j->m[i0 + r] : 0.0f;
+            ilr[r] = r < ni ? j->il[i0 + r] : 0.0f; /* padding rows: p = 0 */
+        }
+        memset(dqa, 0, sizeof(float) * PE_BR * dp);
+        int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
+        for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
+            int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+            mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+            if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
+            mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
+            for (int64_t r = 0; r < PE_BR; r++) { /* p = exp(s - m) / l */
+                vf mv = vbc(mr[r]);
+                float il = ilr[r];
+                for (int c = 0; c < PE_BC; c += VEC) vst(s + r * PE_BC + c, vexp(vld(s + r * PE_BC + c) - mv, j->lo) * il);
+            }
+            /* dv += p^T do; dp = do v^T; ds = p (dp - delta) */
+            mm_acc(j->dv + j0 * dp, dp, s, 1, PE_BC, dos, dp, PE_BC, PE_BR, dp);
+            mm_nt(t, PE_BC, dos, dp, j->vt + j0, j->tkp, PE_BR, PE_BC, dp);
+            for (int64_t r = 0; r < PE_BR; r++) {
+                vf dl = vbc(delta[r]);
+                for (int c = 0; c < PE_BC; c += VEC)
+                    vst(t + r * PE_BC + c, vld(s + r * PE_BC + c) * (vld(t + r * PE_BC + c) - dl));
+            }
+            if (j->bias_bwd) j->bias_bwd(j->ctx, j->b, j->h, i0, ni, j0, nj, t, PE_BC);
+            /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
+            mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
+            mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
+        }
+        for (int64_t r = 0; r < ni; r++) {
+            float *dq = j->dq + (i0 + r) * j->ld;
+            for (int64_t d = 0; d < D; d++) dq[d] += j->scale * dqa[r * dp + d];
+        }
+    }
+}
+
+/* pe__rope_rotate over rows [r0, r1): the same products and sums as the scalar loop
+ * (x1 c - x2 s, x2 c + x1 s with s = sin_sign sin), vectorised over the pairs of a head with
+ * the row's cos and sin laid out once for its nh heads. */
+static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, int64_t D, int64_t rd,
+                     int layout, const float *cs, float sin_sign) {
+    enum { CH = 256 }; /* pairs per chunk */
+    float cb[2 * CH] __attribute__((aligned(64))), sb[2 * CH] __attribute__((aligned(64)));
+    const int64_t half = rd / 2;
+    const vi swap = SWAP;
+    for (int64_t i = r0; i < r1; i++) {
+        const float *c = cs + i * half * 2;
+        for (int64_t t0 = 0; t0 < half; t0 += CH) {
+            const int64_t n = half - t0 < CH ? half - t0 : CH;
+            if (layout == PE_ROPE_HALF) {
+                for (int64_t t = 0; t < n; t++) cb[t] = c[2 * (t0 + t)], sb[t] = sin_sign * c[2 * (t0 + t) + 1];
+                for (int64_t h = 0; h < nh; h++) {
+                    float *xa = x + i * ldx + h * D + t0, *xb = xa + half;
+                    int64_t t = 0;
+                    for (; t + VEC <= n; t += VEC) {
+                        vf a = vld(xa + t), b = vld(xb + t), co = vld(cb + t), si = vld(sb + t);
+                        vst(xa + t, a * co - b * si);
+                        vst(xb + t, b * co + a * si);
+                    }
+                    for (; t < n; t++) {
+                        float a = xa[t], b = xb[t];
+                        xa[t] = a * cb[t] - b * sb[t];
+                        xb[t] = b * cb[t] + a * sb[t];
+                    }
+                }
+            } else { /* pairs (2t, 2t+1): x' = x co + swap(x) si, si = (-s, s) per pair */
+                for (int64_t t = 0; t < n; t++) {
+                    float s_ = sin_sign * c[2 * (t0 + t) + 1];
+                    cb[2 * t] = cb[2 * t + 1] = c[2 * (t0 + t)];
+                    sb[2 * t] = -s_, sb[2 * t + 1] = s_;
+                }
+                for (int64_t h = 0; h < nh; h++) {
+                    float *xp = x + i * ldx + h * D + 2 * t0;
+                    int64_t e = 0;
+                    for (; e + VEC <= 2 * n; e += VEC) {
+                        vf a = vld(xp + e);
+                        vst(xp + e, a * vld(cb + e) + __builtin_shuffle(a, swap) * vld(sb + e));
+                    }
+                    for (; e < 2 * n; e += 2) {
+                        float a = xp[e], b = xp[e + 1];
+                        xp[e] = a * cb[e] - b * sb[e + 1];
+                        xp[e + 1] = b * cb[e] + a * sb[e + 1];
+                    }
+                }
+            }
+        }
+    }
+}
+
+#undef VEC
+#undef MRN
+#undef NV
+#undef MRR
+#undef SWAP
+#undef vf
+#undef vi
+#undef vld
+#undef vst
+#undef vbc
+#undef fmadd
+#undef vmax
+#undef vexp
+#undef hsum
+#undef hmax
+#undef mm_nt
+#undef mm_acc
+#undef mask_tile
+#undef online_softmax
+#undef pack_rows
+#if PE_KPASS != 1
+#pragma GCC pop_options
+#endif
+#endif

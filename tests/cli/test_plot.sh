@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# CLI tests of `posenc plot` and `posenc analyze`: every plot kind on every method it applies
+# to writes a valid PNG of the requested size that is not blank (pixel statistics: enough
+# non-white pixels and distinct colours), analyze prints a row per method and a CSV; every bad
+# input exits 2 with exactly one stderr line "posenc: ..." and no output file.
+#   usage: bash tests/cli/test_plot.sh PATH/TO/posenc
+# Needs /usr/bin/python3 with numpy and PIL (Debian: python3-pil).
+set -u
+
+POSENC=${1:?usage: bash tests/cli/test_plot.sh PATH/TO/posenc}
+case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
+PY=/usr/bin/python3
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
+"$PY" -c 'import numpy, PIL' 2>/dev/null || { echo "not ok - $PY has no numpy or PIL (python3-pil)"; echo "0 passed, 1 failed"; exit 1; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_plot.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok - $1"; }
+not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+
+# the PNG check: size W x H, not blank: >= 5% pixels not white and >= 8 distinct colours
+cat > "$WORK/png.py" <<'EOF'
+import sys
+import numpy as np
+from PIL import Image
+path, W, H = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+im = Image.open(path)
+im.verify()
+im = Image.open(path).convert('RGB')
+if im.size != (W, H):
+    sys.exit(f'size {im.size[0]}x{im.size[1]}, want {W}x{H}')
+a = np.asarray(im).reshape(-1, 3).astype(np.int64)
+inked = np.mean(np.any(a < 245, axis=1))
+colours = len(np.unique(a[:, 0] * 65536 + a[:, 1] * 256 + a[:, 2]))
+if inked < 0.05 or colours < 8:
+    sys.exit(f'blank: {inked:.3f} of the pixels inked, {colours} colours')
+EOF
+# a learned table as a trainer checkpoint names it (pe.pos_table), and a small compare CSV
+"$PY" - "$WORK" <<'EOF'
+import json, sys
+import numpy as np
+w = sys.argv[1]
+t = np.random.default_rng(0).standard_normal((80, 32)).astype('<f4')
+b = t.tobytes()
+h = json.dumps({'__metadata__': {'format': 'test'}, 'pe.pos_table': {'dtype': 'F32', 'shape': [80, 32], 'data_offsets': [0, len(b)]}}).encode()
+open(f'{w}/ckpt.safetensors', 'wb').write(len(h).to_bytes(8, 'little') + h + b)
+with open(f'{w}/compare.csv', 'w') as f:
+    f.write('task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n')
+    for m, k in (('rope', 0.1), ('alibi', 0.02), ('none', 0.3)):
+        for s in (1, 2):
+            for e in (1, 2, 4, 8):
+                f.write(f'lm,{m},{m},{s},64,{e},{64*e},bpc,{2 + k * e + 0.01 * s},1,1,0.5,0,10,1,1,ok\n')
+EOF
+
+# plot NAME W H ARGS...: runs posenc plot ... -o NAME.png --size WxH and checks the PNG
+plot() {
+    local name=$1 W=$2 H=$3
+    shift 3
+    local out="$WORK/$name.png"
+    local msg rc
+    msg=$("$POSENC" plot "$@" -o "$out" --size "${W}x${H}" 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        not_ok "plot $name" "exit $rc: $msg"
+    elif ! msg=$("$PY" "$WORK/png.py" "$out" "$W" "$H" 2>&1); then
+        not_ok "plot $name" "$msg"
+    else
+        ok "plot $name (${W}x${H})"
+    fi
+    rm -f "$out"
+}
+
+# encoding: the absolute methods
+for a in interleaved concat t2t; do plot "encoding-sinusoidal-$a" 400 300 encoding --method sinusoidal --sin_layout $a; done
+plot encoding-learned 420 320 encoding --method learned
+plot encoding-learned-ckpt 400 300 encoding --method learned --from "$WORK/ckpt.safetensors" --N 80
+for p in q k v; do plot "encoding-floater-$p" 400 300 encoding --method floater --part $p; done
+for p in re im; do plot "encoding-complex-$p" 400 300 encoding --method complex --part $p; done
+# similarity: every method (absolute: P P^T and cosine; rotary: decay curves; others: per head)
+for m in $("$POSENC" methods | awk 'NR > 1 {print $1}'); do
+    [ "$m" = none ] && continue # P = 0: nothing to see (its analyze row is nan)
+    plot "similarity-$m" 480 360 similarity --method $m --N 48
+done
+plot similarity-sinusoidal-cos 400 300 similarity --method sinusoidal --cosine
+plot similarity-learned-ckpt 400 300 similarity --method learned --from "$WORK/ckpt.safetensors" --N 80
+for sc in "--rope_base 500000" "--rope_scaling linear --rope_factor 4" "--rope_scaling ntk --rope_factor 4" \
+          "--rope_scaling yarn --rope_factor 4 --original_max_position_embeddings 64" \
+          "--rope_scaling llama3 --rope_factor 8 --original_max_position_embeddings 64" \
+          "--rope_scaling dynamic --rope_factor 2 --max_position_embeddings 64"; do
+    # shellcheck disable=SC2086
+    plot "similarity-rope-${sc// /_}" 500 320 similarity --method rope --heads 1 --width 64 --N 256 $sc
+done
+# relative: the index of the bucketed methods, the bias of the bias ones
+for m in shaw t5 tupe deberta; do plot "relative-index-$m" 400 300 relative --method $m --show index; done
+plot relative-index-deberta-buckets 400 300 relative --method deberta --position_buckets 8 --max_relative_positions 32
+for m in t5 tupe alibi kerple fire xl; do plot "relative-bias-$m" 600 450 relative --method $m --show bias; done
+plot relative-bias-kerple-power 400 300 relative --method kerple --kerple power --heads 3 --width 48
+# attention: a case file of every method (the basic fixtures)
+for f in "$ROOT"/tests/fixtures/*_basic.safetensors; do
+    m=$(basename "$f" _basic.safetensors)
+    plot "attention-$m" 400 300 attention "$f"
+done
+plot attention-batch1 400 300 attention "$ROOT/tests/fixtures/rope_batch_gapped.safetensors" --batch 1
+# extrapolation: a compare CSV, its value and another column
+plot extrapolation 640 400 extrapolation "$WORK/compare.csv"
+plot extrapolation-acc 300 200 extrapolation "$WORK/compare.csv" --metric token_acc
+[ -f "$ROOT/doc/compare/compare.csv" ] && plot extrapolation-doc 800 500 extrapolation "$ROOT/doc/compare/compare.csv"
+
+# analyze: a row per method, the CSV, a learned table from a file
+if out=$("$POSENC" analyze -o "$WORK/a.csv" 2>&1) && [ "$(wc -l < "$WORK/a.csv")" -eq $(( $("$POSENC" methods | wc -l) )) ] &&
+   echo "$out" | grep -q '^alibi .* 1.000 *1.000 *1.000 *1.000 *1.000$' && echo "$out" | grep -q '^sinusoidal .* 1.000 *1.000$'; then
+    ok "analyze: every method, CSV, alibi perfect, sinusoidal translation invariant and symmetric"
+else
+    not_ok "analyze" "$out"
+fi
+if out=$("$POSENC" analyze --from "$WORK/ckpt.safetensors" --N 80 --cosine 2>&1) && echo "$out" | grep -q '^learned (file)'; then
+    ok "analyze --from a checkpoint's pe.pos_table"
+else
+    not_ok "analyze --from" "$out"
+fi
+
+# errors: status 2, one stderr line "posenc: ...", no output file
+bad() {
+    local what=$1 out=$2
+    shift 2
+    rm -f "$out"
+    "$POSENC" "$@" > "$WORK/stdout" 2> "$WORK/stderr"
+    local rc=$? lines
+    lines=$(wc -l < "$WORK/stderr")
+    if [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q '^posenc: ' "$WORK/stderr" && [ ! -e "$out" ]; then
+        ok "error: $what ($(cat "$WORK/stderr"))"
+    else
+        not_ok "error: $what" "exit $rc, $lines lines: $(cat "$WORK/stderr")"
+    fi
+}
+O="$WORK/bad.png"
+bad "unknown kind" "$O" plot heat --method rope -o "$O"
+bad "no output" "$O" plot encoding --method sinusoidal
+bad "unknown method" "$O" plot encoding --method nope -o "$O"
+bad "no method" "$O" plot similarity -o "$O"
+bad "encoding of a rotary method" "$O" plot encoding --method rope -o "$O"
+bad "bias of a method without one" "$O" plot relative --method shaw --show bias -o "$O"
+bad "index of alibi" "$O" plot relative --method alibi --show index -o "$O"
+bad "bias of an absolute method" "$O" plot relative --method learned --show bias -o "$O"
+bad "bad --show" "$O" plot relative --method t5 --show both -o "$O"
+bad "bad size" "$O" plot encoding --method sinusoidal --size 10x10 -o "$O"
+bad "bad --N" "$O" plot encoding --method sinusoidal --N 0 -o "$O"
+bad "bad key" "$O" plot similarity --method rope --rope_scaling warp -o "$O"
+bad "odd head dim for rope" "$O" plot similarity --method rope --width 6 --heads 2 -o "$O"
+bad "--part of sinusoidal" "$O" plot encoding --method sinusoidal --part q -o "$O"
+bad "--part x of floater" "$O" plot encoding --method floater --part x -o "$O"
+bad "--cosine of a rotary method" "$O" plot similarity --method rope --cosine -o "$O"
+bad "missing checkpoint" "$O" plot encoding --method learned --from "$WORK/none.safetensors" -o "$O"
+bad "checkpoint too short" "$O" plot encoding --method learned --from "$WORK/ckpt.safetensors" --N 200 -o "$O"
+bad "checkpoint without the tensor" "$O" plot encoding --method learned --from "$WORK/ckpt.safetensors" --tensor wq -o "$O"
+bad "attention without a case" "$O" plot attention -o "$O"
+bad "attention of a missing case" "$O" plot attention "$WORK/none.safetensors" -o "$O"
+bad "attention --batch too large" "$O" plot attention "$ROOT/tests/fixtures/rope_basic.safetensors" --batch 5 -o "$O"
+bad "extrapolation of a non-CSV" "$O" plot extrapolation "$WORK/ckpt.safetensors" -o "$O"
+bad "extrapolation unknown column" "$O" plot extrapolation "$WORK/compare.csv" --metric nope -o "$O"
+bad "input file for encoding" "$O" plot encoding "$WORK/compare.csv" --method sinusoidal -o "$O"
+bad "unwritable output" "$WORK/no/dir/x.png" plot encoding --method sinusoidal -o "$WORK/no/dir/x.png"
+bad "analyze: unknown method" "$WORK/a2.csv" analyze --methods rope,nope -o "$WORK/a2.csv"
+bad "analyze: bad --N" "$WORK/a2.csv" analyze --N 1 -o "$WORK/a2.csv"
+bad "analyze: bad key" "$WORK/a2.csv" analyze --methods rope --rope_scaling warp -o "$WORK/a2.csv"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,274 @@
+/* The fused attention path against the reference path (its oracle): forward y and every
+ * gradient (dx, the projections, the method's tensors) on random layers for every method the
+ * fused path takes, over shapes that exercise the tiling: T = 1, T not a multiple of the tile,
+ * several tiles, odd heads, grouped-query attention, head dims that are not a multiple of the
+ * vector width, batches with gapped positions; causal and not; each instruction set the CPU
+ * runs and several thread counts. Asking for scores selects the reference path.
+ * Also: which methods are eligible, the denormal switches, and that the SIMD RoPE rotation is
+ * bit-identical to the scalar loop. Nothing here is timed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fused.h"
+#include "harness.h"
+
+typedef struct shape {
+    const char *name;
+    int64_t B, T, H, D, kv; /* kv 0: = H */
+    int causal, gapped;
+} shape;
+
+static const shape SHAPES[] = {
+    {"t1", 1, 1, 2, 8, 0, 1, 0},
+    {"h3_causal_gapped_batch", 2, 70, 3, 8, 0, 1, 1},
+    {"gqa_d20_3tiles", 1, 130, 4, 20, 2, 0, 0},
+    {"tile_d64_causal", 1, 64, 2, 64, 0, 1, 0},
+    {"h1_gapped_batch", 2, 33, 1, 16, 0, 0, 1},
+    {"gqa_causal_d24", 2, 97, 6, 24, 3, 1, 1},
+};
+
+/* Every method the fused path takes, with the settings that reach each regime; "-NAME"
+ * drops an optional tensor (alibi's slopes: the reference's default). */
+static const char *const SETTINGS[] = {
+    "method=none",
+    "method=rope",
+    "method=rope rope_layout=interleaved rope_base=500",
+    "method=rope rotary_dim=6",
+    "method=rope rope_scaling=linear rope_factor=2",
+    "method=rope rope_scaling=ntk rope_factor=3",
+    "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=16",
+    "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8",
+    "method=rope rope_scaling=llama3 rope_factor=8 original_max_position_embeddings=16",
+    "method=rope rope_scaling=longrope original_max_position_embeddings=4 max_position_embeddings=16 rope_layout=interleaved",
+    "method=xpos xpos_scale_base=64",
+    "method=alibi -alibi_slopes",
+    "method=alibi",
+    "method=t5 num_buckets=8 max_distance=12",
+    "method=t5",
+    "method=kerple kerple=log",
+    "method=kerple kerple=power",
+    "method=fire fire_init_L=8",
+    "method=sinusoidal",
+    "method=learned",
+    "method=floater",
+};
+
+/* Creates the layer, or NULL when this configuration is not allowed (grouped-query attention
+ * for a method without it). */
+static pe_attention *make_layer(const char *settings, const shape *s, char *drop, size_t ndrop) {
+    char buf[512], full[640];
+    snprintf(buf, sizeof buf, "%s", settings);
+    drop[0] = 0;
+    char *minus = strstr(buf, " -");
+    if (minus) snprintf(drop, ndrop, "%s", minus + 2), *minus = 0;
+    snprintf(full, sizeof full, "%s heads=%lld causal=%s", buf, (long long)s->H, s->causal ? "true" : "false");
+    if (s->kv) snprintf(full + strlen(full), sizeof full - strlen(full), " kv_heads=%lld", (long long)s->kv);
+    pe_config cfg;
+    pe_config_init(&cfg);
+    const char *keys[32], *vals[32];
+    int n = 0;
+    for (char *tok = strtok(full, " "); tok && n < 32; tok = strtok(NULL, " ")) {
+        char *eq = strchr(tok, '=');
+        assert_non_null(eq);
+        *eq = 0;
+        keys[n] = tok, vals[n++] = eq + 1;
+    }
+    pe_err err;
+    pe_attention *att = NULL;
+    if (pe_config_set_all(&cfg, n, keys, vals, &err) || pe_attention_init(&att, &cfg, s->H * s->D, &err)) {
+        if (s->kv) return NULL;
+        fail_msg("layer '%s': %s", settings, err.msg);
+    }
+    return att;
+}
+
+typedef struct result {
+    float *y, *dx, *grads; /* grads: the layer's gradient block */
+} result;
+
+/* One forward and backward; scores != NULL selects the reference path. */
+static void run(pe_attention *att, pe_layer *L, const shape *s, const float *x, const int64_t *pos,
+                const float *dy, float *scores, result *r) {
+    int64_t n = s->B * s->T * L->C;
+    pe_err err;
+    r->y = malloc(sizeof(float) * n), r->dx = malloc(sizeof(float) * n);
+    r->grads = malloc(sizeof(float) * L->n);
+    pe_layer_zero_grad(L);
+    if (pe_attention_forward(att, &L->w, x, NULL, 0, pos, 1, s->B, s->T, r->y, scores, NULL, &err))
+        fail_msg("forward: %s", err.msg);
+    if (pe_attention_backward(att, &L->w, dy, r->dx, &L->g, &err)) fail_msg("backward: %s", err.msg);
+    memcpy(r->grads, L->block + L->n, sizeof(float) * L->n);
+}
+
+static void result_free(result *r) { free(r->y), free(r->dx), free(r->grads); }
+
+static double maxabs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(a[i])) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+/* Float32 sums in another order: an error relative to the tensor's scale, with a floor
+ * relative to every gradient's (dbk is 0 but for rounding without a rotation), and to the
+ * logits' (an error of one ulp of s_max in a logit moves p by that much relatively:
+ * floater's random layers reach |s| ~ 500). */
+static int64_t compare(const char *what, const float *got, const float *want, int64_t n, double cond,
+                       double floor) {
+    return pe_test_compare(what, got, want, n, cond * (2e-5 * maxabs(want, n) + floor), cond * 1e-4);
+}
+
+/* The fused runs: (instruction set, threads, no_ftz, denormals) */
+typedef struct variant {
+    const char *isa;
+    int threads, no_ftz, denormals;
+} variant;
+static const variant VARIANTS[] = {
+    {NULL, 3, 0, 0}, {"generic", 1, 0, 0}, {"avx2", 2, 1, 0}, {NULL, 2, 0, 1},
+};
+
+static void check_settings(const char *settings) {
+    int checked = 0;
+    for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
+        const shape *s = &SHAPES[si];
+        char drop[64];
+        pe_attention *att = make_layer(settings, s, drop, sizeof drop);
+        if (!att) continue;
+        pe_layer L;
+        pe_err err;
+        if (pe_layer_init(&L, att, 512, 11 + si, &err)) fail_msg("%s", err.msg);
+        for (int i = 0; i < L.np; i++)
+            if (drop[0] && !strcmp(L.specs[i].name, drop)) L.w.param[i] = NULL, L.g.dparam[i] = NULL;
+        const int64_t n = s->B * s->T * L.C, Tk = s->T;
+        float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+        float *scores = malloc(sizeof(float) * s->B * s->H * s->T * Tk);
+        int64_t *pos = malloc(sizeof(int64_t) * s->B * s->T);
+        pe_rng rng = {1000 + si};
+        for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(&rng) - 1, dy[i] = 2 * pe_rng_uniform(&rng) - 1;
+        for (int64_t b = 0; b < s->B; b++)
+            for (int64_t t = 0, p = 5 * b; t < s->T; t++, p += s->gapped ? 1 + (t * 7 + b) % 4 : 1)
+                pos[b * s->T + t] = p;
+
+        result ref, fu;
+        run(att, &L, s, x, pos, dy, scores, &ref);
+        const double cond = fmax(1.0, maxabs(scores, s->B * s->H * s->T * Tk) / 32);
+        const double floor = 2e-6 * fmax(1.0, fmax(maxabs(ref.grads, L.n), maxabs(ref.dx, n)));
+        const char *names[8 + PE_MAX_PARAMS];
+        float *data[8 + PE_MAX_PARAMS], *grads[8 + PE_MAX_PARAMS];
+        int64_t sizes[8 + PE_MAX_PARAMS];
+        int nt = pe_layer_tensors(&L, names, data, grads, sizes);
+        for (size_t vi = 0; vi < sizeof VARIANTS / sizeof VARIANTS[0]; vi++) {
+            const variant *v = &VARIANTS[vi];
+            pe__fused = (pe__fused_knobs){0, v->no_ftz, v->denormals, v->threads, v->isa};
+            if (v->isa && strcmp(pe__kernels_pick(v->isa)->name, v->isa)) continue; /* not on this CPU */
+            run(att, &L, s, x, pos, dy, NULL, &fu);
+            pe__fused = (pe__fused_knobs){0};
+            char label[700];
+            snprintf(label, sizeof label, "%s [%s, %s, %d threads%s%s]", settings, s->name,
+                     pe__kernels_pick(v->isa)->name, v->threads, v->no_ftz ? ", no ftz" : "", v->denormals ? ", denormals" : "");
+            int64_t bad = compare("y", fu.y, ref.y, n, cond, 2e-6) + compare("dx", fu.dx, ref.dx, n, cond, floor);
+            for (int t = 0; t < nt; t++)
+                if (grads[t]) { /* NULL: a dropped optional tensor */
+                    char what[96];
+                    snprintf(what, sizeof what, "d%s", names[t]);
+                    int64_t at = grads[t] - (L.block + L.n);
+                    bad += compare(what, fu.grads + at, ref.grads + at, sizes[t], cond, floor);
+                }
+            if (bad) fprintf(stderr, "  %s: %lld elements differ\n", label, (long long)bad);
+            assert_int_equal(bad, 0);
+            result_free(&fu);
+            checked++;
+        }
+        result_free(&ref);
+        free(x), free(dy), free(scores), free(pos);
+        pe_layer_free(&L);
+        pe_attention_free(att);
+    }
+    assert_true(checked >= 2 * 5);
+}
+
+static void fused_matches_reference(void **state) { check_settings((const char *)*state); }
+
+/* The methods the operator runs fused, and those it must not (score, value or mask hooks,
+ * memory, complex-valued, or a bias backward that gathers into the method's state). */
+static void eligibility(void **state) {
+    (void)state;
+    static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos",
+                                      "alibi", "t5", "kerple", "fire"};
+    static const char *const no[] = {"shaw", "xl", "deberta", "tupe", "complex", "huang1", "huang4"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        assert_true(pe__fused_eligible(pe__method_get(pe_method_from_name(yes[i]))));
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        assert_false(pe__fused_eligible(pe__method_get(pe_method_from_name(no[i]))));
+    pe__fused.off = 1;
+    assert_false(pe__fused_eligible(pe__method_get(pe_method_from_name("rope"))));
+    pe__fused.off = 0;
+}
+
+/* The scalar rotation the SIMD kernel replaced (rope.c before it), the oracle of bit identity. */
+static void rope_scalar(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd, int layout,
+                        const float *cs, float sin_sign) {
+    int64_t half = rd / 2, stride = layout == PE_ROPE_HALF ? 1 : 2, step = layout == PE_ROPE_HALF ? half : 1;
+    for (int64_t i = 0; i < n; i++) {
+        const float *c = cs + i * half * 2;
+        for (int64_t h = 0; h < nh; h++) {
+            float *xh = x + i * ld + h * D;
+            for (int64_t t = 0; t < half; t++) {
+                float cs_ = c[2 * t], sn = sin_sign * c[2 * t + 1];
+                float *a = xh + t * stride, *b = a + step;
+                float x1 = *a, x2 = *b;
+                *a = x1 * cs_ - x2 * sn;
+                *b = x2 * cs_ + x1 * sn;
+            }
+        }
+    }
+}
+
+static void rope_bit_identical(void **state) {
+    (void)state;
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    const int64_t Ds[] = {40, 128, 6, 1100};
+    for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++) {
+        const int64_t D = Ds[di], nh = 3, n = 300, ld = nh * D + 5;
+        const int64_t rds[] = {D, D - 2, 2};
+        for (size_t ri = 0; ri < 3; ri++) {
+            const int64_t rd = rds[ri], half = rd / 2;
+            if (rd < 2) continue;
+            float *x = malloc(sizeof(float) * n * ld), *want = malloc(sizeof(float) * n * ld);
+            float *got = malloc(sizeof(float) * n * ld), *cs = malloc(sizeof(float) * n * half * 2);
+            pe_rng rng = {(uint64_t)(7 + di * 3 + ri)};
+            for (int64_t i = 0; i < n * ld; i++) x[i] = pe_rng_normal(&rng);
+            for (int64_t i = 0; i < n * half; i++) {
+                double a = 1000.0 * pe_rng_uniform(&rng);
+                cs[2 * i] = (float)(0.9 * cos(a)), cs[2 * i + 1] = (float)(0.9 * sin(a));
+            }
+            for (int layout = 0; layout < 2; layout++)
+                for (int sg = -1; sg <= 1; sg += 2)
+                    for (size_t k = 0; k < 3; k++) {
+                        if (strcmp(pe__kernels_pick(isas[k])->name, isas[k])) continue;
+                        memcpy(want, x, sizeof(float) * n * ld);
+                        memcpy(got, x, sizeof(float) * n * ld);
+                        rope_scalar(want, n, ld, nh, D, rd, layout, cs, (float)sg);
+                        pe__fused.isa = isas[k];
+                        pe__rope_rotate(got, n, ld, nh, D, rd, layout, cs, (float)sg);
+                        pe__fused.isa = NULL;
+                        if (memcmp(got, want, sizeof(float) * n * ld))
+                            fail_msg("rope %s D=%lld rd=%lld layout %d sign %d differs", isas[k], (long long)D,
+                                     (long long)rd, layout, sg);
+                    }
+            free(x), free(want), free(got), free(cs);
+        }
+    }
+}
+
+int main(void) {
+    enum { NS = sizeof SETTINGS / sizeof SETTINGS[0] };
+    struct CMUnitTest tests[NS + 2];
+    tests[0] = (struct CMUnitTest){"eligibility", eligibility, NULL, NULL, NULL};
+    tests[1] = (struct CMUnitTest){"rope_bit_identical", rope_bit_identical, NULL, NULL, NULL};
+    for (int i = 0; i < NS; i++)
+        tests[i + 2] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
+    return _cmocka_run_group_tests("fused", tests, NS + 2, NULL, NULL);
+}
