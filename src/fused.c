@@ -10,8 +10,8 @@
  * Threads (OpenMP when the compiler has it; one thread otherwise, and inside another
  * parallel region): forward over (b, h, query block), backward over (b, kv head), each
  * thread owning the dk, dv rows of its kv head and the dq rows of its heads. The bias hooks'
- * parameter gradients go to per-thread copies (the thread's ctx->g), summed in thread order
- * at the end, so results do not depend on scheduling.
+ * parameter gradients go to private copies (through the thread's ctx->g) summed in a fixed
+ * order at the end, so results do not depend on scheduling.
  *
  * Denormals: exp gives 0 below -87, so no p is denormal, but products of tiny p with the
  * other factors (ds = p (dp - delta), then ds k) still are, and each costs a microcode
@@ -160,74 +160,104 @@ static int64_t param_size(const pe__ctx *ctx, const pe_param_spec *s, int i) {
     return n;
 }
 
+/* What one thread of the backward holds. */
+typedef struct bwd_thread {
+    pe__fjob j;
+    pe_grads g;     /* the thread's gradients: ctx->g but the bias tensors' private copies */
+    float *dka, *dva; /* (tkp, dp) dk, dv of the current kv head */
+} bwd_thread;
+
+/* One work item: kv head g of batch b, with every query head of its group. */
+static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, int64_t bg, const float *q,
+                     const float *o, const float *stats, const float *dout, float *dq, float *dk, float *dv,
+                     const float *kt, const float *kr, const float *vt) {
+    const int64_t T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, Tk = ctx->Tk, Ckv = ctx->Ckv;
+    const int64_t b = bg / Hkv, g = bg % Hkv, group = H / Hkv, dp = t->j.dp, per = dp * t->j.tkp;
+    pe__fjob *j = &t->j;
+    memset(t->dka, 0, sizeof(float) * 2 * per);
+    j->kt = kt + bg * per, j->kr = kr + bg * per, j->vt = vt + bg * per;
+    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+        const int64_t at = b * T * C + h * D;
+        j->b = b, j->h = h;
+        j->q = q + at, j->o = o + at, j->dout = dout + at, j->dq = dq + at;
+        j->m = (float *)stats + (b * H + h) * T, j->il = (float *)stats + (ctx->B * H + b * H + h) * T;
+        K->backward(j);
+    }
+    float *dkb = dk + b * Tk * Ckv + g * D, *dvb = dv + b * Tk * Ckv + g * D;
+    for (int64_t r = 0; r < Tk; r++)
+        for (int64_t d = 0; d < D; d++) {
+            dkb[r * Ckv + d] += t->dka[r * dp + d];
+            dvb[r * Ckv + d] += t->dva[r * dp + d];
+        }
+}
+
 pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,
                              const float *q, const float *k, const float *v, const float *o,
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err) {
     const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
-    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
-    const int64_t Tk = ctx->Tk, Ckv = ctx->Ckv, group = H / Hkv;
-    const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(Tk, PE_BC), per = dp * tkp;
+    const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
+    const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC), per = dp * tkp;
     int nth = threads();
 
-    /* the bias tensors' gradients: one private copy per thread */
+    /* The bias tensors' gradients: a private copy per work item, summed in item order at the
+     * end, so results depend neither on scheduling nor on the thread count; one copy per
+     * thread (static schedule) if that would be large; none when a size is unknown. */
     int64_t off[PE_MAX_PARAMS + 1] = {0};
+    int known = 1;
     for (int i = 0; i < nparams; i++) {
         int64_t n = m->bias_backward && ctx->g->dparam[i] ? param_size(ctx, specs, i) : 0;
-        if (m->bias_backward && ctx->g->dparam[i] && n <= 0) nth = 1; /* size unknown: no copies */
+        if (m->bias_backward && ctx->g->dparam[i] && n <= 0) known = 0;
         off[i + 1] = off[i] + (n > 0 ? n : 0);
     }
-    const int64_t priv_n = nth > 1 ? off[nparams] : 0;
+    const int64_t priv_n = known ? off[nparams] : 0;
+    const int per_item = priv_n > 0 && priv_n * items <= (1 << 24);
+    if (!known) nth = 1;
+    const int64_t copies = per_item ? items : nth > 1 ? nth : 0;
     const size_t sc = scratch_floats(dp) + (size_t)(2 * per);
-    float *packed = falloc((size_t)(3 * B * Hkv * per)), *scratch = falloc(sc * nth);
-    float *priv = priv_n ? calloc((size_t)(priv_n * nth), sizeof(float)) : NULL;
-    if (!packed || !scratch || (priv_n && !priv)) {
+    float *packed = falloc((size_t)(3 * items * per)), *scratch = falloc(sc * nth);
+    float *priv = priv_n && copies ? calloc((size_t)(priv_n * copies), sizeof(float)) : NULL;
+    if (!packed || !scratch || (priv_n && copies && !priv)) {
         free(packed), free(scratch), free(priv);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     }
-    float *kt = packed, *kr = packed + B * Hkv * per, *vt = packed + 2 * B * Hkv * per;
+    float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
     PE_OMP(omp parallel num_threads(nth))
     {
         unsigned csr = ftz_enter();
         PE_OMP(omp for schedule(static))
-        for (int64_t bg = 0; bg < B * Hkv; bg++)
+        for (int64_t bg = 0; bg < items; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
             pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, vt + bg * per, NULL);
         const int tid = omp_get_thread_num();
         pe__ctx tctx = *ctx;
-        pe_grads tg = *ctx->g;
-        if (priv)
-            for (int i = 0; i < nparams; i++)
-                if (off[i + 1] > off[i]) tg.dparam[i] = priv + tid * priv_n + off[i];
-        tctx.g = &tg;
-        float *sbase = scratch + sc * tid, *dka = sbase + scratch_floats(dp), *dva = dka + per;
-        pe__fjob j = job_init(&tctx, m, dp, tkp, sbase);
-        j.dk = dka, j.dv = dva;
-        PE_OMP(omp for schedule(static))
-        for (int64_t bg = 0; bg < B * Hkv; bg++) {
-            const int64_t b = bg / Hkv, g = bg % Hkv;
-            memset(dka, 0, sizeof(float) * 2 * per);
-            j.kt = kt + bg * per, j.kr = kr + bg * per, j.vt = vt + bg * per;
-            for (int64_t h = g * group; h < (g + 1) * group; h++) {
-                const int64_t at = b * T * C + h * D;
-                j.b = b, j.h = h;
-                j.q = q + at, j.o = o + at, j.dout = dout + at, j.dq = dq + at;
-                j.m = (float *)stats + (b * H + h) * T, j.il = (float *)stats + (B * H + b * H + h) * T;
-                K->backward(&j);
+        bwd_thread t = {.g = *ctx->g};
+        tctx.g = &t.g;
+        t.j = job_init(&tctx, m, dp, tkp, scratch + sc * tid);
+        t.dka = t.j.r + 4 * PE_BR, t.dva = t.dka + per;
+        t.j.dk = t.dka, t.j.dv = t.dva;
+#define PE_PRIVATE(c)                                                                   \
+    if (priv)                                                                           \
+        for (int i = 0; i < nparams; i++)                                               \
+            if (off[i + 1] > off[i]) t.g.dparam[i] = priv + (c) * priv_n + off[i];
+        if (!per_item) {
+            PE_PRIVATE(tid)
+            PE_OMP(omp for schedule(static))
+            for (int64_t bg = 0; bg < items; bg++) bwd_item(&t, K, ctx, bg, q, o, stats, dout, dq, dk, dv, kt, kr, vt);
+        } else {
+            PE_OMP(omp for schedule(dynamic, 1))
+            for (int64_t bg = 0; bg < items; bg++) {
+                PE_PRIVATE(bg)
+                bwd_item(&t, K, ctx, bg, q, o, stats, dout, dq, dk, dv, kt, kr, vt);
             }
-            float *dkb = dk + b * Tk * Ckv + g * D, *dvb = dv + b * Tk * Ckv + g * D;
-            for (int64_t t = 0; t < Tk; t++)
-                for (int64_t d = 0; d < D; d++) {
-                    dkb[t * Ckv + d] += dka[t * dp + d];
-                    dvb[t * Ckv + d] += dva[t * dp + d];
-                }
         }
+#undef PE_PRIVATE
         ftz_leave(csr);
     }
     if (priv)
-        for (int t = 0; t < nth; t++)
+        for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
-                for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[t * priv_n + off[i] + e];
+                for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
     free(packed), free(scratch), free(priv);
     return PE_OK;
 }

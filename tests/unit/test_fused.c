@@ -3,7 +3,8 @@
  * fused path takes, over shapes that exercise the tiling: T = 1, T not a multiple of the tile,
  * several tiles, odd heads, grouped-query attention, head dims that are not a multiple of the
  * vector width, batches with gapped positions; causal and not; each instruction set the CPU
- * runs and several thread counts. Asking for scores selects the reference path.
+ * runs and several thread counts, which give the same bits. Asking for scores selects the
+ * reference path.
  * Also: which methods are eligible, the denormal switches, and that the SIMD RoPE rotation is
  * bit-identical to the scalar loop. Nothing here is timed. */
 #include <math.h>
@@ -181,6 +182,17 @@ static void check_settings(const char *settings) {
             result_free(&fu);
             checked++;
         }
+        /* the same bits whatever the thread count (private gradients summed in a fixed order) */
+        result one, three;
+        pe__fused.threads = 1;
+        run(att, &L, s, x, pos, dy, NULL, &one);
+        pe__fused.threads = 3;
+        run(att, &L, s, x, pos, dy, NULL, &three);
+        pe__fused.threads = 0;
+        assert_memory_equal(one.y, three.y, sizeof(float) * n);
+        assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
+        assert_memory_equal(one.grads, three.grads, sizeof(float) * L.n);
+        result_free(&one), result_free(&three);
         result_free(&ref);
         free(x), free(dy), free(scores), free(pos);
         pe_layer_free(&L);
