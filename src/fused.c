@@ -45,11 +45,16 @@ int pe__fused_eligible(const pe__method *m) {
     return 1;
 }
 
-static int threads(void) {
+/* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny
+ * layers) stay on one thread, since starting and joining a team (whose idle threads spin on
+ * a busy 2-core machine) costs more than the work. */
+static int threads(double work) {
 #ifdef _OPENMP
+    if (work < (double)(1 << 22)) return 1;
     if (omp_in_parallel()) return 1; /* e.g. the trainer's one run per core */
     return pe__fused.threads > 0 ? pe__fused.threads : omp_get_max_threads();
 #else
+    (void)work;
     return 1;
 #endif
 }
@@ -113,7 +118,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
     const int64_t group = H / Hkv, dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC);
     const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
-    const int nth = threads();
+    const int nth = threads((double)B * H * T * ctx->Tk * D);
     const size_t sc = scratch_floats(dp);
     float *kt = falloc((size_t)(B * Hkv * per)), *vr = falloc((size_t)(B * Hkv * per));
     float *scratch = falloc(sc * nth);
@@ -198,7 +203,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
     const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
     const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC), per = dp * tkp;
-    int nth = threads();
+    int nth = threads(2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
 
     /* The bias tensors' gradients: a private copy per work item, summed in item order at the
      * end, so results depend neither on scheduling nor on the thread count; one copy per
@@ -267,7 +272,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
 void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign) {
     const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
-    const int nth = n * nh * rd >= (1 << 16) ? threads() : 1; /* small calls: no thread start-up */
+    const int nth = threads((double)n * nh * rd * 16); /* memory-bound: weigh it up */
     PE_OMP(omp parallel num_threads(nth))
     {
         const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -281,7 +286,7 @@ void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int
  * 4096 positions x 64 pairs took half as long as rotating q and k). */
 void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
                     double attn) {
-    const int nth = n * half >= (1 << 14) ? threads() : 1;
+    const int nth = threads((double)n * half * 256); /* sin and cos in double */
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
     for (int64_t i = 0; i < n; i++)
         for (int64_t t = 0; t < half; t++) {
