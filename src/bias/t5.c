@@ -55,32 +55,58 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 1;
 }
 
+/* The bucket of every relative offset the call can see, (pos_max - pos_min) either side:
+ * one logf per offset instead of one per entry and head. NULL (per-entry buckets) when the
+ * span is wider than the entries themselves, e.g. two tokens a million positions apart. */
+typedef struct { int64_t span; int32_t *bucket; } t5_state;
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const pe_config *c = ctx->cfg;
+    t5_state *st = calloc(1, sizeof *st);
+    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
+    if (span < (1u << 22) && (double)(2 * span + 1) <= (double)ctx->B * ctx->T * ctx->Tk) {
+        st->span = (int64_t)span;
+        st->bucket = malloc(sizeof(int32_t) * (2 * span + 1));
+        if (st->bucket)
+            for (int64_t r = -st->span; r <= st->span; r++)
+                st->bucket[r + st->span] = (int32_t)pe__t5_bucket(r, c->bidirectional, c->num_buckets, c->max_distance);
+    }
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    t5_state *st = ctx->state;
+    free(st->bucket), free(st);
+    ctx->state = NULL;
+}
+
+static inline int64_t bucket_of(const pe__ctx *ctx, const t5_state *st, int64_t rel) {
+    const pe_config *c = ctx->cfg;
+    return st->bucket ? st->bucket[rel + st->span] : pe__t5_bucket(rel, c->bidirectional, c->num_buckets, c->max_distance);
+}
+
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
-    const pe_config *c = ctx->cfg;
+    const t5_state *st = ctx->state;
     const float *rel_bias = ctx->w->param[REL_BIAS];
     const int64_t *pos = ctx->pos + b * ctx->T;
     for (int64_t i = 0; i < ni; i++)
-        for (int64_t j = 0; j < nj; j++) {
-            int64_t bucket = pe__t5_bucket(pos[j0 + j] - pos[i0 + i], c->bidirectional,
-                                           c->num_buckets, c->max_distance);
-            s[i * lds + j] += rel_bias[bucket * ctx->H + h];
-        }
+        for (int64_t j = 0; j < nj; j++)
+            s[i * lds + j] += rel_bias[bucket_of(ctx, st, pos[j0 + j] - pos[i0 + i]) * ctx->H + h];
 }
 
 /* forward was s += rel_bias[bucket, h], so now: drel_bias[bucket, h] += ds */
 static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                           int64_t nj, const float *ds, int64_t lds) {
-    const pe_config *c = ctx->cfg;
+    const t5_state *st = ctx->state;
     float *drel = ctx->g->dparam[REL_BIAS];
     if (!drel) return;
     const int64_t *pos = ctx->pos + b * ctx->T;
     for (int64_t i = 0; i < ni; i++)
-        for (int64_t j = 0; j < nj; j++) {
-            int64_t bucket = pe__t5_bucket(pos[j0 + j] - pos[i0 + i], c->bidirectional,
-                                           c->num_buckets, c->max_distance);
-            drel[bucket * ctx->H + h] += ds[i * lds + j];
-        }
+        for (int64_t j = 0; j < nj; j++)
+            drel[bucket_of(ctx, st, pos[j0 + j] - pos[i0 + i]) * ctx->H + h] += ds[i * lds + j];
 }
 
 const pe__method pe__method_t5 = {
@@ -91,6 +117,8 @@ const pe__method pe__method_t5 = {
     .defaults = defaults,
     .check = check,
     .params = params,
+    .prepare = prepare,
+    .release = release,
     .bias_forward = bias_forward,
     .bias_backward = bias_backward,
 };
