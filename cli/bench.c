@@ -472,38 +472,6 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
     return 0;
 }
 
-/* ---- README ------------------------------------------------------------------------------------- */
-static int readme_write(const char *path, const char *block) {
-    static const char *const BEGIN = "<!-- bench:begin -->", *const END = "<!-- bench:end -->";
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_fail("bench: cannot read %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f), free(text);
-        return cli_fail("bench: cannot read %s", path);
-    }
-    fclose(f);
-    text[n] = 0;
-    char *b = strstr(text, BEGIN), *e = b ? strstr(b, END) : NULL;
-    if (!b || !e) {
-        free(text);
-        return cli_fail("bench: %s has no %s ... %s block", path, BEGIN, END);
-    }
-    f = fopen(path, "wb");
-    if (!f) {
-        free(text);
-        return cli_fail("bench: cannot write %s", path);
-    }
-    fwrite(text, 1, (size_t)(b - text) + strlen(BEGIN), f);
-    fprintf(f, "\n%s", block);
-    fputs(e, f);
-    free(text);
-    return fclose(f) ? cli_fail("bench: cannot write %s", path) : 0;
-}
-
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -682,7 +650,7 @@ int cli_bench(int argc, char **argv) {
                     " with %d threads, %.2fx and %.2fx of OpenBLAS sgemm on the 2048x2048x64 product (%.0f GFLOP/s).\n",
                 G.fwd[1], G.bwd[1], G.threads[1], G.fwd[1] / G.sgemm[1], G.bwd[1] / G.sgemm[1], G.sgemm[1]);
     fclose(md);
-    rc = readme_write(o.readme, block);
+    rc = cli_readme_block("bench", o.readme, "bench", block);
     free(block);
     if (!rc) printf("Wrote the summary into %s.\n", o.readme);
     return rc;

@@ -14,6 +14,10 @@ int cli_bench(int argc, char **argv);
 int cli_plot(int argc, char **argv);
 int cli_analyze(int argc, char **argv);
 
+/* Replaces the text between "<!-- TAG:begin -->" and "<!-- TAG:end -->" of a Markdown file
+ * with block; the file is written whole or not at all. Returns 0, or cli_fail's 2. */
+int cli_readme_block(const char *cmd, const char *path, const char *tag, const char *block);
+
 /* Prints "posenc: <msg>" and returns 2, the status of bad input. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -102,45 +102,6 @@ static void cell(char *buf, size_t n, double mean, double sd, int pct) {
     else snprintf(buf, n, pct ? "%.1f" : "%.3f", k * mean);
 }
 
-/* Replaces the marked block of a README (written whole or not at all). */
-static int write_readme(const char *path, const char *block) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_fail("compare: --readme: cannot open '%s'", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
-        fclose(f), free(text);
-        return cli_fail("compare: --readme: cannot read '%s'", path);
-    }
-    fclose(f);
-    text[n] = 0;
-    const char *B = "<!-- compare:begin -->", *E = "<!-- compare:end -->";
-    char *b = strstr(text, B), *e = b ? strstr(b, E) : NULL;
-    if (!b || !e) {
-        free(text);
-        return cli_fail("compare: --readme: '%s' has no %s ... %s block", path, B, E);
-    }
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *o = fopen(tmp, "wb");
-    if (!o) {
-        free(text);
-        return cli_fail("compare: --readme: cannot write '%s'", tmp);
-    }
-    fwrite(text, 1, (size_t)(b - text) + strlen(B), o);
-    fprintf(o, "\n%s", block);
-    fputs(e, o);
-    int bad = fclose(o) != 0;
-    free(text);
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return cli_fail("compare: --readme: cannot write '%s'", path);
-    }
-    return 0;
-}
-
 int cli_compare(int argc, char **argv) {
     tr_options o;
     tr_options_default(&o);
@@ -514,7 +475,7 @@ int cli_compare(int argc, char **argv) {
         snprintf(rel, sizeof rel, "%s/compare.png", out);
         const char *img = dl && !strncmp(rel, readme, dl) ? rel + dl : rel;
         snprintf(block, sizeof block, "%s\n![metric versus evaluation length](%s)\n", md, img);
-        if (write_readme(readme, block)) rc = 2;
+        if (cli_readme_block("compare", readme, "compare", block)) rc = 2;
         else printf("updated %s\n", readme);
     }
 done:
