@@ -41,27 +41,30 @@ PY := /usr/bin/python3
 
 .PHONY: all run demo compare plots deps test unit cli-test conformance reference python-test asan valgrind fixtures install clean bench bench-readme
 
-# run: the README's first command: Debian packages, the build, then the demonstration
+# run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
 	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory demo
+	@$(MAKE) --no-print-directory compare
 
 # demo: every method on a built-in random layer (see `posenc help`)
 demo: $(BUILD)/posenc
 	$(BUILD)/posenc demo
 
-# compare: the extrapolation experiment (every method, 3 seeds; ~10 min on 2 cores): table and
-# plot into doc/compare and README.md
+# compare: the extrapolation experiment (every method, 3 seeds; under 10 min on 2 cores): table
+# and plot into doc/compare and README.md
 compare: $(BUILD)/posenc
 	$(BUILD)/posenc compare --out doc/compare --readme README.md
 
-# plots: regenerate the README's pictures (posenc plot) and the analyze table into doc/img
+# plots: regenerate the README's pictures (posenc plot) and the analyze table into doc/img; the
+# attention picture is of a small model trained here (a few seconds)
 plots: $(BUILD)/posenc
 	@mkdir -p doc/img
 	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --N 128 --width 128 --size 800x500 -o doc/img/encoding_sinusoidal.png
 	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --N 512 --size 800x450 -o doc/img/similarity_rope.png
 	$(BUILD)/posenc plot relative --method t5 --N 96 --size 700x560 -o doc/img/relative_t5.png
 	$(BUILD)/posenc plot relative --method alibi --heads 4 --N 64 --size 800x600 -o doc/img/relative_alibi.png
+	$(BUILD)/posenc train --method alibi --steps 600 --width 64 --layers 2 --length 64 --eval 1 --eval-tokens 1024 --quiet --save $(BUILD)/plots_alibi.safetensors > /dev/null
+	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. the kemo of the laki was vupo. vupo is 4812." --size 900x700 -o doc/img/attention_alibi_trained.png
 	$(BUILD)/posenc analyze -o doc/img/analyze.csv
 
 # deps: install the Debian packages the build and tests need (only those missing)
@@ -152,9 +155,11 @@ asan:
 valgrind: $(TESTS)
 	@set -e; for t in $(TESTS); do POSENC_FIXTURES=tests/fixtures valgrind -q --error-exitcode=1 --leak-check=full $$t; done
 
-# fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch)
+# fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch), the
+# trainer's model included (tests/fixtures/train)
 fixtures:
 	$(PY) tests/ref/make_fixtures.py tests/fixtures
+	$(PY) tests/ref/train_ref.py tests/fixtures/train
 
 # bench: `posenc bench` (RoPE vs copy, fused vs reference vs PyTorch eager, memory; a few minutes)
 bench: $(BUILD)/posenc

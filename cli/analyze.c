@@ -1,8 +1,10 @@
-/* posenc analyze [--methods LIST] [--from FILE] [-o FILE.csv] ...: the three properties of "On
- * Position Embeddings in BERT" (props.h, measured as doc/plots.md states) for every method:
- * absolute methods on the Gram matrix of their encoding P P^T (floater: P_q P_k^T; complex:
- * the real part of z_i conj(z_j)), the others on their scores with q = k = ones (posmat.h),
- * averaged over heads. Prints a table; -o writes the same as CSV. */
+/* posenc analyze [--methods LIST] [--from FILE [--layer L]] [-o FILE.csv] ...: the three
+ * properties of "On Position Embeddings in BERT" (props.h, measured as doc/plots.md states)
+ * for every method: absolute methods on the Gram matrix of their encoding P P^T (floater:
+ * P_q P_k^T; complex: the real part of z_i conj(z_j)), the others on their scores with
+ * q = k = ones (posmat.h), averaged over heads. --from FILE adds a row for the file: a
+ * learned pos_table, or a trainer checkpoint's trained encoding (its absolute method, block
+ * L). Prints a table; -o writes the same as CSV. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,7 @@
 #include "posmat.h"
 #include "props.h"
 
-#define USAGE "usage: posenc analyze [--methods LIST] [--from FILE [--tensor NAME]] [--N N] [--width C] [--heads H] [--seed S] [--cosine] [-o FILE.csv] [--KEY VALUE ...]"
+#define USAGE "usage: posenc analyze [--methods LIST] [--from FILE [--tensor NAME] [--layer L]] [--N N] [--width C] [--heads H] [--seed S] [--cosine] [-o FILE.csv] [--KEY VALUE ...]"
 
 typedef struct row {
     char method[64], matrix[32];
@@ -85,7 +87,8 @@ static int analyze_one(const pm_opts *p, int cosine, row *r) {
 
 int cli_analyze(int argc, char **argv) {
     const char *methods = NULL, *out = NULL, *from = NULL, *tensor = NULL;
-    int64_t N = 64, C = 64, heads = 4, seed = 1;
+    int64_t N = 64, C = 64, heads = 4, seed = 1, layer = 0;
+    int layer_set = 0;
     int cosine = 0, nk = 0, rc = 0;
     const char **keys = calloc((size_t)argc + 2, sizeof(char *)), **vals = calloc((size_t)argc + 2, sizeof(char *));
     if (!keys || !vals) return cli_fail("out of memory");
@@ -100,20 +103,30 @@ int cli_analyze(int argc, char **argv) {
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--methods") || !strcmp(a, "--from") || !strcmp(a, "--tensor")) {
             if (!v) rc = cli_fail("%s needs a value", a);
             else *(a[1] == 'o' || a[2] == 'o' ? &out : a[2] == 'm' ? &methods : a[2] == 'f' ? &from : &tensor) = v, i++;
-        } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed")) {
+        } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--layer")) {
             char *end;
             long long x = v ? strtoll(v, &end, 10) : -1;
-            int lo = strcmp(a, "--seed") ? (strcmp(a, "--N") ? 1 : 3) : 0;
+            int lo = strcmp(a, "--seed") && strcmp(a, "--layer") ? (strcmp(a, "--N") ? 1 : 3) : 0;
             if (!v || !*v || *end || x < lo || (!strcmp(a, "--N") && x > 2048))
                 rc = cli_fail("%s: '%s' is not a number in %d..%s", a, v ? v : "", lo, strcmp(a, "--N") ? "" : "2048");
-            else *(a[2] == 'N' ? &N : a[2] == 'w' ? &C : a[2] == 'h' ? &heads : &seed) = x, i++;
+            else *(a[2] == 'N' ? &N : a[2] == 'w' ? &C : a[2] == 'h' ? &heads : a[2] == 'l' ? &layer : &seed) = x, i++;
+            layer_set |= a[2] == 'l';
         } else if (!strncmp(a, "--", 2) && a[2] && strcmp(a + 2, "method")) {
             keys[nk] = a + 2, vals[nk++] = v && strncmp(v, "--", 2) && strcmp(v, "-o") ? argv[++i] : "true";
         } else {
             rc = cli_fail("unexpected argument '%s' (%s)", a, USAGE);
         }
     }
-    /* the methods: every one, or the list; --from adds the learned table of the file */
+    /* the file: a trainer checkpoint's trained encoding (its method and settings), or learned's
+     * table of a plain file */
+    pm_ckpt ck = {0};
+    pm_opts fp = {nk, keys, vals, N, C, heads, (uint64_t)seed, from, tensor, 0, layer};
+    const char *file_method = "learned";
+    pe_err err = {{0}};
+    if (!rc && from && pm_checkpoint(&fp, &ck, &err)) rc = cli_fail("%s", err.msg);
+    if (!rc && ck.is) file_method = ck.method;
+    if (!rc && layer_set && !ck.is) rc = cli_fail("--layer applies to a trainer checkpoint (--from FILE)");
+    /* the methods: every one, or the list; --from adds the file's */
     const char *list[PE_METHOD_COUNT + 1];
     char buf[1024] = "";
     int nm = 0;
@@ -125,14 +138,17 @@ int cli_analyze(int argc, char **argv) {
     } else if (!rc && !from) {
         for (int m = 0; m < PE_METHOD_COUNT; m++) list[nm++] = pe_method_name(m);
     }
-    if (!rc && from && !methods) list[nm++] = "learned";
+    if (!rc && from && !methods) list[nm++] = file_method;
     row *rows = calloc((size_t)nm + 1, sizeof(row));
     if (!rc && !rows) rc = cli_fail("out of memory");
     for (int k = 0; !rc && k < nm; k++) {
         keys[nk] = "method", vals[nk] = list[k];
-        int learned_file = from && !strcmp(list[k], "learned");
-        pm_opts p = {nk + 1, keys, vals, N, C, heads, (uint64_t)seed, learned_file ? from : NULL, tensor};
-        snprintf(rows[k].method, sizeof rows[k].method, "%s%s", list[k], learned_file ? " (file)" : "");
+        int file = from && !strcmp(list[k], file_method);
+        pm_opts p = {nk + 1, keys, vals, N, C, heads, (uint64_t)seed, file ? from : NULL, tensor, 0, 0};
+        if (file && ck.is) p = fp;
+        if (!file) snprintf(rows[k].method, sizeof rows[k].method, "%s", list[k]);
+        else if (!layer) snprintf(rows[k].method, sizeof rows[k].method, "%s (file)", list[k]);
+        else snprintf(rows[k].method, sizeof rows[k].method, "%s (file, block %lld)", list[k], (long long)layer);
         rc = analyze_one(&p, cosine, &rows[k]);
     }
     FILE *csv = NULL;
@@ -153,6 +169,7 @@ int cli_analyze(int argc, char **argv) {
         if (csv && fclose(csv)) rc = cli_fail("%s: cannot write", out);
         else if (csv) printf("wrote %s\n", out);
     }
+    pm_checkpoint_free(&ck);
     free(rows), free(keys), free(vals);
     return rc;
 }

@@ -18,6 +18,22 @@ int cli_fail(const char *fmt, ...) {
     return 2;
 }
 
+int cli_merge_settings(const pe_st_file *f, int n_over, const char *const *over_k, const char *const *over_v,
+                       const char **keys, const char **vals) {
+    int nk = 0;
+    for (int i = 0; i < f->n_meta; i++) {
+        int overridden = 0;
+        for (int j = 0; j < n_over; j++) overridden |= !strcmp(over_k[j], f->meta_keys[i]);
+        if (!overridden) keys[nk] = f->meta_keys[i], vals[nk++] = f->meta_values[i];
+    }
+    for (int j = 0; j < n_over; j++) { /* the last of repeated overrides wins */
+        int dup = 0;
+        for (int i = j + 1; i < n_over; i++) dup |= !strcmp(over_k[i], over_k[j]);
+        if (!dup) keys[nk] = over_k[j], vals[nk++] = over_v[j];
+    }
+    return nk;
+}
+
 int cli_attend(int argc, char **argv) {
     const char *in_path = NULL, *out_path = NULL;
     int n_over = 0;
@@ -55,20 +71,10 @@ int cli_attend(int argc, char **argv) {
         return cli_fail("%s", err.msg);
     }
     /* metadata, then the overrides replacing keys of the same name */
-    int nk = 0;
     const char **keys = calloc(f.n_meta + n_over + 1, sizeof(char *));
     const char **vals = calloc(f.n_meta + n_over + 1, sizeof(char *));
     if (!keys || !vals) rc = cli_fail("out of memory");
-    for (int i = 0; !rc && i < f.n_meta; i++) {
-        int overridden = 0;
-        for (int j = 0; j < n_over; j++) overridden |= !strcmp(over_k[j], f.meta_keys[i]);
-        if (!overridden) keys[nk] = f.meta_keys[i], vals[nk++] = f.meta_values[i];
-    }
-    for (int j = 0; !rc && j < n_over; j++) {
-        int dup = 0;
-        for (int i = j + 1; i < n_over; i++) dup |= !strcmp(over_k[i], over_k[j]);
-        if (!dup) keys[nk] = over_k[j], vals[nk++] = over_v[j];
-    }
+    int nk = rc ? 0 : cli_merge_settings(&f, n_over, over_k, over_v, keys, vals);
     pe_tensor *outs = NULL;
     int n_outs = 0;
     if (!rc && pe_attend(nk, keys, vals, f.n, f.t, &outs, &n_outs, &err)) rc = cli_fail("%s", err.msg);

@@ -2,6 +2,7 @@
 #define PE_CLI_H
 
 #include "posenc.h"
+#include "../src/io/safetensors.h"
 
 /* Subcommands: argc/argv after the command name; return the exit status. */
 int cli_attend(int argc, char **argv);
@@ -17,6 +18,12 @@ int cli_analyze(int argc, char **argv);
 /* Replaces the text between "<!-- TAG:begin -->" and "<!-- TAG:end -->" of a Markdown file
  * with block; the file is written whole or not at all. Returns 0, or cli_fail's 2. */
 int cli_readme_block(const char *cmd, const char *path, const char *tag, const char *block);
+
+/* The settings of a case: f's metadata, then the --KEY VALUE overrides replacing keys of the
+ * same name (the last of repeated ones wins). keys/vals need f->n_meta + n_over entries;
+ * returns how many were written. The strings stay f's and the overrides'. */
+int cli_merge_settings(const pe_st_file *f, int n_over, const char *const *over_k, const char *const *over_v,
+                       const char **keys, const char **vals);
 
 /* Prints "posenc: <msg>" and returns 2, the status of bad input. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,11 +1,10 @@
-/* Heatmaps and rescaled line plots as PNG through cairo (draw.h). */
+/* Heatmaps as PNG through cairo (draw.h); text, tick steps and writing are train/plot.c's. */
 #include "draw.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../src/internal.h"
 
@@ -14,28 +13,9 @@ pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
     (void)h;
     return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
 }
-pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err) {
-    (void)W, (void)H, (void)p, (void)n, (void)s;
-    return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
-}
 #else
-#include <cairo.h>
-#include <fontconfig/fontconfig.h>
 
 #define DR_PI 3.14159265358979323846
-
-static void text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign) {
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - align * e.width - e.x_bearing, y - valign * e.height - e.y_bearing);
-    cairo_show_text(cr, s);
-}
-
-static double nice_step(double range, int n) {
-    if (!(range > 0)) return 1;
-    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
-}
 
 /* viridis through 5 anchors; diverging blue-white-red for data of both signs */
 static void colour(double t, int diverging, double rgb[3]) {
@@ -54,14 +34,14 @@ static void colour(double t, int diverging, double rgb[3]) {
 /* tick labels of cell values v0.. along one side: start/len span the panel, `at` is the fixed
  * coordinate of the labels (x of the right edge of vertical ones, y of the top of horizontal) */
 static void ticks_along(cairo_t *cr, double v0, int64_t cells, double start, double len, double at, int vertical) {
-    double step = nice_step((double)cells, len < 200 ? 3 : 6);
+    double step = tr_nice_step((double)cells, len < 200 ? 3 : 6);
     if (step < 1) step = 1;
     char buf[32];
     for (double v = ceil(v0 / step) * step; v <= v0 + cells - 1 + 1e-9; v += step) {
         double p = start + (v - v0 + 0.5) / cells * len;
         snprintf(buf, sizeof buf, "%g", v);
-        if (vertical) text_at(cr, at, p, buf, 1.0, 0.5);
-        else text_at(cr, p, at, buf, 0.5, 0.0);
+        if (vertical) tr_text_at(cr, at, p, buf, 1.0, 0.5);
+        else tr_text_at(cr, p, at, buf, 0.5, 0.0);
     }
 }
 
@@ -122,23 +102,22 @@ pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
         ticks_along(cr, h->y0, h->rows, oy, ph, ox - 4, 1);
         if (h->panel_titles) {
             cairo_set_font_size(cr, fs);
-            text_at(cr, ox + pw / 2, oy - 0.3 * fs, h->panel_titles[p], 0.5, 1.0);
+            tr_text_at(cr, ox + pw / 2, oy - 0.3 * fs, h->panel_titles[p], 0.5, 1.0);
         }
     }
     cairo_surface_destroy(img);
     /* axis labels and title */
     cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
     cairo_set_font_size(cr, 1.1 * fs);
-    if (h->xlabel) text_at(cr, left + (W - left - right) / 2, H - 0.5 * fs - 4, h->xlabel, 0.5, 1.0);
+    if (h->xlabel) tr_text_at(cr, left + (W - left - right) / 2, H - 0.5 * fs - 4, h->xlabel, 0.5, 1.0);
     if (h->ylabel) {
         cairo_save(cr);
         cairo_translate(cr, 0.9 * fs + 2, top + (H - top - bottom) / 2);
         cairo_rotate(cr, -DR_PI / 2);
-        text_at(cr, 0, 0, h->ylabel, 0.5, 0.5);
+        tr_text_at(cr, 0, 0, h->ylabel, 0.5, 0.5);
         cairo_restore(cr);
     }
-    cairo_set_font_size(cr, 1.3 * fs);
-    if (h->title) text_at(cr, W / 2, 0.4 * fs + 4, h->title, 0.5, 0.0);
+    if (h->title) tr_text_fit(cr, W / 2, 0.4 * fs + 4, 1.3 * fs, W, h->title, 0.0);
     /* colour bar */
     double bx = W - right + 1.5 * fs + 10, bw = 1.2 * fs, by = top, bh = H - top - bottom;
     for (int k = 0; k < (int)bh; k++) {
@@ -152,60 +131,23 @@ pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
     cairo_rectangle(cr, bx, by, bw, bh);
     cairo_stroke(cr);
     cairo_set_font_size(cr, 0.85 * fs);
-    double cstep = nice_step(hi - lo, 5);
+    double cstep = tr_nice_step(hi - lo, 5);
     char buf[32];
     for (double v = ceil(lo / cstep) * cstep; v <= hi + 1e-9 * cstep; v += cstep) {
         double y = by + (1 - (v - lo) / (hi - lo)) * bh;
         cairo_move_to(cr, bx + bw, y), cairo_line_to(cr, bx + bw + 4, y), cairo_stroke(cr);
         snprintf(buf, sizeof buf, "%g", fabs(v) < 1e-9 * cstep ? 0.0 : v);
-        text_at(cr, bx + bw + 6, y, buf, 0.0, 0.5);
+        tr_text_at(cr, bx + bw + 6, y, buf, 0.0, 0.5);
     }
     if (h->cblabel) {
         cairo_save(cr);
         cairo_translate(cr, W - 0.8 * fs - 2, by + bh / 2);
         cairo_rotate(cr, -DR_PI / 2);
-        text_at(cr, 0, 0, h->cblabel, 0.5, 0.5);
+        tr_text_at(cr, 0, 0, h->cblabel, 0.5, 0.5);
         cairo_restore(cr);
     }
     cairo_destroy(cr);
-    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
-    cairo_surface_destroy(surf);
-    /* cairo's and fontconfig's caches live until exit otherwise (LeakSanitizer) */
-    cairo_debug_reset_static_data();
-    FcFini();
-    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
-    return PE_OK;
+    return tr_png_write(surf, path, err);
 }
 
-pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err) {
-    if (W < 160 || H < 120 || W > 8000 || H > 8000)
-        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, H);
-    /* tr_plot_png draws at its own size: draw there, then rescale into the file asked for */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp.png", path, (long)getpid());
-    pe_status st = tr_plot_png(tmp, p, n, s, err);
-    if (st) {
-        unlink(tmp);
-        return pe__fail(err, PE_EIO, "%s: cannot write the plot", path);
-    }
-    cairo_surface_t *src = cairo_image_surface_create_from_png(tmp);
-    unlink(tmp);
-    if (cairo_surface_status(src) != CAIRO_STATUS_SUCCESS) {
-        cairo_surface_destroy(src);
-        return pe__fail(err, PE_EIO, "%s: cannot read back the drawn plot", path);
-    }
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
-    cairo_t *cr = cairo_create(surf);
-    cairo_scale(cr, (double)W / cairo_image_surface_get_width(src), (double)H / cairo_image_surface_get_height(src));
-    cairo_set_source_surface(cr, src, 0, 0);
-    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_BEST);
-    cairo_paint(cr);
-    cairo_destroy(cr);
-    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
-    cairo_surface_destroy(surf);
-    cairo_surface_destroy(src);
-    cairo_debug_reset_static_data();
-    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
-    return PE_OK;
-}
 #endif

@@ -1,5 +1,5 @@
 /* Figures for `posenc plot` (cairo): heatmaps with title, axes, tick labels and a colour bar,
- * one panel per head; curves through the trainer's line plot (train/plot.h) at a chosen size. */
+ * one panel per head. Curves are the trainer's line plot (train/plot.h, tr_plot_png). */
 #ifndef PE_DRAW_H
 #define PE_DRAW_H
 
@@ -17,8 +17,5 @@ typedef struct dr_heat {
 } dr_heat;
 
 pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err);
-
-/* tr_plot_png's figure rescaled to W x H. */
-pe_status dr_curves_png(const char *path, int W, int H, const tr_plot *p, int n, const tr_series *s, pe_err *err);
 
 #endif

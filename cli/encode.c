@@ -91,16 +91,7 @@ int cli_encode(int argc, char **argv) {
     pe_tensor *in = calloc(f.n + 1, sizeof(pe_tensor));
     int nk = 0, n_in = 0;
     if (!rc && (!keys || !vals || !in)) rc = cli_fail("out of memory");
-    for (int i = 0; !rc && i < f.n_meta; i++) {
-        int overridden = 0;
-        for (int j = 0; j < n_over; j++) overridden |= !strcmp(over_k[j], f.meta_keys[i]);
-        if (!overridden) keys[nk] = f.meta_keys[i], vals[nk++] = f.meta_values[i];
-    }
-    for (int j = 0; !rc && j < n_over; j++) {
-        int dup = 0;
-        for (int i = j + 1; i < n_over; i++) dup |= !strcmp(over_k[i], over_k[j]);
-        if (!dup) keys[nk] = over_k[j], vals[nk++] = over_v[j];
-    }
+    if (!rc) nk = cli_merge_settings(&f, n_over, over_k, over_v, keys, vals);
     int has_ids = 0, has_pos = 0;
     for (int i = 0; !rc && i < f.n; i++) {
         if (pos && !strcmp(f.t[i].name, "positions")) continue;

@@ -1,10 +1,12 @@
 /* posenc plot KIND [IN] [options] -o FILE.png: pictures of encodings (draw.h, posmat.h).
- *   encoding       P[position, dimension] of an absolute method (learned: --from FILE)
+ *   encoding       P[position, dimension] of an absolute method (--from FILE: a pos_table, or
+ *                  a trainer checkpoint's encoding of block --layer)
  *   similarity     P P^T (or cosine) of an absolute method; a rotary method's score of q = k = ones
  *                  against distance; other methods' scores with q = k = ones, per head
  *   relative       the relative index (shaw, t5, tupe, deberta) or the position bias with
  *                  zero q and k, per head
- *   attention      the probabilities of a `posenc attend` case file, per head
+ *   attention      the probabilities of a `posenc attend` case file, or of block --layer of a
+ *                  trainer checkpoint on --input TEXT, per head
  *   extrapolation  the metric against evaluation length of a `posenc compare` CSV */
 #include <math.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "../src/io/safetensors.h"
+#include "../train/trainer.h"
 #include "cli.h"
 #include "draw.h"
 #include "posmat.h"
@@ -23,19 +26,26 @@ static const char HELP[] =
     "posenc plot KIND [IN] -o FILE.png [options] [--KEY VALUE ...]\n"
     "kinds:\n"
     "  encoding       P[position, dimension] of an absolute method (sinusoidal, learned, floater\n"
-    "                 (--part q|k|v), complex (--part re|im), none); learned: --from FILE reads pos_table\n"
+    "                 (--part q|k|v), complex (--part re|im), none); --from FILE: a file's pos_table\n"
+    "                 (learned), or a `posenc train --save` checkpoint: its method, settings and\n"
+    "                 trained tensors (learned's table; floater's biases of block --layer L)\n"
     "  similarity     absolute: P P^T (--cosine: cosine); rotary: score of q = k = ones against the\n"
     "                 distance (long-term decay); relative/bias: scores with q = k = ones, per head\n"
     "  relative       --show index (shaw, t5, tupe, deberta) or --show bias (scores with zero q, k:\n"
     "                 t5, tupe, alibi, kerple, fire, xl), per head\n"
-    "  attention      IN = a `posenc attend` case file: probabilities per head (--batch B)\n"
+    "  attention      IN = a `posenc attend` case file: probabilities per head (--batch B); or\n"
+    "                 --checkpoint FILE --input TEXT: a trained model's probabilities in block\n"
+    "                 --layer L (default 0) on TEXT, characters of its task's vocabulary (lm: the\n"
+    "                 training text's; copy, reverse, sort, add: e.g. \"abcd=abcd.\", \"12+345=\")\n"
     "  extrapolation  IN = a `posenc compare` CSV: --metric COLUMN (default value) against length\n"
     "options: --method NAME --N positions (64) --width C (64) --heads H (4) --seed S (1)\n"
-    "         --size WxH (900x700) --from FILE --tensor NAME; other --KEY VALUE: method settings\n";
+    "         --size WxH (900x700) --from FILE --tensor NAME --layer L; other --KEY VALUE: method\n"
+    "         settings (with a checkpoint: its own, the command line's win)\n";
 
 typedef struct opts {
-    const char *kind, *in, *out, *from, *tensor, *part, *show, *metric;
-    int W, H, cosine, batch;
+    const char *kind, *in, *out, *from, *tensor, *part, *show, *metric, *checkpoint, *input;
+    int W, H, cosine, batch, checkpoint_from, layer_set;
+    int64_t layer;
     int64_t N, C, heads;
     uint64_t seed;
     int n_keys;
@@ -70,7 +80,12 @@ static int parse(int argc, char **argv, opts *o) {
             else if (!strcmp(a, "--part")) o->part = v;
             else if (!strcmp(a, "--show")) o->show = v;
             else if (!strcmp(a, "--metric")) o->metric = v;
-            else if (!strcmp(a, "--size")) {
+            else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
+            else if (!strcmp(a, "--input")) o->input = v;
+            else if (!strcmp(a, "--layer")) {
+                if (!v || parse_int(v, 0, &o->layer)) return cli_fail("--layer: '%s' is not a number >= 0", v ? v : "");
+                o->layer_set = 1;
+            } else if (!strcmp(a, "--size")) {
                 if (!v || sscanf(v, "%dx%d", &o->W, &o->H) != 2 || o->W < 160 || o->H < 120 || o->W > 8000 || o->H > 8000)
                     return cli_fail("--size: '%s' is not WxH with W in 160..8000 and H in 120..8000", v ? v : "");
             } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--batch")) {
@@ -108,7 +123,8 @@ static int parse(int argc, char **argv, opts *o) {
 
 static pm_opts pm_of(const opts *o) {
     return (pm_opts){.n_keys = o->n_keys, .keys = o->keys, .vals = o->vals, .N = o->N, .C = o->C,
-                     .heads = o->heads, .seed = o->seed, .from = o->from, .tensor = o->tensor};
+                     .heads = o->heads, .seed = o->seed, .from = o->from, .tensor = o->tensor,
+                     .checkpoint = o->checkpoint_from, .layer = o->layer};
 }
 
 static const pe_tensor *find(const pe_tensor *t, int n, const char *name) {
@@ -169,6 +185,18 @@ static const char *method_of(const opts *o) {
     return "?";
 }
 
+/* The method, and where its tensors come from when a file gives them (the block only for
+ * methods the trainer places in the blocks: an input encoding is one model tensor). */
+static const char *source_of(const opts *o, char *buf, size_t n) {
+    const char *f = o->from ? strrchr(o->from, '/') : NULL;
+    f = f ? f + 1 : o->from;
+    if (o->checkpoint_from && tr_method_placement(method_of(o), NULL) != TR_PLACE_INPUT)
+        snprintf(buf, n, "%s (%s, block %lld)", method_of(o), f, (long long)o->layer);
+    else if (o->from) snprintf(buf, n, "%s (%s)", method_of(o), f);
+    else snprintf(buf, n, "%s", method_of(o));
+    return buf;
+}
+
 static int heat(const opts *o, const char *title, const char *xl, const char *yl, const char *cb, int panels, int64_t rows,
                 int64_t cols, const double *d, double x0, double y0) {
     char(*pt)[32] = malloc(32 * (size_t)panels);
@@ -185,12 +213,13 @@ static int heat(const opts *o, const char *title, const char *xl, const char *yl
 static int plot_encoding(const opts *o) {
     float *A = NULL, *B = NULL;
     int64_t C = 0;
-    char what[32], title[160];
+    char what[32], title[256];
     int rc = encoding_rows(o, 0, &A, &B, &C, what, sizeof what);
     double *d = rc ? NULL : malloc(sizeof(double) * (size_t)(o->N * C));
     if (!rc && !d) rc = cli_fail("out of memory");
     for (int64_t k = 0; !rc && k < o->N * C; k++) d[k] = A[k];
-    snprintf(title, sizeof title, "%s: %s[position, dimension]", method_of(o), what);
+    char src[128];
+    snprintf(title, sizeof title, "%s: %s[position, dimension]", source_of(o, src, sizeof src), what);
     if (!rc) rc = heat(o, title, "dimension", "position", "value", 1, o->N, C, d, 0, 0);
     free(A), free(B), free(d);
     return rc;
@@ -201,7 +230,7 @@ static int plot_similarity(const opts *o) {
     pm_opts p = pm_of(o);
     int m = pm_method(&p, &err);
     if (m < 0) return cli_fail("%s", err.msg);
-    char title[200];
+    char title[256];
     int rc = 0;
     if (pe_method_family(m) == PE_FAMILY_ABSOLUTE) {
         float *A = NULL, *B = NULL;
@@ -211,7 +240,8 @@ static int plot_similarity(const opts *o) {
         double *S = rc ? NULL : malloc(sizeof(double) * (size_t)(N * N));
         if (!rc && !S) rc = cli_fail("out of memory");
         if (!rc) pr_gram(A, B, N, C, o->cosine, S);
-        snprintf(title, sizeof title, "%s: %s of %s rows", method_of(o), o->cosine ? "cosine" : "dot product", what);
+        char src[128];
+        snprintf(title, sizeof title, "%s: %s of %s rows", source_of(o, src, sizeof src), o->cosine ? "cosine" : "dot product", what);
         if (!rc) rc = heat(o, title, "position j", "position i", o->cosine ? "cosine" : "dot product", 1, N, N, S, 0, 0);
         free(A), free(B), free(S);
         return rc;
@@ -236,7 +266,7 @@ static int plot_similarity(const opts *o) {
         }
         if (ns == 1) s[0].label = "all heads";
         snprintf(title, sizeof title, "%s: score of q = k = ones against distance", method_of(o));
-        tr_plot pl = {title, "distance j - i", "score", 0, NULL, NULL, 0, 0};
+        tr_plot pl = {title, "distance j - i", "score", 0, NULL, NULL, 0, 0, o->W, o->H};
         char tl[16][16];
         double tk[16];
         const char *tlp[16];
@@ -245,7 +275,7 @@ static int plot_similarity(const opts *o) {
             tk[pl.n_ticks] = v, snprintf(tl[pl.n_ticks], 16, "%g", v), tlp[pl.n_ticks] = tl[pl.n_ticks], pl.n_ticks++;
         pl.ticks = tk, pl.tick_labels = tlp;
         if (!x) rc = cli_fail("out of memory");
-        else if (dr_curves_png(o->out, o->W, o->H, &pl, ns, s, &err)) rc = cli_fail("%s", err.msg);
+        else if (tr_plot_png(o->out, &pl, ns, s, &err)) rc = cli_fail("%s", err.msg);
         free(x);
     } else {
         snprintf(title, sizeof title, "%s: scores with q = k = ones", method_of(o));
@@ -286,8 +316,73 @@ static int plot_relative(const opts *o) {
     return rc;
 }
 
+/* A trained model (posenc train --save) on --input: the checkpoint's run rebuilt as --resume
+ * does (its task gives the vocabulary), the text as token ids at positions 0..T-1 (+ SHAPE's
+ * shift, as at evaluation), block --layer's probabilities per head. */
+static int plot_attention_checkpoint(const opts *o) {
+    if (o->in) return cli_fail("plot attention: a case file or --checkpoint FILE, not both");
+    if (o->n_keys) return cli_fail("plot attention --checkpoint: the settings are the checkpoint's ('--%s' does not apply)", o->keys[0]);
+    if (!o->input) return cli_fail("plot attention --checkpoint FILE needs --input TEXT");
+    int64_t T = (int64_t)strlen(o->input);
+    if (!T) return cli_fail("--input is empty");
+    if (T > 2048) return cli_fail("--input: %lld characters, more than the 2048 a plot takes", (long long)T);
+    pe_err err = {{0}};
+    tr_options opt;
+    if (tr_checkpoint_options(o->checkpoint, &opt, &err)) return cli_fail("%s", err.msg);
+    if (o->layer >= opt.layers)
+        return cli_fail("--layer %lld: %s has %lld block%s (0..%lld)", (long long)o->layer, o->checkpoint, (long long)opt.layers,
+                        opt.layers == 1 ? "" : "s", (long long)opt.layers - 1);
+    tr_task task;
+    tr_run run;
+    if (tr_task_from_options(&task, &opt, &err)) return cli_fail("%s: %s", o->checkpoint, err.msg);
+    if (tr_run_init(&run, &opt, &task, &err)) {
+        tr_task_free(&task);
+        return cli_fail("%s: %s", o->checkpoint, err.msg);
+    }
+    int rc = tr_run_load(&run, o->checkpoint, &err) ? cli_fail("%s", err.msg) : 0;
+    const int64_t H = run.o.heads;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)T);
+    float *probs = malloc(sizeof(float) * (size_t)(H * T * T));
+    double *d = malloc(sizeof(double) * (size_t)(H * T * T));
+    if (!rc && (!ids || !pos || !probs || !d)) rc = cli_fail("out of memory");
+    for (int64_t t = 0; !rc && t < T; t++) {
+        unsigned char c = (unsigned char)o->input[t];
+        if (task.ids[c] < 0) {
+            char vocab[260] = "";
+            for (int v = 0, n = 0; v < task.V; v++)
+                if (task.chars[v] >= 32 && task.chars[v] < 127) vocab[n++] = (char)task.chars[v];
+            char ch[16];
+            if (c >= 32 && c < 127) snprintf(ch, sizeof ch, "'%c'", c);
+            else snprintf(ch, sizeof ch, "byte 0x%02x", c);
+            rc = cli_fail("--input: %s at %lld is not in the vocabulary of the checkpoint's task %s: \"%s\"", ch, (long long)t,
+                          opt.task, vocab);
+        }
+        ids[t] = task.ids[c], pos[t] = t + run.o.shape;
+    }
+    if (!rc && tr_model_attention(run.model, ids, pos, T, o->layer, probs, &err))
+        rc = cli_fail("--input of %lld characters: %s", (long long)T, err.msg);
+    if (!rc) {
+        char title[200], shown[44];
+        int n = 0;
+        for (int64_t t = 0; t < T && n < 40; t++) shown[n++] = o->input[t] >= 32 && o->input[t] < 127 ? o->input[t] : ' ';
+        if (T > 40) shown[37] = shown[38] = shown[39] = '.';
+        shown[n] = 0;
+        snprintf(title, sizeof title, "%s model, block %lld: attention probabilities on \"%s\"", run.o.method,
+                 (long long)o->layer, shown);
+        for (int64_t e = 0; e < H * T * T; e++) d[e] = probs[e];
+        rc = heat(o, title, "key position", "query position", "probability", (int)H, T, T, d, (double)run.o.shape,
+                  (double)run.o.shape);
+    }
+    free(ids), free(pos), free(probs), free(d);
+    tr_run_free(&run);
+    tr_task_free(&task);
+    return rc;
+}
+
 static int plot_attention(const opts *o) {
-    if (!o->in) return cli_fail("plot attention needs a case file: posenc plot attention CASE.safetensors -o FILE.png");
+    if (o->checkpoint) return plot_attention_checkpoint(o);
+    if (!o->in) return cli_fail("plot attention needs a case file (posenc plot attention CASE.safetensors -o FILE.png) or --checkpoint FILE --input TEXT");
     pe_err err = {{0}};
     pe_st_file f;
     if (pe_st_read(o->in, &f, &err)) return cli_fail("%s", err.msg);
@@ -400,9 +495,9 @@ static int plot_extrapolation(const opts *o) {
     char title[200], ylabel[128];
     snprintf(title, sizeof title, "extrapolation: %s against evaluation length (mean over seeds)", o->metric);
     snprintf(ylabel, sizeof ylabel, "%s%s%s", strcmp(o->metric, "value") || !metric_name[0] ? o->metric : metric_name, "", "");
-    tr_plot pl = {title, "evaluation length / training length", ylabel, nl, tk, tlp, 0, 0};
+    tr_plot pl = {title, "evaluation length / training length", ylabel, nl, tk, tlp, 0, 0, o->W, o->H};
     pe_err err = {{0}};
-    return dr_curves_png(o->out, o->W, o->H, &pl, nv, s, &err) ? cli_fail("%s", err.msg) : 0;
+    return tr_plot_png(o->out, &pl, nv, s, &err) ? cli_fail("%s", err.msg) : 0;
 }
 
 int cli_plot(int argc, char **argv) {
@@ -410,8 +505,22 @@ int cli_plot(int argc, char **argv) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(HELP, stdout), 0;
     opts o;
     int rc = parse(argc, argv, &o);
+    const char **keys = o.keys, **vals = o.vals; /* o's may become the checkpoint's merged ones */
+    pm_ckpt ck = {0};
     if (!rc && o.in && strcmp(o.kind, "attention") && strcmp(o.kind, "extrapolation"))
         rc = cli_fail("unexpected argument '%s' (only attention and extrapolation read a file; learned: --from FILE)", o.in);
+    if (!rc && (o.checkpoint || o.input) && strcmp(o.kind, "attention"))
+        rc = cli_fail("--checkpoint and --input apply to plot attention (other kinds read a checkpoint with --from FILE)");
+    if (!rc && o.from && !strcmp(o.kind, "attention"))
+        rc = cli_fail("plot attention reads a trained model with --checkpoint FILE --input TEXT (not --from)");
+    if (!rc && o.from) { /* a trainer checkpoint: its method, width, heads and settings */
+        pe_err err = {{0}};
+        pm_opts p = pm_of(&o);
+        if (pm_checkpoint(&p, &ck, &err)) rc = cli_fail("%s", err.msg);
+        else if (ck.is) o.keys = ck.keys, o.vals = ck.vals, o.n_keys = p.n_keys, o.C = p.C, o.heads = p.heads, o.checkpoint_from = 1;
+    }
+    if (!rc && o.layer_set && !o.checkpoint && !ck.is)
+        rc = cli_fail("--layer applies to a trainer checkpoint (--from FILE or plot attention --checkpoint FILE)");
     if (!rc) {
         if (!strcmp(o.kind, "encoding")) rc = plot_encoding(&o);
         else if (!strcmp(o.kind, "similarity")) rc = plot_similarity(&o);
@@ -420,6 +529,7 @@ int cli_plot(int argc, char **argv) {
         else if (!strcmp(o.kind, "extrapolation")) rc = plot_extrapolation(&o);
         else rc = cli_fail("unknown plot kind '%s' (encoding, similarity, relative, attention, extrapolation)", o.kind);
     }
-    free(o.keys), free(o.vals);
+    pm_checkpoint_free(&ck);
+    free(keys), free(vals);
     return rc;
 }

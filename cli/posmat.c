@@ -9,6 +9,7 @@
 #include "../src/internal.h"
 #include "../src/io/layer.h"
 #include "../src/io/safetensors.h"
+#include "../train/trainer.h"
 
 int pm_method(const pm_opts *o, pe_err *err) {
     for (int i = o->n_keys - 1; i >= 0; i--)
@@ -31,6 +32,87 @@ static pe_status make_att(const pm_opts *o, pe_attention **att, pe_err *err) {
     if (!st && !pe_config_is_set(&cfg, "heads")) st = pe_config_set(&cfg, "heads", h, err);
     if (!st && !pe_config_is_set(&cfg, "causal")) st = pe_config_set(&cfg, "causal", "false", err);
     if (!st) st = pe_attention_init(att, &cfg, o->C, err);
+    return st;
+}
+
+pe_status pm_checkpoint(pm_opts *o, pm_ckpt *ck, pe_err *err) {
+    memset(ck, 0, sizeof *ck);
+    tr_options t;
+    pe_status st = tr_checkpoint_options(o->from, &t, err);
+    if (st == PE_EFORMAT) return PE_OK; /* not a checkpoint (or unreadable: the plain path says why) */
+    if (st) return st;
+    ck->is = 1, ck->layers = t.layers;
+    snprintf(ck->method, sizeof ck->method, "%s", t.method);
+    for (int i = 0; i < o->n_keys; i++)
+        if (!strcmp(o->keys[i], "method") && strcmp(o->vals[i], t.method))
+            return pe__fail(err, PE_EKEY, "%s: a checkpoint of method %s, not %s", o->from, t.method, o->vals[i]);
+    if (o->layer < 0 || o->layer >= t.layers)
+        return pe__fail(err, PE_EINVAL, "--layer %lld: %s has %lld block%s (0..%lld)", (long long)o->layer, o->from,
+                        (long long)t.layers, t.layers == 1 ? "" : "s", (long long)t.layers - 1);
+    ck->keys = calloc((size_t)o->n_keys + TR_MAX_KEYS + 2, sizeof(char *));
+    ck->vals = calloc((size_t)o->n_keys + TR_MAX_KEYS + 2, sizeof(char *));
+    if (!ck->keys || !ck->vals) return pe__fail(err, PE_ENOMEM, "out of memory");
+    /* the checkpoint's method and layer keys, then the settings' (which win) */
+    int n = 0;
+    ck->keys[n] = "method", ck->vals[n++] = ck->method;
+    for (int k = 0; k < t.n_keys && k < 20; k++) {
+        int over = 0;
+        for (int i = 0; i < o->n_keys; i++) over |= !strcmp(o->keys[i], t.key[k]);
+        if (over) continue;
+        snprintf(ck->key[k], sizeof ck->key[k], "%s", t.key[k]), snprintf(ck->val[k], sizeof ck->val[k], "%s", t.val[k]);
+        ck->keys[n] = ck->key[k], ck->vals[n++] = ck->val[k];
+    }
+    for (int i = 0; i < o->n_keys; i++) ck->keys[n] = o->keys[i], ck->vals[n++] = o->vals[i];
+    o->keys = ck->keys, o->vals = ck->vals, o->n_keys = n;
+    o->C = t.width, o->heads = t.heads, o->checkpoint = 1;
+    return PE_OK;
+}
+
+void pm_checkpoint_free(pm_ckpt *ck) {
+    free(ck->keys), free(ck->vals);
+    ck->keys = ck->vals = NULL;
+}
+
+/* A checkpoint's method tensors for pe_encode: h.<layer>.attn.<name> (per block), else
+ * pe.<name> (shared by the blocks, or added at the input); --tensor NAME for a pos_table. */
+static pe_status encode_from_checkpoint(const pm_opts *o, int m, int n_keys, const char **keys, const char **vals,
+                                        pe_tensor *posn, pe_tensor *ids, pe_tensor **outs, int *n_outs, pe_err *err) {
+    pe_st_file f;
+    pe_status st = pe_st_read(o->from, &f, err);
+    if (st) return st;
+    pe_attention *att = NULL;
+    st = make_att(o, &att, err);
+    pe_param_spec specs[PE_MAX_PARAMS];
+    int np = st ? 0 : pe_attention_params(att, specs), n = 0;
+    pe_tensor in[PE_MAX_PARAMS + 2];
+    in[n++] = *posn;
+    if (ids) in[n++] = *ids;
+    for (int i = 0; i < np && !st; i++) {
+        if (specs[i].optional) continue;
+        char own[96], shared[96];
+        snprintf(own, sizeof own, "h.%lld.attn.%s", (long long)o->layer, specs[i].name);
+        snprintf(shared, sizeof shared, "pe.%s", specs[i].name);
+        int pick = o->tensor && !strcmp(specs[i].name, "pos_table");
+        const pe_tensor *t = NULL;
+        for (int j = 0; j < f.n && !t; j++)
+            if (pick ? !strcmp(f.t[j].name, o->tensor) : !strcmp(f.t[j].name, own)) t = &f.t[j];
+        for (int j = 0; j < f.n && !t && !pick; j++)
+            if (!strcmp(f.t[j].name, shared)) t = &f.t[j];
+        if (!t && pick) st = pe__fail(err, PE_ETENSOR, "%s: no tensor '%s'", o->from, o->tensor);
+        else if (!t)
+            st = pe__fail(err, PE_ETENSOR, "%s: no tensor '%s' or '%s' (method %s in block %lld)", o->from, own, shared,
+                          pe_method_name(m), (long long)o->layer);
+        else if (!strcmp(specs[i].name, "pos_table") && t->ndim == 2 && t->shape[0] < o->N)
+            st = pe__fail(err, PE_EPOS, "%s: %s has %lld rows, fewer than the %lld positions asked for", o->from, t->name,
+                          (long long)t->shape[0], (long long)o->N);
+        else {
+            in[n] = *t;
+            snprintf(in[n++].name, sizeof in[0].name, "%s", specs[i].name);
+        }
+    }
+    if (!st) st = pe_encode(n_keys, keys, vals, o->C, n, in, outs, n_outs, err);
+    pe_attention_free(att);
+    pe_st_free(&f);
     return st;
 }
 
@@ -59,9 +141,17 @@ static pe_status encode_from_file(const pm_opts *o, int n_keys, const char **key
     return st;
 }
 
+/* --from with a method that is not absolute: plots and analyze of its scores and indices use
+ * a random layer, so a file's tensors would be silently ignored. */
+static pe_status from_refused(const pm_opts *o, int m, pe_err *err) {
+    return pe__fail(err, PE_EINVAL, "%s: --from reads the encoding of an absolute method (learned, floater, ...), not the %s method %s",
+                    o->from, pe_family_name(pe_method_family(m)), pe_method_name(m));
+}
+
 pe_status pm_encoding(const pm_opts *o, pe_tensor **outs, int *n_outs, pe_err *err) {
     int m = pm_method(o, err);
     if (m < 0) return PE_EKEY;
+    if (pe_method_family(m) != PE_FAMILY_ABSOLUTE && o->from) return from_refused(o, m, err);
     if (pe_method_family(m) != PE_FAMILY_ABSOLUTE)
         return pe__fail(err, PE_EINVAL, "method '%s' is %s, not absolute: it has no encoding P (try the similarity or relative plots)",
                         pe_method_name(m), pe_family_name(pe_method_family(m)));
@@ -77,7 +167,10 @@ pe_status pm_encoding(const pm_opts *o, pe_tensor **outs, int *n_outs, pe_err *e
         if (strcmp(o->keys[i], "causal")) keys[nk] = o->keys[i], vals[nk++] = o->vals[i];
     pe_tensor posn = {.name = "positions", .dtype = PE_I64, .ndim = 1, .shape = {o->N}, .data = pos};
     pe_status st;
-    if (o->from) {
+    pe_tensor ids = {.name = "ids", .dtype = PE_I64, .ndim = 1, .shape = {o->N}, .data = pos + o->N};
+    if (o->checkpoint) {
+        st = encode_from_checkpoint(o, m, nk, keys, vals, &posn, m == PE_METHOD_COMPLEX ? &ids : NULL, outs, n_outs, err);
+    } else if (o->from) {
         st = encode_from_file(o, nk, keys, vals, &posn, outs, n_outs, err);
     } else {
         /* the method's tensors from a random layer (learned, floater, complex) */
@@ -88,8 +181,7 @@ pe_status pm_encoding(const pm_opts *o, pe_tensor **outs, int *n_outs, pe_err *e
         pe_tensor in[PE_MAX_PARAMS + 2];
         int n = 0;
         in[n++] = posn;
-        if (m == PE_METHOD_COMPLEX) /* one token everywhere: the encoding of position alone */
-            in[n++] = (pe_tensor){.name = "ids", .dtype = PE_I64, .ndim = 1, .shape = {o->N}, .data = pos + o->N};
+        if (m == PE_METHOD_COMPLEX) in[n++] = ids; /* one token everywhere: the encoding of position alone */
         for (int i = 0; !st && i < L.np; i++) {
             if (L.specs[i].optional) continue;
             pe_tensor *t = &in[n++];
@@ -112,6 +204,7 @@ pe_status pm_scores(const pm_opts *o, int zero_qk, double **S, int64_t *Hout, pe
     if (pe_method_family(m) == PE_FAMILY_ABSOLUTE)
         return pe__fail(err, PE_EINVAL, "method '%s' is absolute: its position-position matrix is P P^T (the encoding), not a score",
                         pe_method_name(m));
+    if (o->from) return from_refused(o, m, err);
     pe_attention *att = NULL;
     pe_layer L = {0};
     float *buf = NULL;
@@ -149,6 +242,7 @@ pe_status pm_index(const pm_opts *o, double **S, pe_err *err) {
     if (m != PE_METHOD_SHAW && m != PE_METHOD_T5 && m != PE_METHOD_TUPE && m != PE_METHOD_DEBERTA)
         return pe__fail(err, PE_EINVAL, "method '%s' has no relative index (shaw, t5, tupe, deberta do); try --show bias",
                         pe_method_name(m));
+    if (o->from) return from_refused(o, m, err);
     pe_attention *att = NULL;
     pe_status st = make_att(o, &att, err);
     if (st) return st;

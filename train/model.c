@@ -161,6 +161,8 @@ struct tr_model {
     tr_acts a;
     int64_t B, T, count;
     int have_forward, used_mem;
+    float *probs_out;    /* tr_model_attention: block probs_layer's probabilities go here */
+    int64_t probs_layer;
 };
 
 static int add_tensor(tr_model *m, const char *name, int ndim, const int64_t *shape, int decay, pe_err *err) {
@@ -590,13 +592,14 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
               *xout = a->x + (l + 1) * N * C;
         if (m->place == TR_PLACE_IDS && l == 0) {
             /* the complex layer reads the ids: xmid = x + y + y_imag (dln holds y_imag) */
-            st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL, NULL, err);
+            st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL,
+                                          l == m->probs_layer ? m->probs_out : NULL, err);
             if (st) return st;
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i] + a->dln[i];
         } else {
             tr_layernorm_forward(ln1, a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, x, L->ln1w, L->ln1b, N, C);
             st = pe_attention_forward(L->att, &L->w, ln1, M ? m->mem + l * B * M * C : NULL, M, a->pos, 1, B, T,
-                                      a->tmp, NULL, NULL, err);
+                                      a->tmp, NULL, l == m->probs_layer ? m->probs_out : NULL, err);
             if (st) return st;
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i];
         }
@@ -619,6 +622,21 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
     if (count) *count = n;
     m->have_forward = 1;
     return PE_OK;
+}
+
+pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos, int64_t T, int64_t layer,
+                             float *probs, pe_err *err) {
+    if (layer < 0 || layer >= m->cfg.layers)
+        return pe__fail(err, PE_EINVAL, "layer %lld: the model has layers 0..%lld", (long long)layer, (long long)m->cfg.layers - 1);
+    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    if (!tgt) return pe__fail(err, PE_ENOMEM, "out of memory");
+    for (int64_t i = 0; i < T; i++) tgt[i] = -1; /* nothing scored: only the activations matter */
+    double loss;
+    m->probs_out = probs, m->probs_layer = layer;
+    pe_status st = tr_model_forward(m, in, tgt, pos, 1, T, 0, &loss, NULL, err);
+    m->probs_out = NULL;
+    free(tgt);
+    return st;
 }
 
 pe_status tr_model_backward(tr_model *m, pe_err *err) {

@@ -91,6 +91,11 @@ void tr_model_zero_grad(tr_model *m);
 pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, const int64_t *pos,
                            int64_t B, int64_t T, int use_mem, double *loss, int64_t *count,
                            pe_err *err);
+/* Attention probabilities of one sequence in (T tokens at positions pos, NULL: 0..T-1; no
+ * memory): the forward runs to block `layer` and writes its probs (H, T, T), from the
+ * operator's reference path. */
+pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos, int64_t T, int64_t layer,
+                             float *probs, pe_err *err);
 /* Backward of the last forward: accumulates (+=) d(mean loss)/d(params) into the grads. */
 pe_status tr_model_backward(tr_model *m, pe_err *err);
 /* The last forward's next-token probabilities (N, V). */

@@ -1,4 +1,4 @@
-/* Line plots as PNG through cairo (plot.h). */
+/* Line plots as PNG through cairo, and the helpers cli/draw.c shares (plot.h). */
 #include "plot.h"
 
 #include <math.h>
@@ -7,16 +7,50 @@
 
 #include "../src/internal.h"
 
+double tr_nice_step(double range, int n) {
+    if (!(range > 0) || n < 1) return 1;
+    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+}
+
 #ifndef PE_CAIRO
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
     (void)p, (void)n_series, (void)s;
     return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
 }
 #else
-#include <cairo.h>
 #include <fontconfig/fontconfig.h>
 
 #define PLOT_PI 3.14159265358979323846
+
+void tr_text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    cairo_move_to(cr, x - align * e.width - e.x_bearing, y - valign * e.height - e.y_bearing);
+    cairo_show_text(cr, s);
+}
+
+void tr_text_fit(cairo_t *cr, double x, double y, double size, double W, const char *s, double valign) {
+    cairo_text_extents_t e;
+    cairo_set_font_size(cr, size);
+    cairo_text_extents(cr, s, &e);
+    for (int k = 0; k < 4 && e.width > W - 16; k++) { /* hinted widths are not quite proportional */
+        size *= 0.98 * (W - 16) / e.width;
+        cairo_set_font_size(cr, size);
+        cairo_text_extents(cr, s, &e);
+    }
+    x = fmin(fmax(x, 8 + e.width / 2), W - 8 - e.width / 2);
+    tr_text_at(cr, x, y, s, 0.5, valign);
+}
+
+pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err) {
+    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
+    cairo_surface_destroy(surf);
+    cairo_debug_reset_static_data();
+    FcFini();
+    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
+    return PE_OK;
+}
 
 /* 20 colours (Tableau 10, then its light variants, drawn dashed). */
 static const double PALETTE[20][3] = {
@@ -25,23 +59,32 @@ static const double PALETTE[20][3] = {
     {0.68, 0.78, 0.91}, {1.00, 0.73, 0.47}, {0.60, 0.87, 0.54}, {1.00, 0.60, 0.59}, {0.77, 0.69, 0.84},
     {0.77, 0.61, 0.58}, {0.97, 0.71, 0.82}, {0.20, 0.20, 0.20}, {0.86, 0.86, 0.55}, {0.62, 0.85, 0.90}};
 
-static void text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign) {
-    cairo_text_extents_t e;
-    cairo_text_extents(cr, s, &e);
-    cairo_move_to(cr, x - align * e.width - e.x_bearing, y - valign * e.height - e.y_bearing);
-    cairo_show_text(cr, s);
-}
-
-/* A "nice" step for about n ticks over range. */
-static double nice_step(double range, int n) {
-    double raw = range / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
-}
-
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
-    const int W = 1100, Hh = 680;
-    const double left = 80, right = 250, top = 50, bottom = 70;
+    const int W = p->W ? p->W : 1100, Hh = p->H ? p->H : 680;
+    if (W < 160 || Hh < 120 || W > 8000 || Hh > 8000)
+        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, Hh);
+    /* every length is in units u of the 1100 x 680 layout (u = 1 there), fonts shrinking
+     * more slowly than the picture so that small figures stay legible */
+    double u = sqrt(fmin(W / 1100.0, Hh / 680.0));
+    u = u < 0.62 ? 0.62 : u > 3 ? 3 : u;
+    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, Hh);
+    cairo_t *cr = cairo_create(surf);
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    /* the legend's width: its longest label, at most 45% of the figure */
+    cairo_set_font_size(cr, 13 * u);
+    double label_w = 0;
+    for (int i = 0; i < n_series; i++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, s[i].label, &e);
+        label_w = fmax(label_w, e.x_advance);
+    }
+    const double left = 80 * u, top = 50 * u, bottom = 70 * u;
+    const double right = n_series ? fmin(0.45 * W, label_w + 74 * u) : 20 * u;
     const double pw = W - left - right, ph = Hh - top - bottom;
+    if (pw < 20 || ph < 20) {
+        cairo_destroy(cr), cairo_surface_destroy(surf);
+        return pe__fail(err, PE_EINVAL, "size %dx%d is too small for this plot", W, Hh);
+    }
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (int i = 0; i < n_series; i++)
         for (int k = 0; k < s[i].n; k++) {
@@ -55,63 +98,57 @@ pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr
     if (!isfinite(ymin)) ymin = 0, ymax = 1;
     if (xmax - xmin < 1e-9) xmin -= 0.5, xmax += 0.5;
     if (ymax - ymin < 1e-9) ymin -= 0.5, ymax += 0.5;
-    double ystep = nice_step(ymax - ymin, 6);
+    double ystep = tr_nice_step(ymax - ymin, ph < 200 ? 3 : 6);
     ymin = floor(ymin / ystep) * ystep, ymax = ceil(ymax / ystep) * ystep;
     double xpad = 0.04 * (xmax - xmin);
     xmin -= xpad, xmax += xpad;
 #define PX(x) (left + ((x) - xmin) / (xmax - xmin) * pw)
 #define PY(y) (top + (1 - ((y) - ymin) / (ymax - ymin)) * ph)
 
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, Hh);
-    cairo_t *cr = cairo_create(surf);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
-    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
 
     /* grid, axes, ticks */
     cairo_set_line_width(cr, 1);
     char buf[64];
-    cairo_set_font_size(cr, 13);
+    cairo_set_font_size(cr, 13 * u);
     for (double y = ymin; y <= ymax + 1e-9 * ystep; y += ystep) {
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, left, PY(y)), cairo_line_to(cr, left + pw, PY(y)), cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         snprintf(buf, sizeof buf, "%g", fabs(y) < 1e-12 ? 0.0 : y);
-        text_at(cr, left - 8, PY(y), buf, 1.0, 0.5);
+        tr_text_at(cr, left - 8 * u, PY(y), buf, 1.0, 0.5);
     }
     for (int k = 0; k < p->n_ticks; k++) {
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
         cairo_move_to(cr, PX(p->ticks[k]), top), cairo_line_to(cr, PX(p->ticks[k]), top + ph), cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
-        text_at(cr, PX(p->ticks[k]), top + ph + 8, p->tick_labels[k], 0.5, 0.0);
+        tr_text_at(cr, PX(p->ticks[k]), top + ph + 8 * u, p->tick_labels[k], 0.5, 0.0);
     }
     cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
     cairo_rectangle(cr, left, top, pw, ph);
     cairo_stroke(cr);
-    cairo_set_font_size(cr, 15);
-    if (p->xlabel) text_at(cr, left + pw / 2, Hh - 22, p->xlabel, 0.5, 0.5);
+    cairo_set_font_size(cr, 15 * u);
+    if (p->xlabel) tr_text_at(cr, left + pw / 2, Hh - 22 * u, p->xlabel, 0.5, 0.5);
     if (p->ylabel) {
         cairo_save(cr);
-        cairo_translate(cr, 22, top + ph / 2);
+        cairo_translate(cr, 22 * u, top + ph / 2);
         cairo_rotate(cr, -PLOT_PI / 2);
-        text_at(cr, 0, 0, p->ylabel, 0.5, 0.5);
+        tr_text_at(cr, 0, 0, p->ylabel, 0.5, 0.5);
         cairo_restore(cr);
     }
-    cairo_set_font_size(cr, 17);
-    if (p->title) text_at(cr, left + pw / 2, 24, p->title, 0.5, 0.5);
+    if (p->title) tr_text_fit(cr, left + pw / 2, 24 * u, 17 * u, W, p->title, 0.5);
 
     /* series: error bars, lines, markers; values above the top sit on the edge as triangles */
-    cairo_rectangle(cr, left, top - 8, pw, ph + 16);
+    cairo_rectangle(cr, left, top - 8 * u, pw, ph + 16 * u);
     cairo_save(cr);
     cairo_clip(cr);
+    double dash[2] = {6 * u, 4 * u};
     for (int i = 0; i < n_series; i++) {
         const double *c = PALETTE[i % 20];
         cairo_set_source_rgb(cr, c[0], c[1], c[2]);
-        cairo_set_line_width(cr, 2);
-        if (i >= 10) { /* the light half of the palette: dashed */
-            double dash[2] = {6, 4};
-            cairo_set_dash(cr, dash, 2, 0);
-        }
+        cairo_set_line_width(cr, 2 * u);
+        if (i >= 10) cairo_set_dash(cr, dash, 2, 0); /* the light half of the palette: dashed */
         int pen = 0;
         for (int k = 0; k < s[i].n; k++) {
             if (!isfinite(s[i].y[k])) {
@@ -125,53 +162,43 @@ pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr
         }
         cairo_stroke(cr);
         cairo_set_dash(cr, NULL, 0, 0);
-        cairo_set_line_width(cr, 1.2);
+        cairo_set_line_width(cr, 1.2 * u);
         for (int k = 0; k < s[i].n; k++) {
             if (!isfinite(s[i].y[k])) continue;
             double x = PX(s[i].x[k]), y = s[i].y[k];
             if (s[i].err && isfinite(s[i].err[k]) && s[i].err[k] > 0 && y <= ymax) {
                 double y0 = PY(fmax(y - s[i].err[k], ymin)), y1 = PY(fmin(y + s[i].err[k], ymax));
                 cairo_move_to(cr, x, y0), cairo_line_to(cr, x, y1);
-                cairo_move_to(cr, x - 4, y0), cairo_line_to(cr, x + 4, y0);
-                cairo_move_to(cr, x - 4, y1), cairo_line_to(cr, x + 4, y1);
+                cairo_move_to(cr, x - 4 * u, y0), cairo_line_to(cr, x + 4 * u, y0);
+                cairo_move_to(cr, x - 4 * u, y1), cairo_line_to(cr, x + 4 * u, y1);
                 cairo_stroke(cr);
             }
             if (y > ymax) {
-                cairo_move_to(cr, x, PY(ymax) - 6), cairo_line_to(cr, x - 5, PY(ymax) + 3);
-                cairo_line_to(cr, x + 5, PY(ymax) + 3), cairo_close_path(cr), cairo_fill(cr);
-            } else {
-                cairo_arc(cr, x, PY(y), 3.5, 0, 2 * PLOT_PI), cairo_fill(cr);
+                cairo_move_to(cr, x, PY(ymax) - 6 * u), cairo_line_to(cr, x - 5 * u, PY(ymax) + 3 * u);
+                cairo_line_to(cr, x + 5 * u, PY(ymax) + 3 * u), cairo_close_path(cr), cairo_fill(cr);
+            } else if (s[i].n <= 64) { /* markers where points are few enough to tell apart */
+                cairo_arc(cr, x, PY(y), 3.5 * u, 0, 2 * PLOT_PI), cairo_fill(cr);
             }
         }
     }
     cairo_restore(cr);
 
     /* legend */
-    cairo_set_font_size(cr, 13);
-    double ly = top + 6, lx = left + pw + 20, step = fmin(22.0, (ph - 10) / (n_series ? n_series : 1));
+    cairo_set_font_size(cr, 13 * u);
+    double ly = top + 6 * u, lx = left + pw + 20 * u, step = fmin(22 * u, (ph - 10 * u) / (n_series ? n_series : 1));
     for (int i = 0; i < n_series; i++, ly += step) {
         const double *c = PALETTE[i % 20];
         cairo_set_source_rgb(cr, c[0], c[1], c[2]);
-        cairo_set_line_width(cr, 2.5);
-        if (i >= 10) { /* the light half of the palette: dashed */
-            double dash[2] = {6, 4};
-            cairo_set_dash(cr, dash, 2, 0);
-        }
-        cairo_move_to(cr, lx, ly + step / 2), cairo_line_to(cr, lx + 28, ly + step / 2), cairo_stroke(cr);
+        cairo_set_line_width(cr, 2.5 * u);
+        if (i >= 10) cairo_set_dash(cr, dash, 2, 0);
+        cairo_move_to(cr, lx, ly + step / 2), cairo_line_to(cr, lx + 28 * u, ly + step / 2), cairo_stroke(cr);
         cairo_set_dash(cr, NULL, 0, 0);
         cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
-        text_at(cr, lx + 36, ly + step / 2, s[i].label, 0.0, 0.5);
+        tr_text_at(cr, lx + 36 * u, ly + step / 2, s[i].label, 0.0, 0.5);
     }
 #undef PX
 #undef PY
     cairo_destroy(cr);
-    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
-    cairo_surface_destroy(surf);
-    /* cairo's font caches and fontconfig's configuration live until exit otherwise, which
-     * LeakSanitizer reports as leaks of the tool */
-    cairo_debug_reset_static_data();
-    FcFini();
-    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
-    return PE_OK;
+    return tr_png_write(surf, path, err);
 }
 #endif

@@ -1,5 +1,6 @@
-/* A line plot as PNG (cairo): one line per series with error bars, a legend, tick labels.
- * For `posenc compare`'s metric-versus-length figure. */
+/* A line plot as PNG (cairo): one line per series with error bars, a legend, tick labels, at
+ * any size. For `posenc compare`'s metric-versus-length figure and `posenc plot`'s curves.
+ * Also the few cairo helpers the heatmaps of `posenc plot` (cli/draw.c) share with it. */
 #ifndef TR_PLOT_H
 #define TR_PLOT_H
 
@@ -17,10 +18,26 @@ typedef struct tr_plot {
     const double *ticks;       /* x positions of the tick labels */
     const char *const *tick_labels;
     double ymin, ymax;         /* ymax <= ymin: from the data; points above ymax are drawn at the edge */
+    int W, H;                  /* image size in pixels, 160..8000 x 120..8000; 0: 1100 x 680 */
 } tr_plot;
 
-/* Writes the figure; returns PE_EIO with a message when the file cannot be written, or when
- * posenc was built without cairo. */
+/* Writes the figure; returns PE_EINVAL for a size out of range, PE_EIO with a message when the
+ * file cannot be written, or when posenc was built without cairo. */
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err);
+
+/* A "nice" step (1, 2 or 5 times a power of ten) for about n ticks over range; 1 when the
+ * range is empty. */
+double tr_nice_step(double range, int n);
+
+#ifdef PE_CAIRO
+#include <cairo.h>
+/* Text with its ink box aligned at (x, y): align/valign 0 left/top, 0.5 centre, 1 right/bottom. */
+void tr_text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign);
+/* A title centred at x, in a figure W pixels wide: moved, then shrunk from `size` until it fits. */
+void tr_text_fit(cairo_t *cr, double x, double y, double size, double W, const char *s, double valign);
+/* Writes surf to path and destroys it, then frees cairo's and fontconfig's caches (they live
+ * until exit otherwise, which LeakSanitizer reports as leaks of the tool). */
+pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err);
+#endif
 
 #endif

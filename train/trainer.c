@@ -21,7 +21,7 @@ static const struct option {
 } OPTIONS[] = {
 #define O(name, type, field, arg, help) {name, type, offsetof(tr_options, field), sizeof(((tr_options *)0)->field), arg, help}
     O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort or add"),
-    O("length", OPT_INT, length, "L", "training length: lm context (default 128), or longest content of a task (default 16)"),
+    O("length", OPT_INT, length, "L", "training length: lm context (default 64), or longest content of a task (default 16)"),
     O("text", OPT_STR, text, "FILE", "lm on this text (90% train, last 10% held out) instead of the generated corpus"),
     O("corpus-seed", OPT_U64, corpus_seed, "S", "seed of the generated corpus (default 1)"),
     O("corpus-chars", OPT_INT, corpus_chars, "N", "characters of generated training text (default 1000000)"),
@@ -31,7 +31,7 @@ static const struct option {
     O("heads", OPT_INT, heads, "H", "attention heads (default 4)"),
     O("mlp", OPT_INT, mlp, "F", "MLP width (default 4 * width)"),
     O("shape", OPT_INT, shape, "K", "SHAPE for absolute methods: shift in [0, K) per training sequence, K at evaluation (default 0: off)"),
-    O("steps", OPT_INT, steps, "N", "optimizer steps (default 720)"),
+    O("steps", OPT_INT, steps, "N", "optimizer steps (default 1500)"),
     O("batch", OPT_INT, batch, "B", "sequences per step (default 4)"),
     O("warmup", OPT_INT, warmup, "N", "linear warm-up steps (default steps / 10)"),
     O("lr", OPT_REAL, lr, "X", "peak learning rate (default 1e-2)"),
@@ -52,10 +52,10 @@ void tr_options_default(tr_options *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->task, sizeof o->task, "lm");
     snprintf(o->method, sizeof o->method, "rope");
-    o->length = 0; /* by task: 128 for lm, 16 otherwise (tr_options_check fills it) */
+    o->length = 0; /* by task: 64 for lm, 16 otherwise (tr_options_check fills it) */
     o->corpus_seed = 1, o->corpus_chars = 1000000;
     o->layers = 2, o->width = 64, o->heads = 4, o->mlp = 0;
-    o->steps = 720, o->batch = 4, o->warmup = -1;
+    o->steps = 1500, o->batch = 4, o->warmup = -1;
     o->lr = 1e-2, o->min_lr = 0.1, o->weight_decay = 0.1, o->clip = 1.0;
     o->beta1 = 0.9, o->beta2 = 0.95, o->eps = 1e-8;
     o->seed = 1;
@@ -195,8 +195,14 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
 }
 
 /* Fills the task-dependent defaults. */
+static const char *key_value(const tr_options *o, const char *key) {
+    for (int k = 0; k < o->n_keys; k++)
+        if (!strcmp(o->key[k], key)) return o->val[k];
+    return NULL;
+}
+
 static void resolve(tr_options *o) {
-    if (o->length == 0) o->length = tr_task_from_name(o->task) == TR_TASK_LM ? 128 : 16;
+    if (o->length == 0) o->length = tr_task_from_name(o->task) == TR_TASK_LM ? 64 : 16;
     if (o->mlp == 0) o->mlp = 4 * o->width;
     if (o->warmup < 0) o->warmup = o->steps / 10 > 1 ? o->steps / 10 : 1;
 }
@@ -245,6 +251,17 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     for (int k = 0; k < r->o.n_keys; k++) {
         snprintf(mc.key[k], sizeof mc.key[k], "%s", r->o.key[k]);
         snprintf(mc.val[k], sizeof mc.val[k], "%s", r->o.val[k]);
+    }
+    /* T5 trained at 512 tokens with max_distance 128, so its last, open-ended bucket is
+     * trained; the spec's default 128 would leave every bucket past a short training length at
+     * its initial value. Unless set, t5 and tupe take max_distance = half the training length. */
+    if ((!strcmp(mc.method, "t5") || !strcmp(mc.method, "tupe")) && !key_value(&r->o, "max_distance") &&
+        mc.n_keys < TR_MAX_KEYS) {
+        /* but above the exact buckets (num_buckets / 2 for causal attention), as the key requires */
+        const char *nb = key_value(&r->o, "num_buckets");
+        int64_t exact = (nb ? atoll(nb) : 32) / 2, md = ttrain / 2 > exact ? ttrain / 2 : exact + 1;
+        snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "max_distance");
+        snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%lld", (long long)md);
     }
     if ((st = tr_model_init(&r->model, &mc, r->o.seed, err))) return st;
     if (tr_adamw_init(&r->opt, tr_model_size(r->model), r->o.beta1, r->o.beta2, r->o.eps, r->o.weight_decay)) {

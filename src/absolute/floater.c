@@ -18,10 +18,12 @@
  *
  * Backward is the exact gradient of this discrete solution (backpropagation through every
  * RK4 step), with memory O(sqrt(N)) in the N grid steps: forward keeps the state every K ~
- * sqrt(N) steps (checkpoints); backward walks down the grid, recomputes one segment of K
- * states at a time from its checkpoint and runs each step's vector-Jacobian product (stages
- * and ReLU masks recomputed inside the step). Cost: forward N steps; backward N recomputed
- * steps and N step VJPs, 3 to 4 times the forward's time.
+ * sqrt(N) steps (checkpoints); backward walks down the grid, recomputes the stages (stage
+ * inputs and pre-activations) of one segment of K steps at a time from its checkpoint and
+ * runs each step's vector-Jacobian product on them. Forward also keeps the stages of the first
+ * TRAJ_BYTES of the grid (the trajectory), which backward reads instead of recomputing: a
+ * short sequence costs N steps forward and N step VJPs (about 2 N steps) backward, a long
+ * one up to N more recomputed steps.
  *
  * Cache. The layer keeps (PE__PERSIST) the checkpoints and a table of B(p dt) for every
  * position solved so far, keyed on a bit-exact copy of the five tensors and of floater_dt,
@@ -31,17 +33,26 @@
 #include <float.h>
 #include <stdatomic.h>
 
-#include "../internal.h"
+#include "../fused.h"
 
 #ifdef PE_BLAS
 #include <cblas.h>
+#endif
+/* an AVX2+FMA kernel, as kernels.c builds its own (x86-64, GCC) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define FLOATER_AVX2 1
+#include <immintrin.h>
 #endif
 
 enum { B0, W1, B1, W2, B2 };
 
 #define TABLE_BYTES ((size_t)64 << 20)
-/* (3, C) blocks of scratch: rk4 0-12 (stage inputs, pre-activations, relu, stage outputs),
- * rk4_vjp 13-16, then 17-18 the adjoint's lambda and its update (backward) or 18-19 the
+#define TRAJ_BYTES ((size_t)16 << 20)
+/* A step's stages: STAGES (3, C) blocks, the stage inputs y1..y4 then pre-activations z1..z4. */
+enum { STAGES = 8 };
+/* (3, C) blocks of scratch: 0-7 the stages of a step not kept elsewhere, 8-13 rk4's own
+ * (relu, stage outputs, bias), 14-15 rk4_vjp's, 16 a partial step's result, then 17-18 the
+ * adjoint's lambda and its update and 19 the recomputing walker (backward), or 18-19 the
  * walker's state and a partial step's result (forward). */
 enum { WORK_BLOCKS = 20 };
 
@@ -60,15 +71,26 @@ void pe__floater_grid(int64_t p, double dt, double step, int64_t *n, double *r) 
     *r = t - k * step;
 }
 
+/* out (3, n) = init + x (3, k) m, for m (k, n) of row stride ldm and init (n) the same for
+ * every row (NULL: 0); below */
+typedef void mm3_fn(const double *m, int64_t ldm, int64_t k, int64_t n, const double *x, const double *init,
+                    double *out);
+
 typedef struct floater_state {
     int64_t C;
     /* the cache, valid while the tensors and keys equal key, dt, step bit for bit */
     float *key; /* b0 (3C), w1 (C(C+1)), b1 (C), w2 (C(C+1)), b2 (C) */
     double dt, step;
     double *w1, *b1, *w2, *b2; /* the dynamics in double */
+    double *w1t, *w2t;         /* (C, C) their first C columns transposed, for mm3 */
+    double *w1c, *w2c;         /* (C) their last columns (time), contiguous */
+    mm3_fn *mm3;               /* the 3-row product for this CPU */
     int64_t K;                 /* grid steps between checkpoints */
     double *ckpt;              /* (n_ckpt, 3, C): B(c K step) */
     int64_t n_ckpt, cap_ckpt;
+    double *traj;              /* (n_traj, STAGES, 3, C): the stages of grid steps 0 .. n_traj-1 */
+    double *traj_y;            /* (3, C) the state at grid point n_traj */
+    int64_t n_traj, cap_traj;
     int64_t *tab_pos; /* (n_tab) sorted positions solved so far */
     float *tab_row;   /* (n_tab, 3, C) their B(p dt) */
     int64_t n_tab, cap_tab;
@@ -85,7 +107,8 @@ static size_t key_floats(int64_t C) { return (size_t)(3 * C + 2 * C * (C + 1) + 
 static void release(pe__ctx *ctx) {
     floater_state *st = ctx->state;
     if (!st) return;
-    free(st->key), free(st->w1), free(st->ckpt), free(st->tab_pos), free(st->tab_row);
+    free(st->key), free(st->w1), free(st->ckpt), free(st->traj), free(st->traj_y);
+    free(st->tab_pos), free(st->tab_row);
     free(st->upos), free(st->u_tab), free(st->tok_u), free(st->grad), free(st->work);
     free(st);
     ctx->state = NULL;
@@ -128,129 +151,168 @@ static void dgemm_tn(int64_t m, int64_t n, int64_t k, const double *a, const dou
 #endif
 }
 
-/* out (3, C) = x W^T (trans 0) or x W (trans 1), + beta out, for the first C columns of a
- * weight W [C, C+1] (the last column multiplies the time). Three matrix-vector products: with
- * 3 rows the weight's memory traffic is the cost, which gemv streams once per row without
- * packing it. */
-static void matvec3(int trans, const double *w, int64_t C, const double *x, double beta, double *out) {
-    for (int64_t r = 0; r < 3; r++) {
-#ifdef PE_BLAS
-        cblas_dgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, (int)C, (int)C, 1.0, w, (int)(C + 1),
-                    x + r * C, 1, beta, out + r * C, 1);
-#else
-        const double *xr = x + r * C;
-        double *o = out + r * C;
-        for (int64_t i = 0; i < C; i++) o[i] = beta == 0 ? 0.0 : beta * o[i];
-        for (int64_t i = 0; i < C; i++) {
-            const double *wi = w + i * (C + 1);
-            if (trans)
-                for (int64_t j = 0; j < C; j++) o[j] += xr[i] * wi[j];
-            else {
-                double acc = 0;
-                for (int64_t j = 0; j < C; j++) acc += wi[j] * xr[j];
-                o[i] += acc;
-            }
-        }
-#endif
+/* The dynamics' products take the three rows at once (mm3_fn): m is read once, 4 vectors of
+ * columns at a time into 3 x 4 vector accumulators (12 independent chains keep the FMA units
+ * busy). The columns are independent, so this vectorises without reassociating a sum: every
+ * output adds its k terms in order to init (fused on FMA machines), and the column tail sums
+ * in the same order. For 3 x 64 x 64, a BLAS gemv per row spends more on the call than on the
+ * arithmetic. Written once for a vector V of W doubles, then instantiated for AVX2+FMA
+ * (picked at run time) and for 16-byte vectors (any target): SET1 broadcasts a double,
+ * MADD(a, b, c) = a b + c on vectors and MADD1 on doubles. */
+#define MM3_KERNEL(name, V, W, SET1, MADD, MADD1)                                                 \
+    static void name(const double *m, int64_t ldm, int64_t k, int64_t n, const double *x,         \
+                     const double *init, double *out) {                                           \
+        enum { NV = 4 }; /* vectors of columns per row */                                         \
+        int64_t c = 0;                                                                            \
+        for (; c + NV * W <= n; c += NV * W) {                                                    \
+            V s[3][NV], mv[NV];                                                                   \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 3; r++)                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                \
+                V t = {0};                                                                        \
+                if (init) memcpy(&t, init + c + v * W, sizeof t);                                 \
+                s[r][v] = t;                                                                      \
+            }                                                                                     \
+            for (int64_t l = 0; l < k; l++) {                                                     \
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                            \
+                    V t;                                                                          \
+                    memcpy(&t, m + l * ldm + c + v * W, sizeof t);                                \
+                    mv[v] = t;                                                                    \
+                }                                                                                 \
+                _Pragma("GCC unroll 4") for (int r = 0; r < 3; r++) {                             \
+                    V xb = SET1(x[r * k + l]);                                                    \
+                    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)                          \
+                        s[r][v] = MADD(xb, mv[v], s[r][v]);                                       \
+                }                                                                                 \
+            }                                                                                     \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 3; r++)                                   \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                \
+                V t = s[r][v];                                                                    \
+                memcpy(out + r * n + c + v * W, &t, sizeof t);                                    \
+            }                                                                                     \
+        }                                                                                         \
+        for (; c < n; c++)                                                                        \
+            for (int r = 0; r < 3; r++) {                                                         \
+                double a = init ? init[c] : 0.0;                                                  \
+                for (int64_t l = 0; l < k; l++) a = MADD1(x[r * k + l], m[l * ldm + c], a);       \
+                out[r * n + c] = a;                                                               \
+            }                                                                                     \
     }
+
+typedef double v2d __attribute__((vector_size(16)));
+#define SET2(a) ((v2d){a, a})
+#define MUL_ADD(a, b, c) ((c) + (a) * (b))
+MM3_KERNEL(mm3_generic, v2d, 2, SET2, MUL_ADD, MUL_ADD)
+
+#ifdef FLOATER_AVX2
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+typedef double v4d __attribute__((vector_size(32)));
+#define SET4(a) ((v4d)_mm256_set1_pd(a))
+#define FMA4(a, b, c) ((v4d)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+MM3_KERNEL(mm3_avx2, v4d, 4, SET4, FMA4, __builtin_fma)
+#pragma GCC pop_options
+#endif
+
+/* AVX2+FMA where the fused path's kernels (kernels.c, same build condition) found AVX2 or
+ * AVX-512 on this CPU; pe__fused.isa = "generic" selects the portable one in tests. */
+static mm3_fn *mm3_pick(void) {
+#ifdef FLOATER_AVX2
+    if (strcmp(pe__kernels_pick(pe__fused.isa)->name, "generic")) return mm3_avx2;
+#endif
+    return mm3_generic;
 }
 
-/* out (3, C) = h(t, y) row by row; z (3, C) keeps the pre-activation W1 [y; t] + b1. */
+/* out (3, C) = h(t, y) row by row; z (3, C) keeps the pre-activation W1 [y; t] + b1; a (3, C)
+ * and tb (C): scratch. */
 static void dynamics(const floater_state *st, double t, const double *y, double *z, double *a,
-                     double *out) {
+                     double *tb, double *out) {
     const int64_t C = st->C;
-    matvec3(0, st->w1, C, y, 0.0, z);
-    for (int64_t r = 0; r < 3; r++)
-        for (int64_t i = 0; i < C; i++) {
-            z[r * C + i] += st->w1[i * (C + 1) + C] * t + st->b1[i];
-            a[r * C + i] = z[r * C + i] > 0 ? z[r * C + i] : 0.0;
-        }
-    matvec3(0, st->w2, C, a, 0.0, out);
-    for (int64_t r = 0; r < 3; r++)
-        for (int64_t i = 0; i < C; i++) out[r * C + i] += st->w2[i * (C + 1) + C] * t + st->b2[i];
+    for (int64_t i = 0; i < C; i++) tb[i] = st->w1c[i] * t + st->b1[i]; /* the same for the 3 rows */
+    st->mm3(st->w1t, C, C, C, y, tb, z);
+    for (int64_t e = 0; e < 3 * C; e++) a[e] = z[e] > 0 ? z[e] : 0.0;
+    for (int64_t i = 0; i < C; i++) tb[i] = st->w2c[i] * t + st->b2[i];
+    st->mm3(st->w2t, C, C, C, a, tb, out);
 }
 
-/* One RK4 step of length h from (t0, y) into out (may alias y). Keeps, in work, the stage
- * inputs y1..y4 (blocks 0-3) and pre-activations z1..z4 (blocks 4-7) for rk4_vjp. */
+/* One RK4 step of length h from (t0, y) into out (may alias y). Keeps its stages in stg
+ * (STAGES blocks: inputs y1..y4, pre-activations z1..z4) for rk4_vjp; work: 6 blocks. */
 static void rk4(const floater_state *st, double t0, double h, const double *y, double *out,
-                double *work) {
+                double *stg, double *work) {
     const int64_t n = 3 * st->C;
-    double *ys = work, *zs = work + 4 * n, *a = work + 8 * n, *k = work + 9 * n; /* 4 blocks each */
+    double *ys = stg, *zs = stg + 4 * n, *a = work, *k = work + n, *tb = work + 5 * n; /* k: 4 blocks */
     memcpy(ys, y, sizeof(double) * n);
     const double c[4] = {0, h / 2, h / 2, h}; /* stage i reads y + c[i] k_{i-1} at t0 + c[i] */
     for (int s = 0; s < 4; s++) {
         if (s)
             for (int64_t e = 0; e < n; e++) ys[s * n + e] = y[e] + c[s] * k[(s - 1) * n + e];
-        dynamics(st, t0 + c[s], ys + s * n, zs + s * n, a, k + s * n);
+        dynamics(st, t0 + c[s], ys + s * n, zs + s * n, a, tb, k + s * n);
     }
     for (int64_t e = 0; e < n; e++)
         out[e] = y[e] + h / 6 * (k[e] + 2 * k[n + e] + 2 * k[2 * n + e] + k[3 * n + e]);
     atomic_fetch_add_explicit(&steps_taken, 1, memory_order_relaxed);
 }
 
-/* Parameter gradients of the dynamics, in double until the end of backward. The two C x C
- * outer products of every stage (rank 3 each) wait as rows in g/a and dz/b and are added as
- * one product per GRAD_ROWS rows: a rank-3 update per stage would write all of dW1 and dW2
- * 4 times per step. */
-enum { GRAD_ROWS = 384 };
+/* Parameter gradients of the dynamics, in double until the end of backward. The two outer
+ * products of every stage (rank 3 each) wait as rows in g/a and dz/b and are added as one
+ * product per GRAD_ROWS rows: a rank-3 update per stage would write all of dW1 and dW2 4
+ * times per step. The rows of a and b end in [t, 1], so that product also sums the time
+ * columns of dW and the biases: w1, w2 are (C, C + 2), [dW | db]. */
+enum { GRAD_ROWS = 192 };
 typedef struct grads {
-    double *w1, *b1, *w2, *b2; /* C(C+1), C, C(C+1), C */
-    double *g, *a, *dz, *b;    /* (GRAD_ROWS, C) pending: dW2 += g^T a, dW1 += dz^T b */
+    double *w1, *w2;        /* (C, C + 2) */
+    double *g, *dz;         /* (GRAD_ROWS, C) pending: dW2 += g^T a, dW1 += dz^T b */
+    double *a, *b;          /* (GRAD_ROWS, C + 2) */
     int64_t rows;
 } grads;
 
 static void grads_flush(const floater_state *st, grads *gr) {
     const int64_t C = st->C;
     if (!gr->rows) return;
-    dgemm_tn(C, C, gr->rows, gr->g, gr->a, gr->w2, C + 1);
-    dgemm_tn(C, C, gr->rows, gr->dz, gr->b, gr->w1, C + 1);
+    dgemm_tn(C, C + 2, gr->rows, gr->g, gr->a, gr->w2, C + 2);
+    dgemm_tn(C, C + 2, gr->rows, gr->dz, gr->b, gr->w1, C + 2);
     gr->rows = 0;
 }
 
 /* forward was out = W2 [relu(z); t] + b2, z = W1 [b; t] + b1 (rows of b independent), so now,
  * with g = dout: dW2 += g^T [a; t], db2 += sum g, dz = (g W2) * (z > 0), dW1 += dz^T [b; t],
- * db1 += sum dz, db += dz W1. db is accumulated (+=). */
+ * db1 += sum dz, db = dz W1 (written, not accumulated). */
 static void dynamics_vjp(const floater_state *st, grads *gr, double t, const double *b,
-                         const double *z, const double *g, double *db, double *dz) {
+                         const double *z, const double *g, double *db) {
     const int64_t C = st->C, n = 3 * C;
     if (gr->rows + 3 > GRAD_ROWS) grads_flush(st, gr);
-    double *pa = gr->a + gr->rows * C;
+    double *dz = gr->dz + gr->rows * C;
     memcpy(gr->g + gr->rows * C, g, sizeof(double) * n);
-    memcpy(gr->b + gr->rows * C, b, sizeof(double) * n);
-    for (int64_t e = 0; e < n; e++) pa[e] = z[e] > 0 ? z[e] : 0.0;
-    matvec3(1, st->w2, C, g, 0.0, dz);
-    for (int64_t r = 0; r < 3; r++)
-        for (int64_t i = 0; i < C; i++) {
-            double gi = g[r * C + i];
-            gr->w2[i * (C + 1) + C] += gi * t;
-            gr->b2[i] += gi;
-            if (!(z[r * C + i] > 0)) dz[r * C + i] = 0;
-            gr->w1[i * (C + 1) + C] += dz[r * C + i] * t;
-            gr->b1[i] += dz[r * C + i];
-        }
-    memcpy(gr->dz + gr->rows * C, dz, sizeof(double) * n);
+    for (int64_t r = 0; r < 3; r++) {
+        double *pa = gr->a + (gr->rows + r) * (C + 2), *pb = gr->b + (gr->rows + r) * (C + 2);
+        const double *zr = z + r * C;
+        for (int64_t i = 0; i < C; i++) pa[i] = zr[i] > 0 ? zr[i] : 0.0;
+        memcpy(pb, b + r * C, sizeof(double) * C);
+        pa[C] = pb[C] = t, pa[C + 1] = pb[C + 1] = 1.0;
+    }
+    st->mm3(st->w2, C + 1, C, C, g, NULL, dz);
+    for (int64_t e = 0; e < n; e++) dz[e] = z[e] > 0 ? dz[e] : 0.0;
     gr->rows += 3;
-    matvec3(1, st->w1, C, dz, 1.0, db);
+    st->mm3(st->w1, C + 1, C, C, dz, NULL, db);
 }
 
 /* forward was out = y + h/6 (k1 + 2 k2 + 2 k3 + k4), k_s = h(t0 + c_s, y + c_s k_{s-1}), so
  * now, with lam = dout: dy += lam, dk_s = w_s lam (w = h/6, h/3, h/3, h/6); from the last stage
  * down, the stage input's gradient d = VJP of h at dk_s goes to dy and, times c_s, to
- * dk_{s-1}. The stages are recomputed first. dy is accumulated (+=); lam may alias nothing. */
-static void rk4_vjp(const floater_state *st, grads *gr, double t0, double h, const double *y,
+ * dk_{s-1}. stg: the step's stages (rk4). dy is accumulated (+=); lam may alias nothing;
+ * work: 2 blocks. */
+static void rk4_vjp(const floater_state *st, grads *gr, double t0, double h, const double *stg,
                     const double *lam, double *dy, double *work) {
     const int64_t n = 3 * st->C;
-    double *ys = work, *zs = work + 4 * n;
-    double *dk = work + 13 * n, *dstage = work + 14 * n, *dz = work + 15 * n, *out = work + 16 * n;
-    rk4(st, t0, h, y, out, work);
+    const double *ys = stg, *zs = stg + 4 * n;
+    double *dk = work, *d = work + n;
     const double c[4] = {0, h / 2, h / 2, h}, wgt[4] = {h / 6, h / 3, h / 3, h / 6};
     for (int64_t e = 0; e < n; e++) dy[e] += lam[e], dk[e] = wgt[3] * lam[e];
     for (int s = 3; s >= 0; s--) {
-        memset(dstage, 0, sizeof(double) * n);
-        dynamics_vjp(st, gr, t0 + c[s], ys + s * n, zs + s * n, dk, dstage, dz);
-        for (int64_t e = 0; e < n; e++) dy[e] += dstage[e];
+        dynamics_vjp(st, gr, t0 + c[s], ys + s * n, zs + s * n, dk, d);
         if (s)
-            for (int64_t e = 0; e < n; e++) dk[e] = wgt[s - 1] * lam[e] + c[s] * dstage[e];
+            for (int64_t e = 0; e < n; e++) dy[e] += d[e], dk[e] = wgt[s - 1] * lam[e] + c[s] * d[e];
+        else
+            for (int64_t e = 0; e < n; e++) dy[e] += d[e];
     }
 }
 
@@ -279,13 +341,21 @@ static void cache_reset(floater_state *st, const pe__ctx *ctx) {
         memcpy(k, prm[i], sizeof(float) * sizes[i]);
         for (int64_t e = 0; e < sizes[i]; e++) dst[i][e] = prm[i][e];
     }
+    for (int64_t i = 0; i < C; i++) {
+        for (int64_t j = 0; j < C; j++)
+            st->w1t[j * C + i] = st->w1[i * (C + 1) + j], st->w2t[j * C + i] = st->w2[i * (C + 1) + j];
+        st->w1c[i] = st->w1[i * (C + 1) + C], st->w2c[i] = st->w2[i * (C + 1) + C];
+    }
     st->dt = ctx->cfg->floater_dt, st->step = ctx->cfg->floater_step;
     st->n_ckpt = 1;
+    st->n_traj = 0;
+    memcpy(st->traj_y, st->ckpt, sizeof(double) * 3 * C);
     st->n_tab = 0;
 }
 
 /* Brings the walker (*m, y) to grid point n: from the checkpoint at or below n when that is
- * ahead of the walker, recording each checkpoint it passes for the first time. */
+ * ahead of the walker, recording each checkpoint it passes for the first time, and the
+ * stages of each step that extends the trajectory. */
 static void walk_to(floater_state *st, int64_t n, int64_t *m, double *y) {
     const int64_t N3 = 3 * st->C, K = st->K;
     int64_t c = n / K < st->n_ckpt ? n / K : st->n_ckpt - 1;
@@ -294,7 +364,10 @@ static void walk_to(floater_state *st, int64_t n, int64_t *m, double *y) {
         *m = c * K;
     }
     while (*m < n) {
-        rk4(st, (double)*m * st->step, st->step, y, y, st->work);
+        int keep = *m == st->n_traj && *m < st->cap_traj;
+        double *stg = keep ? st->traj + *m * STAGES * N3 : st->work;
+        rk4(st, (double)*m * st->step, st->step, y, y, stg, st->work + STAGES * N3);
+        if (keep) memcpy(st->traj_y, y, sizeof(double) * N3), st->n_traj++;
         ++*m;
         if (*m % K == 0 && *m / K == st->n_ckpt) {
             PE_ASSERT(st->n_ckpt < st->cap_ckpt); /* reserved by prepare */
@@ -315,7 +388,7 @@ static void solve_rows(floater_state *st, const int64_t *pos, int64_t n, float *
         walk_to(st, g, &m, y);
         const double *src = y;
         if (r > 0) {
-            rk4(st, (double)g * st->step, r, y, out, st->work);
+            rk4(st, (double)g * st->step, r, y, out, st->work, st->work + STAGES * N3);
             src = out;
         }
         for (int64_t e = 0; e < N3; e++) rows[i * N3 + e] = (float)src[e];
@@ -357,16 +430,19 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the floater state");
         st->C = C;
         st->key = malloc(sizeof(float) * key_floats(C));
-        st->w1 = malloc(sizeof(double) * (2 * C * (C + 1) + 2 * C));
+        st->w1 = malloc(sizeof(double) * (2 * C * (C + 1) + 2 * C + 2 * C * C + 2 * C));
         st->work = malloc(sizeof(double) * WORK_BLOCKS * N3);
         st->ckpt = malloc(sizeof(double) * N3);
+        st->traj_y = malloc(sizeof(double) * N3);
         st->cap_ckpt = 1;
         ctx->state = st;
-        if (!st->key || !st->w1 || !st->work || !st->ckpt) {
+        if (!st->key || !st->w1 || !st->work || !st->ckpt || !st->traj_y) {
             release(ctx);
             return pe__fail(err, PE_ENOMEM, "out of memory for the floater state");
         }
         st->b1 = st->w1 + C * (C + 1), st->w2 = st->b1 + C, st->b2 = st->w2 + C * (C + 1);
+        st->w1t = st->b2 + C, st->w2t = st->w1t + C * C, st->w1c = st->w2t + C * C, st->w2c = st->w1c + C;
+        st->mm3 = mm3_pick();
     }
     PE_ASSERT(st->C == C);
 
@@ -410,6 +486,13 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     }
     st->K = K_new;
     if (!valid) cache_reset(st, ctx);
+    /* room for the trajectory up to n_top within TRAJ_BYTES; without it, backward recomputes */
+    int64_t traj_want = (int64_t)(TRAJ_BYTES / (sizeof(double) * STAGES * N3));
+    traj_want = n_top < traj_want ? n_top : traj_want;
+    if (traj_want > st->cap_traj) {
+        double *t2 = realloc(st->traj, sizeof(double) * STAGES * N3 * traj_want);
+        if (t2) st->traj = t2, st->cap_traj = traj_want;
+    }
 
     /* the positions not in the table yet; past TABLE_BYTES, keep only this call's */
     int64_t n_miss = 0, *miss = malloc(sizeof(int64_t) * n_u);
@@ -504,41 +587,51 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     }
 }
 
-/* seg (upto + 1, 3, C) = the states at grid points c K .. c K + upto, from checkpoint c. */
-static void recompute(floater_state *st, int64_t c, int64_t upto, double *seg) {
-    const int64_t N3 = 3 * st->C;
-    PE_ASSERT(c < st->n_ckpt);
-    memcpy(seg, st->ckpt + c * N3, sizeof(double) * N3);
-    for (int64_t i = 1; i <= upto; i++)
-        rk4(st, (double)(c * st->K + i - 1) * st->step, st->step, seg + (i - 1) * N3, seg + i * N3, st->work);
+/* The stages of the full step from grid point i (its state is the first block): from the
+ * trajectory, else from seg (K, STAGES, 3, C), the steps c K, c K + 1, ... of segment
+ * c = *seg_c, recomputed from checkpoint i / K up to i when i leaves the segment. Backward asks
+ * for decreasing i, so each segment is recomputed once. */
+static const double *stages_at(floater_state *st, int64_t i, int64_t *seg_c, double *seg) {
+    const int64_t N3 = 3 * st->C, S = STAGES * N3, K = st->K, c = i / K;
+    if (i < st->n_traj) return st->traj + i * S;
+    if (c != *seg_c) {
+        PE_ASSERT(c < st->n_ckpt);
+        double *y = st->work + 19 * N3;
+        memcpy(y, st->ckpt + c * N3, sizeof(double) * N3);
+        for (int64_t j = 0; j <= i % K; j++)
+            rk4(st, (double)(c * K + j) * st->step, st->step, y, y, seg + j * S, st->work + STAGES * N3);
+        *seg_c = c;
+    }
+    return seg + (i % K) * S;
+}
+
+/* The state at grid point i, for a partial step from it: the trajectory's end when that is i. */
+static const double *state_at(floater_state *st, int64_t i, int64_t *seg_c, double *seg) {
+    return i == st->n_traj ? st->traj_y : stages_at(st, i, seg_c, seg);
 }
 
 /* The adjoint of the solve: lam = dL/dB(t_n) walks the grid from the largest index down.
  * At grid point n it takes the gradients of the positions sampled there (through their
- * partial step, or directly on the grid), then goes back through the step n-1 -> n. The
- * states come from one segment of K steps at a time, recomputed from its checkpoint. */
+ * partial step, or directly on the grid), then goes back through the step n-1 -> n, on the
+ * stages from stages_at. */
 static void finish_backward(pe__ctx *ctx) {
     floater_state *st = ctx->state;
     pe_grads *g = ctx->g;
     if (!st->grad) return; /* rotate_backward did not run */
     if (!g->dparam[B0] && !g->dparam[W1] && !g->dparam[B1] && !g->dparam[W2] && !g->dparam[B2]) goto done;
     const int64_t C = st->C, N3 = 3 * C, K = st->K;
-    double *lam = st->work + 17 * N3, *lam2 = st->work + 18 * N3;
-    double *acc = calloc((size_t)(2 * C * (C + 1) + 2 * C), sizeof(double));
-    double *pend = malloc(sizeof(double) * 4 * GRAD_ROWS * C);
-    double *seg = malloc(sizeof(double) * N3 * K); /* states c K .. c K + K - 1 */
+    double *lam = st->work + 17 * N3, *lam2 = st->work + 18 * N3, *vjp_work = st->work + 14 * N3;
+    double *acc = calloc((size_t)(2 * C * (C + 2)), sizeof(double));
+    double *pend = malloc(sizeof(double) * GRAD_ROWS * (4 * C + 4));
+    double *seg = malloc(sizeof(double) * STAGES * N3 * K); /* one segment's stages */
     PE_ASSERT(acc && pend && seg);
-    grads gr = {acc, acc + C * (C + 1), acc + C * (C + 1) + C, acc + 2 * C * (C + 1) + C,
-                pend, pend + GRAD_ROWS * C, pend + 2 * GRAD_ROWS * C, pend + 3 * GRAD_ROWS * C, 0};
+    grads gr = {acc, acc + C * (C + 2), pend, pend + GRAD_ROWS * C, pend + 2 * GRAD_ROWS * C,
+                pend + GRAD_ROWS * (3 * C + 2), 0};
 
     int64_t u = st->n_u - 1, n, seg_c = -1;
     double r;
     pe__floater_grid(st->upos[u], st->dt, st->step, &n, &r);
     memset(lam, 0, sizeof(double) * N3);
-    /* the state at grid point i, from the current segment (recomputed when i leaves it) */
-#define STATE(i)                                                                              \
-    (((i) / K != seg_c ? (seg_c = (i) / K, recompute(st, seg_c, (i) % K, seg)) : (void)0),    \
-     seg + ((i) % K) * N3)
     for (; n >= 0; n--) {
         for (; u >= 0; u--) {
             int64_t gn;
@@ -546,28 +639,35 @@ static void finish_backward(pe__ctx *ctx) {
             pe__floater_grid(st->upos[u], st->dt, st->step, &gn, &gr_r);
             if (gn != n) break;
             const float *gu = st->grad + u * N3; /* this position's dB */
-            if (gr_r > 0) {
+            if (gr_r > 0) { /* the partial step's stages, into work 0-7 */
+                double *stg = st->work, *out = st->work + 16 * N3;
                 for (int64_t e = 0; e < N3; e++) lam2[e] = gu[e];
-                rk4_vjp(st, &gr, (double)n * st->step, gr_r, STATE(n), lam2, lam, st->work);
+                const double *y = state_at(st, n, &seg_c, seg);
+                rk4(st, (double)n * st->step, gr_r, y, out, stg, st->work + STAGES * N3);
+                rk4_vjp(st, &gr, (double)n * st->step, gr_r, stg, lam2, lam, vjp_work);
             } else {
                 for (int64_t e = 0; e < N3; e++) lam[e] += gu[e];
             }
         }
         if (n == 0) break;
         memset(lam2, 0, sizeof(double) * N3);
-        rk4_vjp(st, &gr, (double)(n - 1) * st->step, st->step, STATE(n - 1), lam, lam2, st->work);
+        rk4_vjp(st, &gr, (double)(n - 1) * st->step, st->step, stages_at(st, n - 1, &seg_c, seg), lam, lam2,
+                vjp_work);
         memcpy(lam, lam2, sizeof(double) * N3);
     }
-#undef STATE
     grads_flush(st, &gr);
-    /* B(0) = b0; the dynamics' gradients were summed in double */
-    const int64_t sizes[4] = {C * (C + 1), C, C * (C + 1), C};
-    const double *src[4] = {gr.w1, gr.b1, gr.w2, gr.b2};
+    /* B(0) = b0; the dynamics' gradients were summed in double, [dW | db] rows */
     if (g->dparam[B0])
         for (int64_t e = 0; e < N3; e++) g->dparam[B0][e] += (float)lam[e];
-    for (int i = 0; i < 4; i++)
-        if (g->dparam[W1 + i])
-            for (int64_t e = 0; e < sizes[i]; e++) g->dparam[W1 + i][e] += (float)src[i][e];
+    for (int l = 0; l < 2; l++) {
+        const double *src = l ? gr.w2 : gr.w1;
+        float *dw = g->dparam[l ? W2 : W1], *db = g->dparam[l ? B2 : B1];
+        for (int64_t i = 0; i < C; i++) {
+            if (dw)
+                for (int64_t j = 0; j <= C; j++) dw[i * (C + 1) + j] += (float)src[i * (C + 2) + j];
+            if (db) db[i] += (float)src[i * (C + 2) + C + 1];
+        }
+    }
     free(acc), free(pend), free(seg);
 done:
     free(st->grad);

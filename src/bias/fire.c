@@ -4,8 +4,14 @@
  * i is the query's position: the normaliser grows with the absolute position of the query once
  * it passes the threshold |L * init_L|, so FIRE is not invariant under a global shift of
  * positions. Tensors fire_w1 [32, 1], fire_b1 [32], fire_w2 [H, 32], fire_b2 [H], fire_c [1],
- * fire_L [1]; key fire_init_L (512). Everything is computed in double per entry of the tile,
- * so a tiled kernel never needs the (T, Tk) matrix of u. */
+ * fire_L [1]; key fire_init_L (512). Everything is computed in double, so a tiled kernel never
+ * needs the (T, Tk) matrix of u.
+ *
+ * Every query below the threshold has the same normaliser, so there u, and the bias of each
+ * head, depend only on |i - j|: prepare tabulates psi and those biases once per offset the
+ * call can see (as t5 does its buckets), and a tile's gradient is gathered per offset before
+ * the MLP's backward runs once per offset. Queries at or past the threshold are computed per
+ * entry. */
 #include "../internal.h"
 
 enum { W1, B1, W2, B2, FC, FL };
@@ -38,59 +44,164 @@ static row_norm normaliser(double c, double thr, double i) {
                       sign(cm) * c / (fabs(cm) + 1.0) * dm_dthr};
 }
 
+/* The MLP of one head in double (or its gradient): w1, b1, w2 (WIDTH), b2. */
+typedef struct {
+    double w1[WIDTH], b1[WIDTH], w2[WIDTH], b2;
+} head_mlp;
+
+static head_mlp mlp_of(const pe__ctx *ctx, int64_t h) {
+    const float *const *P = ctx->w->param;
+    head_mlp m;
+    for (int k = 0; k < WIDTH; k++) m.w1[k] = P[W1][k], m.b1[k] = P[B1][k], m.w2[k] = P[W2][h * WIDTH + k];
+    m.b2 = P[B2][h];
+    return m;
+}
+
+static double mlp(const head_mlp *m, double u) {
+    double out = m->b2;
+    for (int k = 0; k < WIDTH; k++) {
+        double a = m->w1[k] * u + m->b1[k];
+        if (a > 0) out += m->w2[k] * a;
+    }
+    return out;
+}
+
+/* forward was out = b2 + sum_k w2_k relu(a_k), a_k = w1_k u + b1_k, so now, with g = dout:
+ * db2 += g, dw2_k += g relu(a_k), da_k = g w2_k [a_k > 0], dw1_k += da_k u, db1_k += da_k;
+ * returns du = sum_k da_k w1_k. */
+static double mlp_backward(const head_mlp *m, head_mlp *d, double u, double g) {
+    double du = 0;
+    d->b2 += g;
+    for (int k = 0; k < WIDTH; k++) {
+        double a = m->w1[k] * u + m->b1[k];
+        if (!(a > 0)) continue;
+        double da = g * m->w2[k];
+        d->w2[k] += g * a;
+        d->w1[k] += da * u;
+        d->b1[k] += da;
+        du += da * m->w1[k];
+    }
+    return du;
+}
+
+/* The call's tables, for offsets 0..span (span = pos_max - pos_min): psi, and the bias of each
+ * head for a query below the threshold. Without them (a span wider than the entries
+ * themselves, e.g. two tokens a million positions apart) everything is per entry. */
+typedef struct {
+    double c, thr;
+    row_norm below; /* the normaliser of every query below thr */
+    int64_t span;
+    double *psi;  /* (span + 1) */
+    double *bias; /* (H, span + 1) */
+} fire_state;
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const float *const *P = ctx->w->param;
+    fire_state *st = calloc(1, sizeof *st);
+    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    st->c = P[FC][0], st->thr = fabs((double)P[FL][0] * ctx->cfg->fire_init_L);
+    st->below = normaliser(st->c, st->thr, -INFINITY);
+    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
+    if (span < (1u << 22) && (double)(span + 1) <= (double)ctx->B * ctx->T * ctx->Tk) {
+        st->span = (int64_t)span;
+        st->psi = malloc(sizeof(double) * (span + 1) * (ctx->H + 1));
+        if (st->psi) {
+            st->bias = st->psi + span + 1;
+            for (int64_t x = 0; x <= st->span; x++) st->psi[x] = log(fabs(st->c * (double)x) + 1.0);
+            for (int64_t h = 0; h < ctx->H; h++) {
+                head_mlp m = mlp_of(ctx, h);
+                for (int64_t x = 0; x <= st->span; x++)
+                    st->bias[h * (span + 1) + x] = mlp(&m, st->psi[x] / st->below.den);
+            }
+        }
+    }
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    fire_state *st = ctx->state;
+    free(st->psi), free(st);
+    ctx->state = NULL;
+}
+
+/* Whether query position p takes the tables (below the threshold, tables built). */
+static inline int tabled(const fire_state *st, int64_t p) { return st->psi && (double)p < st->thr; }
+
+/* psi(i - j), from the table when there is one (then |i - j| <= span < 2^22) */
+static inline double psi_at(const fire_state *st, int64_t i, int64_t j) {
+    if (st->psi) return st->psi[i > j ? i - j : j - i];
+    return log(fabs(st->c * ((double)i - (double)j)) + 1.0);
+}
+
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
-    const float *const *P = ctx->w->param;
+    const fire_state *st = ctx->state;
     const int64_t *pos = ctx->pos + b * ctx->T;
-    double c = P[FC][0], thr = fabs((double)P[FL][0] * ctx->cfg->fire_init_L);
-    double w1[WIDTH], b1[WIDTH], w2[WIDTH], b2 = P[B2][h];
-    for (int k = 0; k < WIDTH; k++) w1[k] = P[W1][k], b1[k] = P[B1][k], w2[k] = P[W2][h * WIDTH + k];
+    const double *bias = st->psi ? st->bias + h * (st->span + 1) : NULL;
+    head_mlp m = mlp_of(ctx, h);
     for (int64_t i = 0; i < ni; i++) {
-        double pi = (double)pos[i0 + i], den = normaliser(c, thr, pi).den;
-        for (int64_t j = 0; j < nj; j++) {
-            double u = log(fabs(c * (pi - (double)pos[j0 + j])) + 1.0) / den, out = b2;
-            for (int k = 0; k < WIDTH; k++) {
-                double a = w1[k] * u + b1[k];
-                if (a > 0) out += w2[k] * a;
+        int64_t pi = pos[i0 + i];
+        float *si = s + i * lds;
+        if (tabled(st, pi)) {
+            for (int64_t j = 0; j < nj; j++) {
+                int64_t x = pi - pos[j0 + j];
+                si[j] = (float)((double)si[j] + bias[x < 0 ? -x : x]);
             }
-            s[i * lds + j] = (float)((double)s[i * lds + j] + out);
+            continue;
         }
+        double den = normaliser(st->c, st->thr, (double)pi).den;
+        for (int64_t j = 0; j < nj; j++)
+            si[j] = (float)((double)si[j] + mlp(&m, psi_at(st, pi, pos[j0 + j]) / den));
     }
 }
 
-/* forward was s += b2_h + sum_k w2_hk relu(w1_k u + b1_k), u = N / den with N = psi(i - j),
- * so now, with g = ds_ij and da_k = g w2_hk [a_k > 0]:
- *   db2_h += g, dw2_hk += g relu(a_k), dw1_k += da_k u, db1_k += da_k, du = sum_k da_k w1_k,
+/* forward was s += MLP(u)_h, u = N / den with N = psi(i - j), so now, with g = ds_ij and
+ * du from mlp_backward:
  *   dc += du (dN/dc / den - N dden/dc / den^2), dthr += du (-N dden/dthr / den^2),
- *   dL += dthr sign(L init_L) init_L. */
+ *   dL += dthr sign(L init_L) init_L.
+ * The entries of the tabled rows share den and depend on |i - j| only, and all of this is
+ * linear in g: their g are summed per offset first (when the tile's offsets are fewer than
+ * its entries), then each offset runs once. */
 static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                           int64_t nj, const float *ds, int64_t lds) {
-    const float *const *P = ctx->w->param;
+    const fire_state *st = ctx->state;
     float *const *G = ctx->g->dparam;
     const int64_t *pos = ctx->pos + b * ctx->T;
-    double c = P[FC][0], init_L = ctx->cfg->fire_init_L, thr = fabs((double)P[FL][0] * init_L);
-    double w1[WIDTH], b1[WIDTH], w2[WIDTH];
-    double dw1[WIDTH] = {0}, db1[WIDTH] = {0}, dw2[WIDTH] = {0}, db2 = 0, dc = 0, dthr = 0;
-    for (int k = 0; k < WIDTH; k++) w1[k] = P[W1][k], b1[k] = P[B1][k], w2[k] = P[W2][h * WIDTH + k];
+    const double c = st->c, init_L = ctx->cfg->fire_init_L;
+    head_mlp m = mlp_of(ctx, h), d = {0};
+    double dc = 0, dthr = 0;
+
+    /* gx (nx): the tabled rows' g summed per offset, when the tile has fewer offsets (at most
+     * its span of positions) than entries */
+    int64_t nx = 0;
+    double *gx = NULL;
+    if (st->psi) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (int64_t e = 0; e < ni + nj; e++) { /* the rows', then the columns' positions */
+            int64_t p = e < ni ? pos[i0 + e] : pos[j0 + e - ni];
+            lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+        }
+        nx = hi - lo + 1;
+        if (nx <= ni * nj) gx = calloc((size_t)nx, sizeof(double));
+    }
+
     for (int64_t i = 0; i < ni; i++) {
-        double pi = (double)pos[i0 + i];
-        row_norm rn = normaliser(c, thr, pi);
+        int64_t pi = pos[i0 + i];
+        const float *gi = ds + i * lds;
+        if (gx && tabled(st, pi)) {
+            for (int64_t j = 0; j < nj; j++) {
+                int64_t x = pi - pos[j0 + j];
+                gx[x < 0 ? -x : x] += gi[j];
+            }
+            continue;
+        }
+        row_norm rn = normaliser(c, st->thr, (double)pi);
         double dc_num = 0, dc_den = 0; /* this row's sums of du dN/dc and du N */
         for (int64_t j = 0; j < nj; j++) {
-            double g = ds[i * lds + j];
-            if (g == 0) continue; /* masked entries contribute nothing */
-            double x = pi - (double)pos[j0 + j], cx = c * x;
-            double N = log(fabs(cx) + 1.0), u = N / rn.den, du = 0;
-            db2 += g;
-            for (int k = 0; k < WIDTH; k++) {
-                double a = w1[k] * u + b1[k];
-                if (!(a > 0)) continue;
-                double da = g * w2[k];
-                dw2[k] += g * a;
-                dw1[k] += da * u;
-                db1[k] += da;
-                du += da * w1[k];
-            }
+            if (gi[j] == 0) continue; /* masked entries contribute nothing */
+            double x = (double)pi - (double)pos[j0 + j], cx = c * x, N = psi_at(st, pi, pos[j0 + j]);
+            double du = mlp_backward(&m, &d, N / rn.den, gi[j]);
             dc_num += du * sign(cx) * x / (fabs(cx) + 1.0);
             dc_den += du * N;
         }
@@ -98,14 +209,29 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
         dc += dc_num * inv - dc_den * rn.dden_dc * inv * inv;
         dthr -= dc_den * rn.dden_dthr * inv * inv;
     }
-    for (int k = 0; k < WIDTH; k++) {
-        if (G[W1]) G[W1][k] += (float)dw1[k];
-        if (G[B1]) G[B1][k] += (float)db1[k];
-        if (G[W2]) G[W2][h * WIDTH + k] += (float)dw2[k];
+    if (gx) { /* the tabled rows, one offset at a time */
+        const row_norm rn = st->below;
+        double dc_num = 0, dc_den = 0;
+        for (int64_t x = 0; x < nx; x++) {
+            if (gx[x] == 0) continue;
+            double cx = c * (double)x, N = st->psi[x];
+            double du = mlp_backward(&m, &d, N / rn.den, gx[x]);
+            dc_num += du * sign(cx) * (double)x / (fabs(cx) + 1.0);
+            dc_den += du * N;
+        }
+        double inv = 1.0 / rn.den;
+        dc += dc_num * inv - dc_den * rn.dden_dc * inv * inv;
+        dthr -= dc_den * rn.dden_dthr * inv * inv;
+        free(gx);
     }
-    if (G[B2]) G[B2][h] += (float)db2;
+    for (int k = 0; k < WIDTH; k++) {
+        if (G[W1]) G[W1][k] += (float)d.w1[k];
+        if (G[B1]) G[B1][k] += (float)d.b1[k];
+        if (G[W2]) G[W2][h * WIDTH + k] += (float)d.w2[k];
+    }
+    if (G[B2]) G[B2][h] += (float)d.b2;
     if (G[FC]) G[FC][0] += (float)dc;
-    if (G[FL]) G[FL][0] += (float)(dthr * sign((double)P[FL][0] * init_L) * init_L);
+    if (G[FL]) G[FL][0] += (float)(dthr * sign((double)ctx->w->param[FL][0] * init_L) * init_L);
 }
 
 const pe__method pe__method_fire = {
@@ -114,6 +240,8 @@ const pe__method pe__method_fire = {
     .keys = "fire_init_L",
     .flags = PE__GQA,
     .params = params,
+    .prepare = prepare,
+    .release = release,
     .bias_forward = bias_forward,
     .bias_backward = bias_backward,
 };

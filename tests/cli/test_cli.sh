@@ -4,20 +4,8 @@
 # "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_cli.sh PATH/TO/posenc
 # Needs /usr/bin/python3 with numpy; the case files are written here by an inline writer.
-set -u
-
-POSENC=${1:?usage: bash tests/cli/test_cli.sh PATH/TO/posenc}
-case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
-PY=/usr/bin/python3
-[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
-"$PY" -c 'import numpy' 2>/dev/null || { echo "not ok - $PY has no numpy"; echo "0 passed, 1 failed"; exit 1; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_cli.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+. "$(dirname "$0")/lib.sh" cli "${1:-}"
+need_numpy
 
 # ---- case files -------------------------------------------------------------------------
 # lib.py: a safetensors writer and reader (independent of posenc), and the base case:
@@ -118,8 +106,7 @@ EOF
 
 if ! "$PY" "$WORK/make.py" "$WORK" > "$WORK/make.log" 2>&1; then
     not_ok "writing the case files" "$(cat "$WORK/make.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
+    finish
 fi
 
 # ---- valid cases ------------------------------------------------------------------------
@@ -299,5 +286,4 @@ else
     not_ok "output directory missing: exit $rc" "$(cat "$WORK/stderr")"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -3,18 +3,7 @@
 # its CSV (a row per method and length), table and PNG; train writes a checkpoint that --resume
 # continues; bad options exit 2 with one line "posenc: ..." on stderr.
 #   usage: bash tests/cli/test_compare.sh PATH/TO/posenc
-set -u
-
-POSENC=${1:?usage: bash tests/cli/test_compare.sh PATH/TO/posenc}
-case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
-[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_compare.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+. "$(dirname "$0")/lib.sh" compare "${1:-}"
 
 # ---- compare --quick ------------------------------------------------------------------------
 start=$(date +%s)
@@ -85,5 +74,4 @@ bad "train: SHAPE needs an absolute method" train --method alibi --shape 8
 bad "train: missing checkpoint" train --resume "$WORK/none.safetensors"
 bad "train: a layer key the method does not take" train --method rope --num_buckets 8 --steps 1
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

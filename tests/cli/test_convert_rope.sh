@@ -1,22 +1,15 @@
 #!/usr/bin/env bash
 # posenc convert-rope: a case converted to the other layout gives the same y, scores and probs.
 #   bash tests/cli/test_convert_rope.sh build/posenc
-set -u
-bin=$(realpath "$1")
-here=$(cd "$(dirname "$0")" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-no() { echo "not ok - $1"; failed=$((failed + 1)); }
+. "$(dirname "$0")/lib.sh" convert_rope "${1:-}"
 
 for case in rope_basic rope_partial_half rope_gqa rope_llama3; do
-    src="$here/../fixtures/$case.safetensors"
-    [ -f "$src" ] || { no "$case: fixture missing"; continue; }
-    "$bin" attend "$src" -o "$tmp/a.safetensors" || { no "$case: attend"; continue; }
-    if ! "$bin" convert-rope "$src" -o "$tmp/c.safetensors" --to interleaved; then no "$case: convert"; continue; fi
-    "$bin" attend "$tmp/c.safetensors" -o "$tmp/b.safetensors" || { no "$case: attend after convert"; continue; }
-    if REFDIR="$here/../ref" /usr/bin/python3 - "$tmp/a.safetensors" "$tmp/b.safetensors" <<'PY'
+    src="$HERE/../fixtures/$case.safetensors"
+    [ -f "$src" ] || { not_ok "$case: fixture missing"; continue; }
+    "$POSENC" attend "$src" -o "$WORK/a.safetensors" || { not_ok "$case: attend"; continue; }
+    if ! "$POSENC" convert-rope "$src" -o "$WORK/c.safetensors" --to interleaved; then not_ok "$case: convert"; continue; fi
+    "$POSENC" attend "$WORK/c.safetensors" -o "$WORK/b.safetensors" || { not_ok "$case: attend after convert"; continue; }
+    if REFDIR="$HERE/../ref" "$PY" - "$WORK/a.safetensors" "$WORK/b.safetensors" <<'PY'
 import sys, os
 sys.path.insert(0, os.environ["REFDIR"])
 from read_safetensors import read_safetensors
@@ -27,14 +20,13 @@ for k in ("y", "scores", "probs"):
     m = np.isfinite(fa)
     assert np.array_equal(m, np.isfinite(fb)) and np.allclose(fa[m], fb[m], atol=1e-5, rtol=1e-5), k
 PY
-    then ok "$case: same y, scores, probs after --to interleaved"; else no "$case: outputs differ"; fi
-    if "$bin" convert-rope "$tmp/c.safetensors" -o "$tmp/d.safetensors" --to interleaved 2>/dev/null; then
-        no "$case: converting to the layout it has must fail"
+    then ok "$case: same y, scores, probs after --to interleaved"; else not_ok "$case: outputs differ"; fi
+    if "$POSENC" convert-rope "$WORK/c.safetensors" -o "$WORK/d.safetensors" --to interleaved 2>/dev/null; then
+        not_ok "$case: converting to the layout it has must fail"
     else ok "$case: refuses a second conversion to the same layout"; fi
 done
-"$bin" convert-rope "$here/../fixtures/rope_basic.safetensors" -o "$tmp/e.safetensors" --to sideways 2>"$tmp/err"
+"$POSENC" convert-rope "$HERE/../fixtures/rope_basic.safetensors" -o "$WORK/e.safetensors" --to sideways 2>"$WORK/err"
 rc=$?
-if [ $rc -eq 2 ] && [ ! -e "$tmp/e.safetensors" ] && [ "$(wc -l < "$tmp/err")" -eq 1 ]; then ok "bad --to: exit 2, one line, no output"
-else no "bad --to (exit $rc)"; fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+if [ $rc -eq 2 ] && [ ! -e "$WORK/e.safetensors" ] && [ "$(wc -l < "$WORK/err")" -eq 1 ]; then ok "bad --to: exit 2, one line, no output"
+else not_ok "bad --to (exit $rc)"; fi
+finish

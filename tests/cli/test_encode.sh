@@ -4,20 +4,8 @@
 # with exactly one stderr line "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_encode.sh PATH/TO/posenc
 # Needs /usr/bin/python3 with numpy.
-set -u
-
-POSENC=${1:?usage: bash tests/cli/test_encode.sh PATH/TO/posenc}
-case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
-PY=/usr/bin/python3
-[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
-"$PY" -c 'import numpy' 2>/dev/null || { echo "not ok - $PY has no numpy"; echo "0 passed, 1 failed"; exit 1; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_encode.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+. "$(dirname "$0")/lib.sh" encode "${1:-}"
+need_numpy
 
 # ---- input files and the float64 formulas ------------------------------------------------
 cat > "$WORK/lib.py" <<'EOF'
@@ -127,8 +115,7 @@ EOF
 
 if ! "$PY" "$WORK/make.py" "$WORK" > "$WORK/make.log" 2>&1; then
     not_ok "writing the input files" "$(cat "$WORK/make.log")"
-    echo "$passed passed, $failed failed"
-    exit 1
+    finish
 fi
 
 # ---- valid runs --------------------------------------------------------------------------
@@ -266,5 +253,4 @@ bad "unknown option" "-x" --method sinusoidal --T 2 --width 8 -x -o "$OUT"
 bad "output directory missing" "" --method sinusoidal --T 2 --width 8 -o "$WORK/no/dir/out.safetensors"
 [ -e "$WORK/no" ] && not_ok "output directory missing: a directory was created"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

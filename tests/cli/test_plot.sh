@@ -1,25 +1,15 @@
 #!/usr/bin/env bash
 # CLI tests of `posenc plot` and `posenc analyze`: every plot kind on every method it applies
 # to writes a valid PNG of the requested size that is not blank (pixel statistics: enough
-# non-white pixels and distinct colours), analyze prints a row per method and a CSV; every bad
-# input exits 2 with exactly one stderr line "posenc: ..." and no output file.
+# non-white pixels and distinct colours), analyze prints a row per method and a CSV; tiny
+# trained checkpoints (posenc train --save, a few steps of every method) give attention
+# plots, and the trained encodings of learned, floater, complex; every bad input exits 2
+# with exactly one stderr line "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_plot.sh PATH/TO/posenc
 # Needs /usr/bin/python3 with numpy and PIL (Debian: python3-pil).
-set -u
-
-POSENC=${1:?usage: bash tests/cli/test_plot.sh PATH/TO/posenc}
-case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
-PY=/usr/bin/python3
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-[ -x "$POSENC" ] || { echo "not ok - $POSENC is not an executable"; echo "0 passed, 1 failed"; exit 1; }
-"$PY" -c 'import numpy, PIL' 2>/dev/null || { echo "not ok - $PY has no numpy or PIL (python3-pil)"; echo "0 passed, 1 failed"; exit 1; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_plot.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); echo "ok - $1"; }
-not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%s\n' "$2" | sed 's/^/#   /'; }
+. "$(dirname "$0")/lib.sh" plot "${1:-}"
+ROOT=$(cd "$HERE/../.." && pwd)
+"$PY" -c 'import numpy, PIL' 2>/dev/null || bail "$PY has no numpy or PIL (python3-pil)"
 
 # the PNG check: size W x H, not blank: >= 5% pixels not white and >= 8 distinct colours
 cat > "$WORK/png.py" <<'EOF'
@@ -98,6 +88,35 @@ for m in shaw t5 tupe deberta; do plot "relative-index-$m" 400 300 relative --me
 plot relative-index-deberta-buckets 400 300 relative --method deberta --position_buckets 8 --max_relative_positions 32
 for m in t5 tupe alibi kerple fire xl; do plot "relative-bias-$m" 600 450 relative --method $m --show bias; done
 plot relative-bias-kerple-power 400 300 relative --method kerple --kerple power --heads 3 --width 48
+# trained checkpoints: a few steps of every method (positions up to 4 x 16 = 64), and a copy task
+CK="$WORK/ck"
+mkdir -p "$CK"
+for m in $("$POSENC" methods | awk 'NR > 1 {print $1}'); do
+    keys=() # buckets that suit 16 positions
+    case $m in t5 | tupe) keys=(--num_buckets 8 --max_distance 12) ;; esac
+    "$POSENC" train --method "$m" --steps 3 --width 16 --heads 2 --layers 2 --length 16 --eval 1,4 --eval-tokens 256 \
+        --corpus-chars 20000 "${keys[@]}" --quiet --save "$CK/$m.safetensors" > "$WORK/train.out" 2>&1 ||
+        not_ok "train a tiny $m checkpoint" "$(tail -3 "$WORK/train.out")"
+done
+"$POSENC" train --task copy --method alibi --steps 3 --width 16 --heads 2 --layers 1 --length 8 --eval 1 --eval-tokens 256 \
+    --quiet --save "$CK/copy.safetensors" > "$WORK/train.out" 2>&1 || not_ok "train a copy checkpoint" "$(tail -3 "$WORK/train.out")"
+TEXT="let be 12. the dog is 12."
+
+# attention of a trained checkpoint on a text: every method in block 0 (complex's own), one in
+# block 1, a task's input
+for m in $("$POSENC" methods | awk 'NR > 1 {print $1}'); do
+    plot "attention-trained-$m" 400 300 attention --checkpoint "$CK/$m.safetensors" --input "$TEXT"
+done
+plot attention-trained-rope-block1 360 420 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT" --layer 1
+plot attention-trained-copy 400 300 attention --checkpoint "$CK/copy.safetensors" --input "abcd=abcd."
+# the trained encodings: learned's table, floater's biases of a block, complex's embedding
+plot encoding-learned-trained 400 300 encoding --from "$CK/learned.safetensors"
+plot similarity-learned-trained 400 300 similarity --from "$CK/learned.safetensors" --cosine
+for p in q k v; do plot "encoding-floater-trained-$p" 400 300 encoding --from "$CK/floater.safetensors" --layer 1 --part $p; done
+plot similarity-floater-trained 400 300 similarity --from "$CK/floater.safetensors" --method floater
+plot encoding-complex-trained 400 300 encoding --from "$CK/complex.safetensors" --part im
+plot encoding-sinusoidal-trained 400 300 encoding --from "$CK/sinusoidal.safetensors"
+
 # attention: a case file of every method (the basic fixtures)
 for f in "$ROOT"/tests/fixtures/*_basic.safetensors; do
     m=$(basename "$f" _basic.safetensors)
@@ -120,6 +139,37 @@ if out=$("$POSENC" analyze --from "$WORK/ckpt.safetensors" --N 80 --cosine 2>&1)
     ok "analyze --from a checkpoint's pe.pos_table"
 else
     not_ok "analyze --from" "$out"
+fi
+
+# analyze of a checkpoint: learned's row equals that of the same table in a plain file; a
+# floater row per block; the checkpoint's method among a list
+"$PY" - "$CK/learned.safetensors" "$WORK/table.safetensors" <<'PY'
+import json, sys
+raw = open(sys.argv[1], 'rb').read()
+n = int.from_bytes(raw[:8], 'little')
+e = json.loads(raw[8:8 + n])['pe.pos_table']
+b = raw[8 + n + e['data_offsets'][0]:8 + n + e['data_offsets'][1]]
+h = json.dumps({'pos_table': {'dtype': 'F32', 'shape': e['shape'], 'data_offsets': [0, len(b)]}}).encode()
+open(sys.argv[2], 'wb').write(len(h).to_bytes(8, 'little') + h + b)
+PY
+a=$("$POSENC" analyze --from "$CK/learned.safetensors" 2>&1 | awk '/^learned \(file\)/ {$1 = $2 = ""; print}')
+b=$("$POSENC" analyze --from "$WORK/table.safetensors" 2>&1 | awk '/^learned \(file\)/ {$1 = $2 = ""; print}')
+if [ -n "$a" ] && [ "$a" = "$b" ]; then
+    ok "analyze --from a trained learned checkpoint: the row of its pe.pos_table ($(echo $a))"
+else
+    not_ok "analyze --from a trained learned checkpoint" "checkpoint: $a; plain file: $b"
+fi
+out=$("$POSENC" analyze --from "$CK/floater.safetensors" --layer 1 -o "$WORK/f.csv" 2>&1)
+if [ $? -eq 0 ] && echo "$out" | grep -q '^floater (file, block 1) *absolute *P_q P_k^T' && grep -q '^floater (file, block 1),absolute' "$WORK/f.csv"; then
+    ok "analyze --from a floater checkpoint, block 1"
+else
+    not_ok "analyze --from a floater checkpoint, block 1" "$out"
+fi
+out=$("$POSENC" analyze --from "$CK/floater.safetensors" --methods rope,floater 2>&1)
+if [ $? -eq 0 ] && [ "$(echo "$out" | grep -c '^rope \|^floater (file)')" -eq 2 ]; then
+    ok "analyze --from a checkpoint among --methods"
+else
+    not_ok "analyze --from a checkpoint among --methods" "$out"
 fi
 
 # errors: status 2, one stderr line "posenc: ...", no output file
@@ -163,9 +213,29 @@ bad "extrapolation of a non-CSV" "$O" plot extrapolation "$WORK/ckpt.safetensors
 bad "extrapolation unknown column" "$O" plot extrapolation "$WORK/compare.csv" --metric nope -o "$O"
 bad "input file for encoding" "$O" plot encoding "$WORK/compare.csv" --method sinusoidal -o "$O"
 bad "unwritable output" "$WORK/no/dir/x.png" plot encoding --method sinusoidal -o "$WORK/no/dir/x.png"
+bad "attention: missing checkpoint" "$O" plot attention --checkpoint "$WORK/none.safetensors" --input "$TEXT" -o "$O"
+bad "attention: not a checkpoint" "$O" plot attention --checkpoint "$ROOT/tests/fixtures/rope_basic.safetensors" --input "$TEXT" -o "$O"
+bad "attention: no --input" "$O" plot attention --checkpoint "$CK/rope.safetensors" -o "$O"
+bad "attention: empty --input" "$O" plot attention --checkpoint "$CK/rope.safetensors" --input "" -o "$O"
+bad "attention: --layer out of range" "$O" plot attention --checkpoint "$CK/rope.safetensors" --input "$TEXT" --layer 2 -o "$O"
+bad "attention: character outside the vocabulary" "$O" plot attention --checkpoint "$CK/copy.safetensors" --input "abcd=ABCD." -o "$O"
+bad "attention: input longer than learned's table" "$O" plot attention --checkpoint "$CK/learned.safetensors" --input "$TEXT$TEXT$TEXT" -o "$O"
+bad "attention: case file and checkpoint" "$O" plot attention "$ROOT/tests/fixtures/rope_basic.safetensors" --checkpoint "$CK/rope.safetensors" --input "$TEXT" -o "$O"
+bad "attention: settings with a checkpoint" "$O" plot attention --checkpoint "$CK/rope.safetensors" --input "$TEXT" --rope_base 500 -o "$O"
+bad "attention: --from instead of --checkpoint" "$O" plot attention --from "$CK/rope.safetensors" --input "$TEXT" -o "$O"
+bad "--checkpoint for encoding" "$O" plot encoding --checkpoint "$CK/learned.safetensors" --input "$TEXT" -o "$O"
+bad "encoding: checkpoint of another method" "$O" plot encoding --from "$CK/floater.safetensors" --method learned -o "$O"
+bad "encoding: checkpoint --layer out of range" "$O" plot encoding --from "$CK/floater.safetensors" --layer 2 -o "$O"
+bad "encoding: checkpoint rows too few" "$O" plot encoding --from "$CK/learned.safetensors" --N 100 -o "$O"
+bad "encoding: complex block 1 (none there)" "$O" plot encoding --from "$CK/complex.safetensors" --layer 1 -o "$O"
+bad "encoding: --layer without a checkpoint" "$O" plot encoding --method learned --layer 1 -o "$O"
+bad "similarity: checkpoint of a rotary method" "$O" plot similarity --from "$CK/rope.safetensors" -o "$O"
+bad "relative: checkpoint of a bias method" "$O" plot relative --from "$CK/alibi.safetensors" -o "$O"
+bad "analyze: checkpoint of a bias method" "$WORK/a2.csv" analyze --from "$CK/alibi.safetensors" -o "$WORK/a2.csv"
+bad "analyze: checkpoint --layer out of range" "$WORK/a2.csv" analyze --from "$CK/floater.safetensors" --layer 5 -o "$WORK/a2.csv"
+bad "analyze: --layer without a checkpoint" "$WORK/a2.csv" analyze --from "$WORK/table.safetensors" --layer 1 -o "$WORK/a2.csv"
 bad "analyze: unknown method" "$WORK/a2.csv" analyze --methods rope,nope -o "$WORK/a2.csv"
 bad "analyze: bad --N" "$WORK/a2.csv" analyze --N 1 -o "$WORK/a2.csv"
 bad "analyze: bad key" "$WORK/a2.csv" analyze --methods rope --rope_scaling warp -o "$WORK/a2.csv"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

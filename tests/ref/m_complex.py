@@ -51,14 +51,28 @@ def attend(meta, tensors):
     if not batched:
         ids = ids[None]
     B, T = ids.shape
-    C = t["wq"].shape[1]
-    H = int(meta["heads"])
-    D = C // H
     pos = t["positions"] if "positions" in t else torch.arange(T)
     pos = pos.expand(B, T) if pos.dim() == 1 else pos
+    D = t["wq"].shape[1] // int(meta["heads"])
     scale = float(meta["scale"]) if "scale" in meta else 1.0 / math.sqrt(2 * D)
-    causal = meta.get("causal", "false") == "true"
+    res = forward(t, ids, pos, int(meta["heads"]), scale, meta.get("causal", "false") == "true")
+    if not batched:
+        res = {n: a[0] for n, a in res.items()}
+    if "dy" in t or "dy_imag" in t:
+        loss = sum((res[n] * t["d" + n]).sum() for n in ("y", "y_imag") if "d" + n in t)
+        names = [n for n, a in t.items() if a.dtype == torch.float64 and n not in ("dy", "dy_imag")]
+        gs = torch.autograd.grad(loss, [t[n] for n in names], allow_unused=True)
+        for n, g in zip(names, gs):
+            res["d" + n] = torch.zeros_like(t[n]) if g is None else g
+    return {n: a.detach() for n, a in res.items()}
 
+
+def forward(t, ids, pos, H, scale, causal):
+    """The layer with autograd intact: t name -> float64 tensor, ids and pos (B, T).
+    Returns y, y_imag (B, T, C), scores and probs (B, H, T, T)."""
+    B, T = ids.shape
+    C = t["wq"].shape[1]
+    D = C // H
     ang = t["freq"][ids] * pos.to(torch.float64)[..., None]
     if "phase" in t:
         ang = ang + t["phase"][ids]
@@ -85,16 +99,7 @@ def attend(meta, tensors):
     def out(o):
         return lin(o.transpose(1, 2).reshape(B, T, C), "wo", "bo")
 
-    res = {"y": out(p @ vr), "y_imag": out(p @ vi), "scores": s, "probs": p}
-    if not batched:
-        res = {n: a[0] for n, a in res.items()}
-    if "dy" in t or "dy_imag" in t:
-        loss = sum((res[n] * t["d" + n]).sum() for n in ("y", "y_imag") if "d" + n in t)
-        names = [n for n, a in t.items() if a.dtype == torch.float64 and n not in ("dy", "dy_imag")]
-        gs = torch.autograd.grad(loss, [t[n] for n in names], allow_unused=True)
-        for n, g in zip(names, gs):
-            res["d" + n] = torch.zeros_like(t[n]) if g is None else g
-    return {n: a.detach() for n, a in res.items()}
+    return {"y": out(p @ vr), "y_imag": out(p @ vi), "scores": s, "probs": p}
 
 
 CASES = [

@@ -1,8 +1,9 @@
 /* FLOATER beyond the fixtures: the grid index against exact rational arithmetic, 4096
  * positions forward and backward (time and memory printed), the trajectory cache (hits take
  * no RK4 step, any parameter change invalidates it, new positions start from a checkpoint,
- * results identical to a fresh layer's), errors that leave the cache intact, and finite
- * differences of every tensor (on and off the grid). */
+ * results identical to a fresh layer's), errors that leave the cache intact, finite
+ * differences of every tensor (on and off the grid), and the portable solver kernel against
+ * the CPU's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "fused.h"
 #include "harness.h"
 #include "internal.h"
 
@@ -324,6 +326,46 @@ static void finite_differences(void **state) {
     }
 }
 
+/* ---- the kernels ---------------------------------------------------------------------- */
+
+/* The portable product kernel of the solver (pe__fused.isa "generic") and the one this CPU
+ * picks agree to double rounding (FMA, or none), forward and backward; widths with a vector
+ * tail (C = 24) and with columns only in the tail (C = 6). The attention runs on the reference
+ * path, so that only the solver differs. */
+static void kernels_agree(void **state) {
+    (void)state;
+    static const int64_t HD[][2] = {{2, 12}, {2, 3}, {4, 16}};
+    for (size_t c = 0; c < sizeof HD / sizeof HD[0]; c++) {
+        run R[2];
+        for (int k = 0; k < 2; k++) {
+            pe__fused.isa = k ? NULL : "generic", pe__fused.off = 1;
+            run_init(&R[k], "floater_dt=0.05 causal=true", 2, 7, HD[c][0], HD[c][1], 40 + c);
+            for (int64_t i = 0; i < R[k].B * R[k].T; i++) R[k].pos[i] = 3 * i + 1; /* up to 40: 1000 steps */
+            loss(&R[k]);
+            backward(&R[k]);
+        }
+        pe__fused.isa = NULL, pe__fused.off = 0;
+        double worst = 0;
+        int64_t n = R[0].B * R[0].T * R[0].C;
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(R[0].y[i] - R[1].y[i]) / (1e-7 + 1e-6 * fabs(R[1].y[i])));
+        const char *names[2][5];
+        float *data[2][5], *grads[2][5];
+        int64_t sizes[2][5];
+        for (int k = 0; k < 2; k++) floater_tensors(&R[k], names[k], data[k], grads[k], sizes[k]);
+        for (int t = 0; t < 5; t++)
+            for (int64_t e = 0; e < sizes[0][t]; e++) {
+                double a = grads[0][t][e], b = grads[1][t][e], r = fabs(a - b) / (1e-7 + 1e-6 * fabs(b));
+                if (r > 1) fprintf(stderr, "  C=%lld d%s[%lld]: generic %.8g, this CPU %.8g\n",
+                                   (long long)R[0].C, names[0][t], (long long)e, a, b);
+                worst = fmax(worst, r);
+            }
+        printf("  C=%-3lld generic against %s: worst %.3g x tolerance\n", (long long)R[0].C,
+               pe__kernels_pick(NULL)->name, worst);
+        assert_true(worst <= 1);
+        run_free(&R[0]), run_free(&R[1]);
+    }
+}
+
 /* pe_encode gives the rows the layer adds: P_q[0] is b0's first row, and a position's rows
  * do not depend on which other positions are asked for. */
 static void encode_rows(void **state) {
@@ -369,6 +411,7 @@ int main(void) {
         cmocka_unit_test(cache_hits_and_invalidation),
         cmocka_unit_test(finite_differences),
         cmocka_unit_test(encode_rows),
+        cmocka_unit_test(kernels_agree),
         cmocka_unit_test(positions_4096),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

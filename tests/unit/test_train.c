@@ -173,12 +173,15 @@ static const char *meta_of(const pe_st_file *f, const char *key) {
     return "";
 }
 
+/* Every file of tests/fixtures/train; the methods with a model-level convention of their own
+ * (doc/methods.md, "Training") must each have one, so a lost fixture fails. */
 static void test_reference(void **state) {
     (void)state;
     char dir[512];
     snprintf(dir, sizeof dir, "%s/train", pe_test_fixture_dir());
     char **names;
     int n = pe_test_list(dir, ".safetensors", &names), done = 0;
+    char checked[1024] = ""; /* methods compared, space-separated */
     assert_true(n >= 1);
     for (int i = 0; i < n; i++) {
         char path[1024];
@@ -202,7 +205,7 @@ static void test_reference(void **state) {
         float *p = tr_model_params(m);
         int params_in_file = 0;
         for (int k = 0; k < f.n; k++)
-            if (f.t[k].dtype == PE_F32 && strncmp(f.t[k].name, "grad.", 5)) params_in_file++;
+            if (f.t[k].dtype == PE_F32 && strncmp(f.t[k].name, "grad.", 5) && strcmp(f.t[k].name, "mems")) params_in_file++;
         if (params_in_file != nt) fail_msg("%s: the file has %d tensors, the model %d", path, params_in_file, nt);
         for (int k = 0; k < nt; k++) {
             const pe_tensor *x = find(&f, t[k].name);
@@ -218,12 +221,17 @@ static void test_reference(void **state) {
         int64_t Bf = tok->shape[0], Tf = tok->shape[1];
         int32_t *in = malloc(sizeof(int32_t) * Bf * Tf), *tg = malloc(sizeof(int32_t) * Bf * Tf);
         for (int64_t e = 0; e < Bf * Tf; e++) in[e] = (int32_t)((int64_t *)tok->data)[e], tg[e] = (int32_t)((int64_t *)tgt->data)[e];
+        const pe_tensor *mems = find(&f, "mems"); /* (layers, B, M, C): a previous segment */
+        if (mems && (mems->dtype != PE_F32 || mems->ndim != 4 || mems->shape[0] != c.layers || mems->shape[1] != Bf ||
+                     mems->shape[3] != c.C))
+            fail_msg("%s: mems is not (layers, B, M, C) F32", path);
+        if (mems && tr_model_set_memory(m, mems->data, Bf, mems->shape[2], &err)) fail_msg("%s: %s", path, err.msg);
         double loss;
         tr_model_zero_grad(m);
-        if (tr_model_forward(m, in, tg, pos->data, Bf, Tf, 0, &loss, NULL, &err) || tr_model_backward(m, &err))
+        if (tr_model_forward(m, in, tg, pos->data, Bf, Tf, mems != NULL, &loss, NULL, &err) || tr_model_backward(m, &err))
             fail_msg("%s: %s", path, err.msg);
         double lw = ((double *)want->data)[0];
-        printf("  %-28s loss %.7f, reference %.7f\n", path + strlen(dir) + 1, loss, lw);
+        printf("  %-31s loss %.7f, reference %.7f\n", path + strlen(dir) + 1, loss, lw);
         assert_true(fabs(loss - lw) <= 1e-5 * fabs(lw));
         int64_t bad = 0;
         for (int k = 0; k < nt; k++) {
@@ -234,6 +242,8 @@ static void test_reference(void **state) {
             bad += pe_test_compare(gname, tr_model_grads(m) + t[k].off, g->data, t[k].numel, 1e-5, 1e-3);
         }
         assert_int_equal(bad, 0);
+        size_t used = strlen(checked);
+        snprintf(checked + used, sizeof checked - used, " %s", method);
         free(in), free(tg);
         tr_model_free(m);
         pe_st_free(&f);
@@ -242,6 +252,16 @@ static void test_reference(void **state) {
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
     assert_true(done >= 1);
+    static const char *const need[] = {"learned", "sinusoidal", "rope", "alibi", "t5", "deberta", "tupe", "floater", "complex", "xl"};
+    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+        char word[40];
+        snprintf(word, sizeof word, " %s", need[k]);
+        size_t len = strlen(word);
+        int found = 0;
+        for (const char *s = strstr(checked, word); s && !found; s = strstr(s + 1, word))
+            found = s[len] == ' ' || s[len] == 0;
+        if (pe_method_from_name(need[k]) >= 0 && !found) fail_msg("%s: no fixture for %s", dir, need[k]);
+    }
 }
 
 /* ---- tasks ----------------------------------------------------------------------------------- */
@@ -421,6 +441,76 @@ static void test_resume(void **state) {
     resume_case("xl", "lm", NULL, NULL);        /* memory carried across the checkpoint */
 }
 
+/* ---- attention probabilities of a block (tr_model_attention, for posenc plot) --------------- */
+
+static const float *tensor_named(tr_model *m, const char *name) {
+    const tr_tensor *t;
+    int nt = tr_model_tensors(m, &t);
+    for (int k = 0; k < nt; k++)
+        if (!strcmp(t[k].name, name)) return tr_model_params(m) + t[k].off;
+    fail_msg("no tensor %s", name);
+    return NULL;
+}
+
+/* Rows are distributions over the causal past; block 0 of a method without tensors equals the
+ * operator run by hand on LayerNorm(sqrt(C) wte[in]); a bad block is refused. */
+static void test_attention(void **state) {
+    (void)state;
+    const char *methods[] = {"alibi", "rope", "learned", "complex", "xl", "t5"};
+    for (size_t k = 0; k < sizeof methods / sizeof methods[0]; k++) {
+        tr_model_config c;
+        config_of(&c, methods[k], tiny_keys(methods[k]));
+        tr_model *m;
+        pe_err err;
+        if (tr_model_init(&m, &c, 5, &err)) fail_msg("%s: %s", methods[k], err.msg);
+        randomise(m, 11);
+        const int64_t H = c.heads, C = c.C;
+        int32_t in[T] = {1, 4, 0, 6, 2};
+        float p[2][H * T * T];
+        for (int l = 0; l < 2; l++) {
+            if (tr_model_attention(m, in, NULL, T, l, p[l], &err)) fail_msg("%s: block %d: %s", methods[k], l, err.msg);
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < T; i++) {
+                    double sum = 0;
+                    for (int64_t j = 0; j < T; j++) {
+                        float v = p[l][(h * T + i) * T + j];
+                        assert_true(isfinite(v) && v >= 0);
+                        if (j > i) assert_true(v == 0);
+                        sum += v;
+                    }
+                    assert_true(fabs(sum - 1) < 1e-5);
+                }
+        }
+        assert_memory_not_equal(p[0], p[1], sizeof p[0]);
+        if (!strcmp(methods[k], "alibi") || !strcmp(methods[k], "rope")) {
+            float x[T * C], ln[T * C], y[T * C], q[H * T * T];
+            const float es = sqrtf((float)C), *wte = tensor_named(m, "wte"), *lw = tensor_named(m, "h.0.ln_1.weight"),
+                        *lb = tensor_named(m, "h.0.ln_1.bias");
+            for (int64_t t = 0; t < T; t++) {
+                float mu = 0, var = 0;
+                for (int64_t e = 0; e < C; e++) x[t * C + e] = es * wte[in[t] * C + e], mu += x[t * C + e] / C;
+                for (int64_t e = 0; e < C; e++) var += (x[t * C + e] - mu) * (x[t * C + e] - mu) / C;
+                for (int64_t e = 0; e < C; e++) ln[t * C + e] = (x[t * C + e] - mu) / sqrtf(var + 1e-5f) * lw[e] + lb[e];
+            }
+            pe_config cfg;
+            pe_config_init(&cfg);
+            const char *keys[] = {"method", "heads", "causal"}, *vals[] = {methods[k], "2", "true"};
+            pe_attention *att;
+            if (pe_config_set_all(&cfg, 3, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err)) fail_msg("%s", err.msg);
+            pe_weights w = {.wq = tensor_named(m, "h.0.attn.wq"), .wk = tensor_named(m, "h.0.attn.wk"),
+                            .wv = tensor_named(m, "h.0.attn.wv"), .wo = tensor_named(m, "h.0.attn.wo"),
+                            .bq = tensor_named(m, "h.0.attn.bq"), .bk = tensor_named(m, "h.0.attn.bk"),
+                            .bv = tensor_named(m, "h.0.attn.bv"), .bo = tensor_named(m, "h.0.attn.bo")};
+            if (pe_attention_forward(att, &w, ln, NULL, 0, NULL, 0, 1, T, y, NULL, q, &err)) fail_msg("%s", err.msg);
+            for (int64_t e = 0; e < H * T * T; e++) assert_true(fabsf(q[e] - p[0][e]) < 1e-5f);
+            pe_attention_free(att);
+        }
+        assert_int_equal(tr_model_attention(m, in, NULL, T, 2, p[0], &err), PE_EINVAL);
+        assert_int_equal(tr_model_attention(m, in, NULL, T, -1, p[0], &err), PE_EINVAL);
+        tr_model_free(m);
+    }
+}
+
 int main(void) {
     tr_env_setup(1); /* one thread, as the trainer runs: no spinning pools (valgrind) */
     const struct CMUnitTest tests[] = {
@@ -430,6 +520,7 @@ int main(void) {
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_trivial_task),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
