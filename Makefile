@@ -167,7 +167,7 @@ bench: $(BUILD)/posenc
 
 # bench-readme: the same, then the summary between <!-- bench:begin --> and <!-- bench:end --> in README.md
 bench-readme: $(BUILD)/posenc
-	$(BUILD)/posenc bench --readme README.md
+	$(BUILD)/posenc bench --reps 5 --readme README.md
 
 # install: header, libraries and pkg-config file under PREFIX
 install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc
