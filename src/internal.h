@@ -161,6 +161,14 @@ void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n,
 static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
 }
+/* The largest |offset| between two positions of the call when a table per offset pays (t5's
+ * buckets, fire's biases), or -1: not past 2^22, nor longer than the (B, T, Tk) entries it
+ * replaces (two tokens a million positions apart). `signed_offsets`: the table has 2 span + 1 rows. */
+static inline int64_t pe__offset_table_span(const pe__ctx *ctx, int signed_offsets) {
+    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
+    double rows = (double)((signed_offsets ? 2 : 1) * span + 1);
+    return span < (1u << 22) && rows <= (double)ctx->B * ctx->T * ctx->Tk ? (int64_t)span : -1;
+}
 static inline void *pe__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size); }
 static inline float pe__dot(const float *a, const float *b, int64_t n) {
     float s = 0;

@@ -101,9 +101,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
     st->c = P[FC][0], st->thr = fabs((double)P[FL][0] * ctx->cfg->fire_init_L);
     st->below = normaliser(st->c, st->thr, -INFINITY);
-    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
-    if (span < (1u << 22) && (double)(span + 1) <= (double)ctx->B * ctx->T * ctx->Tk) {
-        st->span = (int64_t)span;
+    int64_t span = pe__offset_table_span(ctx, 0);
+    if (span >= 0) {
+        st->span = span;
         st->psi = malloc(sizeof(double) * (span + 1) * (ctx->H + 1));
         if (st->psi) {
             st->bias = st->psi + span + 1;

@@ -64,9 +64,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *c = ctx->cfg;
     t5_state *st = calloc(1, sizeof *st);
     if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
-    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
-    if (span < (1u << 22) && (double)(2 * span + 1) <= (double)ctx->B * ctx->T * ctx->Tk) {
-        st->span = (int64_t)span;
+    int64_t span = pe__offset_table_span(ctx, 1);
+    if (span >= 0) {
+        st->span = span;
         st->bucket = malloc(sizeof(int32_t) * (2 * span + 1));
         if (st->bucket)
             for (int64_t r = -st->span; r <= st->span; r++)
