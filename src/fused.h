@@ -16,6 +16,25 @@ typedef void (*pe__bias_fwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, 
 typedef void (*pe__bias_bwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni,
                                 int64_t j0, int64_t nj, const float *ds, int64_t lds);
 
+/* A call's relative-row terms (pe__rel) as the kernels use them (fused.c). Only the rows the
+ * call's offsets reach are used: offsets clip at Ke = min(K, pos_max - pos_min), so local row
+ * x in [0, R) is table row base + x. */
+typedef struct pe__frel {
+    int64_t R, Rp, Ke, H; /* Rp: R rounded up to PE_DALIGN */
+    const int32_t *map;   /* (2 Ke + 1): local row of the offset clip(pos_j - pos_i, -Ke, Ke) + Ke */
+    const float *w;       /* (R, H) from row base, or NULL */
+    const float *a, *c, *v; /* qrow, krow, vrow (R, D) from row base, or NULL */
+    const float *aT, *vT, *cT; /* (D, Rp) a, v, scale c transposed */
+    const float *aP, *vP, *cP; /* (Rp, dp) a, v, scale c zero-padded */
+    const float *kc;      /* (B Hkv, tkp, Rp) scale k_j . c[x] */
+    int iw, ia, ic, iv;   /* parameter indices of w, a, c, v */
+    int64_t base;
+} pe__frel;
+
+/* c (rows, dp; ldc) += A b, the kernels' mm_acc (kernels.c) */
+typedef void (*pe__mm_fn)(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
+                          int64_t ldb, int64_t rows, int64_t L, int64_t dp);
+
 /* One kernel call: forward of one query block, or backward of one (b, h). */
 typedef struct pe__fjob {
     pe__ctx *ctx; /* what the bias hooks see (backward: the thread's copy, private gradients) */
@@ -36,9 +55,36 @@ typedef struct pe__fjob {
     /* backward: (tkp, dp) accumulators of dk, dv of the kv head (the caller adds them) */
     float *dk, *dv;
     int64_t i0, ni; /* forward: the query block */
-    /* scratch, 64-byte aligned: a, c, e (PE_BR, dp); s, t (PE_BR, PE_BC); r (4 PE_BR) */
+    /* scratch, 64-byte aligned: a, e (PE_BR, dp); c (PE_BR, dpa); s, t (PE_BR, PE_BC); r (4 PE_BR) */
     float *a, *c, *e, *s, *t, *r;
+    /* relative-row terms (NULL: none). Forward accumulates the probability mass per row x in
+     * columns [dp, dpa) of c, rescaled with it by the online softmax; dpa = dp otherwise. */
+    const pe__frel *rel;
+    int64_t dpa;
+    const float *kc; /* the kv head's (Tk, Rp) of rel->kc */
+    /* rel scratch: idx, u (PE_BR, PE_BC) the tile's rows x and unweighted scores; qa, dva,
+     * wm, gm (PE_BR, Rp); hc (tkp, Rp) of the kv head (backward) */
+    int32_t *idx;
+    float *u, *qa, *dva, *wm, *gm, *hc;
+    float *dA, *dV, *dC; /* (Rp, dp) gradients of a, v, c of the current item (backward) */
+    pe__mm_fn mm;
 } pe__fjob;
+
+/* The relative-row terms per tile (fused.c), called by the kernels when j->rel is set:
+ * block:     qa = qs a^T, and in backward (dos) dva = do v^T; wm, gm zeroed
+ * tile:      the rows x of the tile into idx; s = s w[x] + qa[x] + kc[x] (u = s before w)
+ * mass:      wm[i][x] += p_ij (wm row stride ldw)
+ * out:       acc_i += wm_i v (forward, before 1 / l)
+ * dp:        dp_ij += dva[i][x]; wm[i][x] += p_ij
+ * ds:        gm[i][x] += ds, hc[j][x] += ds, dw[x] += ds u; ds *= w[x]
+ * block_end: dqa += gm a; dA += gm^T qs, dV += wm^T do */
+void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_t ni);
+void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s);
+void pe__frel_mass(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *wm, int64_t ldw);
+void pe__frel_out(const pe__fjob *j, int64_t ni, float *acc);
+void pe__frel_dp(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *dp);
+void pe__frel_ds(const pe__fjob *j, int64_t ni, int64_t j0, int64_t nj, float *ds);
+void pe__frel_block_end(const pe__fjob *j, int64_t ni, const float *qs, const float *dos, float *dqa);
 
 typedef struct pe__kernels {
     const char *name; /* "avx512", "avx2", "generic" */
@@ -48,6 +94,7 @@ typedef struct pe__kernels {
     /* pe__rope_rotate over rows [r0, r1) */
     void (*rope)(float *x, int64_t r0, int64_t r1, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                  int layout, const float *cs, float sin_sign);
+    pe__mm_fn mm; /* rows % 4 == 0, dp % 16 == 0 */
 } pe__kernels;
 
 /* The kernels for isa ("avx512", "avx2", "generic"), or the best the CPU runs when isa is

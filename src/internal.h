@@ -71,6 +71,18 @@ enum {
     PE__PERSIST = 8,
 };
 
+/* Relative-row terms (shaw, huang1, huang2, huang4), the method's description of what its
+ * score and value hooks compute, so that the fused path can compute the same per tile. With
+ * a = clip(sign (pos_j - pos_i), -K, K) and the table row r = |a| (abs) or a + K:
+ *   s_ij = scale (q_i.k_j w[r, h] + q_i.qrow[r] + k_j.krow[r]),   o_i += sum_j p_ij vrow[r]
+ * w (rows, H), qrow, krow, vrow (rows, D) are the method's tensors by parameter index; -1: the
+ * term is absent (no w: 1). */
+typedef struct pe__rel {
+    int64_t K;
+    int sign, abs;
+    int w, q, k, v;
+} pe__rel;
+
 typedef struct pe__method {
     const char *name;
     pe_family family;
@@ -114,6 +126,9 @@ typedef struct pe__method {
     /* 1 when the method masks key j for query i (token indices; j counts memory), beyond
      * the core's causal mask. */
     int (*mask)(const pe__ctx *ctx, int64_t i, int64_t j);
+
+    /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
+    void (*rel)(const pe_config *cfg, pe__rel *r);
 
     /* One (b, h): p (T, Tk), o and dout (T, D) row stride C, dp (T, Tk). */
     void (*value_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o);
@@ -202,7 +217,8 @@ void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int
                      int layout, const float *cs, float sin_sign);
 
 /* The fused attention path (fused.c): tiled, online softmax, no (T, Tk) buffer; backward
- * recomputes tiles. Eligible: no score, value or mask hook, no memory, not complex. stats:
+ * recomputes tiles. Eligible: no score or value hook but as relative-row terms (rel), no mask
+ * hook, no memory, not complex. stats:
  * (2, B, H, T) floats saved by forward for backward. */
 int pe__fused_eligible(const pe__method *m);
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,

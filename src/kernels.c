@@ -7,9 +7,11 @@
  * depends on -ffp-contract. pe__kernels_pick chooses a set at run time from the CPU.
  *
  * Tiles (fused.h): a block of PE_BR queries against PE_BC keys of one (b, h).
- *   forward   s = q_s k^T (+ bias hook, mask), online softmax into (m, l), acc += p v
- *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T,
- *             ds = p (dp - delta), bias hook backward, dq += ds k, dk += ds^T q_s
+ *   forward   s = q_s k^T (+ relative terms, bias hook, mask), online softmax into (m, l),
+ *             acc += p v
+ *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T (+ relative),
+ *             ds = p (dp - delta), bias hook and relative backward, dq += ds k, dk += ds^T q_s
+ * The relative-row terms (shaw, huang) gather from small tables per pair: scalar, in fused.c.
  * with q_s = scale q packed per block (so dk needs no further scale and dq takes it once).
  * exp is a Cephes-style polynomial with 2^n built from two factors: inputs below `lo` give 0,
  * so with lo = -87 no result is denormal (PERF.md: far ALiBi logits), and with lo = -104 it
@@ -35,10 +37,10 @@
 #undef PE_KPASS
 
 const pe__kernels *pe__kernels_pick(const char *isa) {
-    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1};
+    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1};
 #ifdef PE_KX86
-    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512};
-    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256};
+    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512};
+    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256};
     __builtin_cpu_init();
     int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int has512 = has256 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -277,26 +279,30 @@ static void pack_rows(float *dst, const float *src, int64_t ld, int64_t n, int64
 }
 
 static int64_t KN(forward)(const pe__fjob *j) {
-    const int64_t dp = j->dp, ni = j->ni, i0 = j->i0, D = j->D;
+    const int64_t dp = j->dp, da = j->dpa, ni = j->ni, i0 = j->i0, D = j->D;
     float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
     pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
-    memset(acc, 0, sizeof(float) * PE_BR * dp);
+    memset(acc, 0, sizeof(float) * PE_BR * da);
+    if (j->rel) pe__frel_block(j, qs, NULL, ni);
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
     for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
         if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
         mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
-        online_softmax(s, ni, m, l, acc, dp, j->lo);
-        mm_acc(acc, dp, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
+        online_softmax(s, ni, m, l, acc, da, j->lo);
+        mm_acc(acc, da, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
+        if (da > dp) pe__frel_mass(j, ni, nj, s, acc + dp, da);
     }
+    if (da > dp) pe__frel_out(j, ni, acc);
     int64_t bad = -1;
     for (int64_t r = 0; r < ni; r++) {
         float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         if (!(l[r] > 0) && bad < 0) bad = r;
         float *o = j->out + (i0 + r) * j->ld;
-        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
+        for (int64_t d = 0; d < D; d++) o[d] = acc[r * da + d] * il;
         j->m[i0 + r] = m[r];
         j->il[i0 + r] = il;
     }
@@ -320,10 +326,12 @@ static void KN(backward)(const pe__fjob *j) {
             ilr[r] = r < ni ? j->il[i0 + r] : 0.0f; /* padding rows: p = 0 */
         }
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
+        if (j->rel) pe__frel_block(j, qs, dos, ni);
         int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
         for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
             mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+            if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
             if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
             mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
             for (int64_t r = 0; r < PE_BR; r++) { /* p = exp(s - m) / l */
@@ -334,16 +342,19 @@ static void KN(backward)(const pe__fjob *j) {
             /* dv += p^T do; dp = do v^T; ds = p (dp - delta) */
             mm_acc(j->dv + j0 * dp, dp, s, 1, PE_BC, dos, dp, PE_BC, PE_BR, dp);
             mm_nt(t, PE_BC, dos, dp, j->vt + j0, j->tkp, PE_BR, PE_BC, dp);
+            if (j->rel) pe__frel_dp(j, ni, nj, s, t);
             for (int64_t r = 0; r < PE_BR; r++) {
                 vf dl = vbc(delta[r]);
                 for (int c = 0; c < PE_BC; c += VEC)
                     vst(t + r * PE_BC + c, vld(s + r * PE_BC + c) * (vld(t + r * PE_BC + c) - dl));
             }
             if (j->bias_bwd) j->bias_bwd(j->ctx, j->b, j->h, i0, ni, j0, nj, t, PE_BC);
+            if (j->rel) pe__frel_ds(j, ni, j0, nj, t);
             /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
             mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
             mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
         }
+        if (j->rel) pe__frel_block_end(j, ni, qs, dos, dqa);
         for (int64_t r = 0; r < ni; r++) {
             float *dq = j->dq + (i0 + r) * j->ld;
             for (int64_t d = 0; d < D; d++) dq[d] += j->scale * dqa[r * dp + d];

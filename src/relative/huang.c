@@ -173,7 +173,19 @@ static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
         }
 }
 
-#define HUANG_METHOD(n, params_fn, fwd, bwd)                                                  \
+/* The same terms for the fused path (a = clip(i - j): sign -1). huang3's product of three
+ * factors has no such form and stays on the reference path. */
+static void rel_scale_abs(const pe_config *cfg, pe__rel *r) {
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 1, .w = REL, .q = -1, .k = -1, .v = -1};
+}
+static void rel_scale(const pe_config *cfg, pe__rel *r) {
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = REL, .q = -1, .k = -1, .v = -1};
+}
+static void rel_vec4(const pe_config *cfg, pe__rel *r) {
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = REL, .k = REL, .v = -1};
+}
+
+#define HUANG_METHOD(n, params_fn, fwd, bwd, rel_fn)                                                  \
     const pe__method pe__method_huang##n = {                                                  \
         .name = "huang" #n,                                                                   \
         .family = PE_FAMILY_RELATIVE,                                                         \
@@ -183,9 +195,10 @@ static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
         .params = params_fn,                                                                  \
         .score_forward = fwd,                                                                 \
         .score_backward = bwd,                                                                \
+        .rel = rel_fn,                                                                        \
     };
 
-HUANG_METHOD(1, params_scale_abs, scale_forward, scale_backward)
-HUANG_METHOD(2, params_scale, scale_forward, scale_backward)
-HUANG_METHOD(3, params_vec, vec3_forward, vec3_backward)
-HUANG_METHOD(4, params_vec, vec4_forward, vec4_backward)
+HUANG_METHOD(1, params_scale_abs, scale_forward, scale_backward, rel_scale_abs)
+HUANG_METHOD(2, params_scale, scale_forward, scale_backward, rel_scale)
+HUANG_METHOD(3, params_vec, vec3_forward, vec3_backward, NULL)
+HUANG_METHOD(4, params_vec, vec4_forward, vec4_backward, rel_vec4)

@@ -92,6 +92,11 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
     free(dr), free(pr);
 }
 
+/* The same terms for the fused path: row clip(j - i, -K, K) + K of rel_k (query) and rel_v. */
+static void rel(const pe_config *cfg, pe__rel *r) {
+    *r = (pe__rel){.K = cfg->max_rel, .sign = 1, .abs = 0, .w = -1, .q = REL_K, .k = -1, .v = REL_V};
+}
+
 const pe__method pe__method_shaw = {
     .name = "shaw",
     .family = PE_FAMILY_RELATIVE,
@@ -102,4 +107,5 @@ const pe__method pe__method_shaw = {
     .score_backward = score_backward,
     .value_forward = value_forward,
     .value_backward = value_backward,
+    .rel = rel,
 };

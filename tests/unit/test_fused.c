@@ -54,6 +54,14 @@ static const char *const SETTINGS[] = {
     "method=sinusoidal",
     "method=learned",
     "method=floater",
+    "method=shaw",
+    "method=shaw max_rel=3",
+    "method=shaw max_rel=0",
+    "method=huang1 max_rel=5",
+    "method=huang2 max_rel=5",
+    "method=huang2",
+    "method=huang4 max_rel=4",
+    "method=huang4",
 };
 
 /* Creates the layer, or NULL when this configuration is not allowed (grouped-query attention
@@ -203,13 +211,14 @@ static void check_settings(const char *settings) {
 
 static void fused_matches_reference(void **state) { check_settings((const char *)*state); }
 
-/* The methods the operator runs fused, and those it must not (score, value or mask hooks,
- * memory, complex-valued, or a bias backward that gathers into the method's state). */
+/* The methods the operator runs fused, and those it must not (score or value hooks that are
+ * not relative-row terms, mask hooks, memory, complex-valued, or a bias backward that gathers
+ * into the method's state). */
 static void eligibility(void **state) {
     (void)state;
-    static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos",
-                                      "alibi", "t5", "kerple", "fire"};
-    static const char *const no[] = {"shaw", "xl", "deberta", "tupe", "complex", "huang1", "huang4"};
+    static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos", "alibi",
+                                      "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang4"};
+    static const char *const no[] = {"xl", "deberta", "tupe", "complex", "huang3"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         assert_true(pe__fused_eligible(pe__method_get(pe_method_from_name(yes[i]))));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
