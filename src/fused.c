@@ -128,23 +128,24 @@ static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, 
     f->Ke = Ke, f->H = ctx->H;
     f->R = d.abs ? Ke + 1 : 2 * Ke + 1, f->Rp = round_up(f->R, PE_DALIGN);
     f->base = d.abs ? 0 : K - Ke;
-    f->iw = d.w, f->ia = d.q, f->ic = d.k, f->iv = d.v;
+    f->iw = d.w, f->ia = d.q, f->ic = d.k, f->iv = d.v, f->ie = d.e;
     const float *const *P = ctx->w->param;
     f->w = d.w >= 0 ? P[d.w] + f->base * ctx->H : NULL;
     f->a = d.q >= 0 ? P[d.q] + f->base * D : NULL;
     f->c = d.k >= 0 ? P[d.k] + f->base * D : NULL;
     f->v = d.v >= 0 ? P[d.v] + f->base * D : NULL;
+    f->e = d.e >= 0 ? P[d.e] + f->base * D : NULL;
     const int64_t Rp = f->Rp;
     const size_t nmap = (size_t)round_up(2 * Ke + 1, PE_DALIGN), nt = (size_t)(dp * Rp);
     const size_t nkc = f->c ? (size_t)(ctx->B * ctx->Hkv * tkp * Rp) : 0;
-    float *b = falloc(nmap + 6 * nt + nkc);
+    float *b = falloc(nmap + 7 * nt + nkc);
     if (!b) return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's relative tables");
     *buf = b;
     int32_t *map = (int32_t *)b;
     for (int64_t t = 0; t <= 2 * Ke; t++) /* t - Ke = clip(pos_j - pos_i) */
         map[t] = (int32_t)(d.abs ? llabs(t - Ke) : d.sign > 0 ? t : 2 * Ke - t);
     float *T6 = b + nmap;
-    memset(T6, 0, sizeof(float) * 6 * nt);
+    memset(T6, 0, sizeof(float) * 7 * nt);
     const float *src[3] = {f->a, f->v, f->c};
     const float sc = (float)ctx->cfg->scale;
     for (int k = 0; k < 3; k++) /* transposed at T6 + k nt, padded at T6 + (3 + k) nt; c scaled */
@@ -155,7 +156,9 @@ static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, 
             }
     f->map = map, f->aT = T6, f->vT = T6 + nt, f->cT = T6 + 2 * nt;
     f->aP = T6 + 3 * nt, f->vP = T6 + 4 * nt, f->cP = T6 + 5 * nt;
-    f->kc = nkc ? T6 + 6 * nt : NULL;
+    f->eP = f->e ? T6 + 6 * nt : NULL; /* (R, D) padded */
+    for (int64_t x = 0; f->e && x < f->R; x++) memcpy(T6 + 6 * nt + x * dp, f->e + x * D, sizeof(float) * D);
+    f->kc = nkc ? T6 + 7 * nt : NULL;
     return PE_OK;
 }
 
@@ -180,19 +183,34 @@ void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_
     if (f->v) j->mm(j->dva, Rp, dos, dp, 1, f->vT, Rp, PE_BR, dp, Rp);
 }
 
-void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s) {
+int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj) {
     const pe__frel *f = j->rel;
-    const int64_t *pos = j->ctx->pos + j->b * j->T, Ke = f->Ke, Rp = f->Rp, H = f->H;
-    const float *w = f->w ? f->w + j->h : NULL, *kc = f->c ? j->kc + j0 * Rp : NULL;
+    const int64_t *pos = j->ctx->pos + j->b * j->T, Ke = f->Ke;
+    int32_t same = f->map[rel_offset(pos[j0], pos[i0], Ke)];
     for (int64_t r = 0; r < ni; r++) {
         const int64_t pi = pos[i0 + r];
         int32_t *ix = j->idx + r * PE_BC;
+        for (int64_t c = 0; c < nj; c++) {
+            ix[c] = f->map[rel_offset(pos[j0 + c], pi, Ke)];
+            if (ix[c] != same) same = -1;
+        }
+    }
+    return same;
+}
+
+void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s) {
+    const pe__frel *f = j->rel;
+    const int64_t Rp = f->Rp, H = f->H;
+    const float *w = f->w ? f->w + j->h : NULL, *kc = f->c ? j->kc + j0 * Rp : NULL;
+    if (!f->e) pe__frel_rows(j, i0, ni, j0, nj);
+    if (!w && !f->a && !kc) return;
+    for (int64_t r = 0; r < ni; r++) {
+        const int32_t *ix = j->idx + r * PE_BC;
         float *sr = s + r * PE_BC, *ur = j->u + r * PE_BC;
         const float *qa = f->a ? j->qa + r * Rp : NULL;
         for (int64_t c = 0; c < nj; c++) {
-            const int32_t x = f->map[rel_offset(pos[j0 + c], pi, Ke)];
+            const int32_t x = ix[c];
             float v = sr[c];
-            ix[c] = x;
             if (w) ur[c] = v, v *= w[x * H];
             if (qa) v += qa[x];
             if (kc) v += kc[c * Rp + x];
@@ -229,6 +247,7 @@ void pe__frel_ds(const pe__fjob *j, int64_t ni, int64_t j0, int64_t nj, float *d
     const float *w = f->w ? f->w + j->h : NULL;
     float *dw = w && j->ctx->g->dparam[f->iw] ? j->ctx->g->dparam[f->iw] + f->base * H + j->h : NULL;
     float *hc = f->c ? j->hc + j0 * Rp : NULL;
+    if (!w && !f->a && !hc) return; /* erow alone: the kernel's product takes ds */
     for (int64_t r = 0; r < ni; r++)
         for (int64_t c = 0; c < nj; c++) {
             const int32_t x = j->idx[r * PE_BC + c];
@@ -265,7 +284,7 @@ static void rel_flush(const pe__ctx *ctx, const pe__frel *f, int i, const float 
 /* Scratch floats of a thread's job (rel: Rp > 0, see pe__fjob) */
 static size_t scratch_floats(int64_t dp, int64_t Rp) {
     return (size_t)(3 * PE_BR * dp + 2 * PE_BR * PE_BC + 4 * PE_BR) +
-           (Rp ? (size_t)(PE_BR * Rp + 2 * PE_BR * PE_BC + 4 * PE_BR * Rp + 3 * Rp * dp) : 0);
+           (Rp ? (size_t)(PE_BR * Rp + 2 * PE_BR * PE_BC + 4 * PE_BR * Rp + 4 * Rp * dp + 2 * PE_BR * dp) : 0);
 }
 
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
@@ -282,6 +301,7 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
         j.u = j.r + 4 * PE_BR, j.idx = (int32_t *)(j.u + PE_BR * PE_BC);
         j.qa = j.u + 2 * PE_BR * PE_BC, j.dva = j.qa + PE_BR * Rp, j.wm = j.dva + PE_BR * Rp;
         j.gm = j.wm + PE_BR * Rp, j.dA = j.gm + PE_BR * Rp, j.dV = j.dA + Rp * dp, j.dC = j.dV + Rp * dp;
+        j.dE = j.dC + Rp * dp, j.qe = j.dE + Rp * dp, j.z = j.qe + PE_BR * dp;
     }
     return j;
 }
@@ -299,9 +319,10 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     if (st) return st;
     const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0);
     float *kt = falloc((size_t)(B * Hkv * per)), *vr = falloc((size_t)(B * Hkv * per));
+    float *kr = rel.e ? falloc((size_t)(B * Hkv * per)) : NULL; /* the erow product's pairs read k rows */
     float *scratch = falloc(sc * nth);
-    if (!kt || !vr || !scratch) {
-        free(kt), free(vr), free(scratch), free(relbuf);
+    if (!kt || !vr || !scratch || (rel.e && !kr)) {
+        free(kt), free(vr), free(kr), free(scratch), free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
     }
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
@@ -310,7 +331,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         unsigned csr = ftz_enter();
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < B * Hkv; bg++)
-            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, NULL),
+            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
             pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, NULL, vr + bg * per),
             rel_kc(&rel, K, kt + bg * per, dp, tkp, bg);
         pe__fjob j = job_init(ctx, m, K, &rel, dp, tkp, scratch + sc * omp_get_thread_num());
@@ -321,7 +342,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
             const int64_t kv = b * Hkv + h / group;
             j.b = b, j.h = h, j.i0 = blk * PE_BR, j.ni = T - j.i0 < PE_BR ? T - j.i0 : PE_BR;
             j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
-            j.kt = kt + kv * per, j.v = vr + kv * per;
+            j.kt = kt + kv * per, j.v = vr + kv * per, j.kr = kr ? kr + kv * per : NULL;
             j.kc = rel.kc ? rel.kc + kv * tkp * rel.Rp : NULL;
             j.m = stats + bh * T, j.il = stats + (B * H + bh) * T;
             int64_t r = K->forward(&j);
@@ -333,7 +354,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         ftz_leave(csr);
     }
-    free(kt), free(vr), free(scratch), free(relbuf);
+    free(kt), free(vr), free(kr), free(scratch), free(relbuf);
     if (bad != INT64_MAX) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)(bad % T));
     return PE_OK;
 }
@@ -363,7 +384,7 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
     memset(t->dka, 0, sizeof(float) * 2 * per);
     j->kt = kt + bg * per, j->kr = kr + bg * per, j->vt = vt + bg * per;
     if (f) {
-        memset(j->dA, 0, sizeof(float) * 3 * f->Rp * dp);
+        memset(j->dA, 0, sizeof(float) * 4 * f->Rp * dp);
         if (f->c) j->kc = f->kc + bg * j->tkp * f->Rp, memset(j->hc, 0, sizeof(float) * j->tkp * f->Rp);
     }
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
@@ -381,6 +402,7 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
         rel_flush(j->ctx, f, f->ia, j->dA, dp, 1.0f);
         rel_flush(j->ctx, f, f->iv, j->dV, dp, 1.0f);
         rel_flush(j->ctx, f, f->ic, j->dC, dp, j->scale);
+        rel_flush(j->ctx, f, f->ie, j->dE, dp, 1.0f);
     }
     float *dkb = dk + b * Tk * Ckv + g * D, *dvb = dv + b * Tk * Ckv + g * D;
     for (int64_t r = 0; r < Tk; r++)

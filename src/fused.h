@@ -24,10 +24,11 @@ typedef struct pe__frel {
     const int32_t *map;   /* (2 Ke + 1): local row of the offset clip(pos_j - pos_i, -Ke, Ke) + Ke */
     const float *w;       /* (R, H) from row base, or NULL */
     const float *a, *c, *v; /* qrow, krow, vrow (R, D) from row base, or NULL */
+    const float *e, *eP;  /* erow (R, D) from row base, and zero-padded (Rp, dp); or NULL */
     const float *aT, *vT, *cT; /* (D, Rp) a, v, scale c transposed */
     const float *aP, *vP, *cP; /* (Rp, dp) a, v, scale c zero-padded */
     const float *kc;      /* (B Hkv, tkp, Rp) scale k_j . c[x] */
-    int iw, ia, ic, iv;   /* parameter indices of w, a, c, v */
+    int iw, ia, ic, iv, ie; /* parameter indices of w, a, c, v, e */
     int64_t base;
 } pe__frel;
 
@@ -66,19 +67,23 @@ typedef struct pe__fjob {
      * wm, gm (PE_BR, Rp); hc (tkp, Rp) of the kv head (backward) */
     int32_t *idx;
     float *u, *qa, *dva, *wm, *gm, *hc;
-    float *dA, *dV, *dC; /* (Rp, dp) gradients of a, v, c of the current item (backward) */
+    float *dA, *dV, *dC, *dE; /* (Rp, dp) gradients of a, v, c, e of the current item (backward) */
+    float *qe, *z; /* erow: (PE_BR, dp) qs * e[x] for the block's last uniform row x, and ds k */
     pe__mm_fn mm;
 } pe__fjob;
 
 /* The relative-row terms per tile (fused.c), called by the kernels when j->rel is set:
  * block:     qa = qs a^T, and in backward (dos) dva = do v^T; wm, gm zeroed
- * tile:      the rows x of the tile into idx; s = s w[x] + qa[x] + kc[x] (u = s before w)
+ * rows:      the rows x of the tile into idx; returns x when every pair has it, else -1
+ * tile:      the rows (unless erow: the kernel's product took them); s = s w[x] + qa[x] + kc[x]
+ *            (u = s before w)
  * mass:      wm[i][x] += p_ij (wm row stride ldw)
  * out:       acc_i += wm_i v (forward, before 1 / l)
  * dp:        dp_ij += dva[i][x]; wm[i][x] += p_ij
  * ds:        gm[i][x] += ds, hc[j][x] += ds, dw[x] += ds u; ds *= w[x]
  * block_end: dqa += gm a; dA += gm^T qs, dV += wm^T do */
 void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_t ni);
+int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj);
 void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s);
 void pe__frel_mass(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *wm, int64_t ldw);
 void pe__frel_out(const pe__fjob *j, int64_t ni, float *acc);

@@ -71,16 +71,16 @@ enum {
     PE__PERSIST = 8,
 };
 
-/* Relative-row terms (shaw, huang1, huang2, huang4), the method's description of what its
+/* Relative-row terms (shaw, huang1 .. huang4), the method's description of what its
  * score and value hooks compute, so that the fused path can compute the same per tile. With
  * a = clip(sign (pos_j - pos_i), -K, K) and the table row r = |a| (abs) or a + K:
- *   s_ij = scale (q_i.k_j w[r, h] + q_i.qrow[r] + k_j.krow[r]),   o_i += sum_j p_ij vrow[r]
- * w (rows, H), qrow, krow, vrow (rows, D) are the method's tensors by parameter index; -1: the
- * term is absent (no w: 1). */
+ *   s_ij = scale ((q_i * erow[r]).k_j w[r, h] + q_i.qrow[r] + k_j.krow[r]),   o_i += sum_j p_ij vrow[r]
+ * w (rows, H), erow, qrow, krow, vrow (rows, D) are the method's tensors by parameter index;
+ * -1: the term is absent (no w, no erow: 1). */
 typedef struct pe__rel {
     int64_t K;
     int sign, abs;
-    int w, q, k, v;
+    int w, q, k, v, e;
 } pe__rel;
 
 typedef struct pe__method {

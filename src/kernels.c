@@ -13,6 +13,8 @@
  *             ds = p (dp - delta), bias hook and relative backward, dq += ds k, dk += ds^T q_s
  * The relative-row terms (shaw, huang) gather from small tables per pair: scalar, in fused.c.
  * with q_s = scale q packed per block (so dk needs no further scale and dq takes it once).
+ * huang3's elementwise row weight (erow) replaces q_s k^T: a tile product with q_s e[x] where
+ * the tile has one row x, pair by pair on the band (erow_s, erow_grads).
  * exp is a Cephes-style polynomial with 2^n built from two factors: inputs below `lo` give 0,
  * so with lo = -87 no result is denormal (PERF.md: far ALiBi logits), and with lo = -104 it
  * underflows gradually as IEEE expf. The RoPE rotation performs the same two products and
@@ -91,6 +93,7 @@ const pe__kernels *pe__kernels_pick(const char *isa) {
 #define vmax KN(vmax)
 #define vexp KN(vexp)
 #define hsum KN(hsum)
+#define hsum_tree KN(hsum_tree)
 #define hmax KN(hmax)
 #define mm_nt KN(mm_nt)
 #define mm_acc KN(mm_acc)
@@ -130,6 +133,21 @@ static inline float hsum(vf v) {
     float s = 0;
     for (int i = 0; i < VEC; i++) s += v[i];
     return s;
+}
+/* hsum as a tree of shuffles: for sums of many independent vectors (the erow pairs) */
+static inline float hsum_tree(vf v) {
+#if VEC == 16
+    v += __builtin_shuffle(v, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    v += __builtin_shuffle(v, (vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+    v += __builtin_shuffle(v, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+#elif VEC == 8
+    v += __builtin_shuffle(v, (vi){4, 5, 6, 7, 0, 1, 2, 3});
+    v += __builtin_shuffle(v, (vi){2, 3, 0, 1, 6, 7, 4, 5});
+#else
+    v += __builtin_shuffle(v, (vi){2, 3, 0, 1});
+#endif
+    v += __builtin_shuffle(v, (vi)SWAP);
+    return v[0];
 }
 static inline float hmax(vf v) {
     float s = v[0];
@@ -278,6 +296,77 @@ static void pack_rows(float *dst, const float *src, int64_t ld, int64_t n, int64
     }
 }
 
+/* The erow term (pe__rel, huang3): s_ij = sum_d qs_id e[x]_d k_jd, x the pair's table row. A
+ * tile whose pairs share one row x (every tile off the band |offset| < K) is a plain product
+ * with qe = qs * e[x], kept while x repeats (*qx); the band's tiles go pair by pair (rows of k
+ * in kr). Returns x, or -1 for a tile of several rows. */
+static int32_t KN(erow_s)(const pe__fjob *j, const float *qs, int64_t i0, int64_t ni, int64_t j0, int64_t nj,
+                          float *s, int32_t *qx) {
+    const int64_t dp = j->dp;
+    const float *eP = j->rel->eP;
+    const int32_t x = pe__frel_rows(j, i0, ni, j0, nj);
+    if (x >= 0) {
+        if (x != *qx) {
+            const float *e = eP + x * dp;
+            for (int64_t r = 0; r < PE_BR; r++)
+                for (int64_t d = 0; d < dp; d += VEC) vst(j->qe + r * dp + d, vld(qs + r * dp + d) * vld(e + d));
+            *qx = x;
+        }
+        mm_nt(s, PE_BC, j->qe, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        return x;
+    }
+    memset(s, 0, sizeof(float) * PE_BR * PE_BC); /* padding rows 0, columns >= nj masked after */
+    for (int64_t r = 0; r < ni; r++)
+        for (int64_t c = 0; c < nj; c++) {
+            const float *q = qs + r * dp, *e = eP + j->idx[r * PE_BC + c] * dp, *k = j->kr + (j0 + c) * dp;
+            vf acc = vbc(0.0f);
+            for (int64_t d = 0; d < dp; d += VEC) acc = fmadd(vld(q + d) * vld(e + d), vld(k + d), acc);
+            s[r * PE_BC + c] = hsum_tree(acc);
+        }
+    return -1;
+}
+
+/* Its backward for ds t (x from erow_s, qe still qs * e[x] then): dqa_i += t_ij k_j * e[x]
+ * (scale applied by the caller), dk_j += t_ij qs_i * e[x], dE[x] += t_ij qs_i * k_j. One row:
+ * z = t k, dqa += z * e[x], dE[x] += sum_i qs_i * z_i, dk += t^T qe. */
+static void KN(erow_grads)(const pe__fjob *j, const float *qs, int64_t ni, int64_t j0, int64_t nj, const float *t,
+                           float *dqa, int32_t x) {
+    const int64_t dp = j->dp;
+    const float *eP = j->rel->eP;
+    if (x >= 0) {
+        const float *e = eP + x * dp;
+        float *z = j->z, *de = j->dE + x * dp;
+        memset(z, 0, sizeof(float) * PE_BR * dp);
+        mm_acc(z, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
+        mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, j->qe, dp, PE_BC, PE_BR, dp);
+        for (int64_t d = 0; d < dp; d += VEC) {
+            vf ev = vld(e + d), acc = vbc(0.0f);
+            for (int64_t r = 0; r < ni; r++) {
+                vf zv = vld(z + r * dp + d);
+                vst(dqa + r * dp + d, fmadd(zv, ev, vld(dqa + r * dp + d)));
+                acc = fmadd(zv, vld(qs + r * dp + d), acc);
+            }
+            vst(de + d, vld(de + d) + acc);
+        }
+        return;
+    }
+    for (int64_t r = 0; r < ni; r++)
+        for (int64_t c = 0; c < nj; c++) {
+            const float g = t[r * PE_BC + c];
+            if (g == 0.0f) continue; /* masked */
+            const int32_t xr = j->idx[r * PE_BC + c];
+            const float *q = qs + r * dp, *e = eP + xr * dp, *k = j->kr + (j0 + c) * dp;
+            float *dq = dqa + r * dp, *dk = j->dk + (j0 + c) * dp, *de = j->dE + xr * dp;
+            const vf gv = vbc(g);
+            for (int64_t d = 0; d < dp; d += VEC) {
+                vf qv = vld(q + d), ev = vld(e + d), kv = vld(k + d), ge = gv * ev;
+                vst(dq + d, fmadd(ge, kv, vld(dq + d)));
+                vst(dk + d, fmadd(ge, qv, vld(dk + d)));
+                vst(de + d, fmadd(gv * qv, kv, vld(de + d)));
+            }
+        }
+}
+
 static int64_t KN(forward)(const pe__fjob *j) {
     const int64_t dp = j->dp, da = j->dpa, ni = j->ni, i0 = j->i0, D = j->D;
     float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
@@ -285,10 +374,15 @@ static int64_t KN(forward)(const pe__fjob *j) {
     memset(acc, 0, sizeof(float) * PE_BR * da);
     if (j->rel) pe__frel_block(j, qs, NULL, ni);
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
+    const int erow = j->rel && j->rel->e;
+    int32_t qx = -1;
     int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
     for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
-        mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        if (erow)
+            KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
+        else
+            mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
         if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
         if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
         mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
@@ -327,10 +421,15 @@ static void KN(backward)(const pe__fjob *j) {
         }
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
         if (j->rel) pe__frel_block(j, qs, dos, ni);
+        const int erow = j->rel && j->rel->e;
+        int32_t qx = -1, x = -1;
         int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
         for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
-            mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+            if (erow)
+                x = KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
+            else
+                mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
             if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
             if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
             mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
@@ -351,6 +450,10 @@ static void KN(backward)(const pe__fjob *j) {
             if (j->bias_bwd) j->bias_bwd(j->ctx, j->b, j->h, i0, ni, j0, nj, t, PE_BC);
             if (j->rel) pe__frel_ds(j, ni, j0, nj, t);
             /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
+            if (erow) {
+                KN(erow_grads)(j, qs, ni, j0, nj, t, dqa, x);
+                continue;
+            }
             mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
             mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
         }
@@ -429,6 +532,7 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
 #undef vmax
 #undef vexp
 #undef hsum
+#undef hsum_tree
 #undef hmax
 #undef mm_nt
 #undef mm_acc

@@ -173,16 +173,19 @@ static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
         }
 }
 
-/* The same terms for the fused path (a = clip(i - j): sign -1). huang3's product of three
- * factors has no such form and stays on the reference path. */
+/* The same terms for the fused path (a = clip(i - j): sign -1); huang3's rel_vec is the
+ * elementwise weight erow of q.k. */
 static void rel_scale_abs(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 1, .w = REL, .q = -1, .k = -1, .v = -1};
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 1, .w = REL, .q = -1, .k = -1, .v = -1, .e = -1};
 }
 static void rel_scale(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = REL, .q = -1, .k = -1, .v = -1};
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = REL, .q = -1, .k = -1, .v = -1, .e = -1};
+}
+static void rel_vec3(const pe_config *cfg, pe__rel *r) {
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = -1, .k = -1, .v = -1, .e = REL};
 }
 static void rel_vec4(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = REL, .k = REL, .v = -1};
+    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = REL, .k = REL, .v = -1, .e = -1};
 }
 
 #define HUANG_METHOD(n, params_fn, fwd, bwd, rel_fn)                                                  \
@@ -200,5 +203,5 @@ static void rel_vec4(const pe_config *cfg, pe__rel *r) {
 
 HUANG_METHOD(1, params_scale_abs, scale_forward, scale_backward, rel_scale_abs)
 HUANG_METHOD(2, params_scale, scale_forward, scale_backward, rel_scale)
-HUANG_METHOD(3, params_vec, vec3_forward, vec3_backward, NULL)
+HUANG_METHOD(3, params_vec, vec3_forward, vec3_backward, rel_vec3)
 HUANG_METHOD(4, params_vec, vec4_forward, vec4_backward, rel_vec4)

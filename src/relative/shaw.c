@@ -94,7 +94,7 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
 
 /* The same terms for the fused path: row clip(j - i, -K, K) + K of rel_k (query) and rel_v. */
 static void rel(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = 1, .abs = 0, .w = -1, .q = REL_K, .k = -1, .v = REL_V};
+    *r = (pe__rel){.K = cfg->max_rel, .sign = 1, .abs = 0, .w = -1, .q = REL_K, .k = -1, .v = REL_V, .e = -1};
 }
 
 const pe__method pe__method_shaw = {

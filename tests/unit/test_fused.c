@@ -28,6 +28,7 @@ static const shape SHAPES[] = {
     {"tile_d64_causal", 1, 64, 2, 64, 0, 1, 0},
     {"h1_gapped_batch", 2, 33, 1, 16, 0, 0, 1},
     {"gqa_causal_d24", 2, 97, 6, 24, 3, 1, 1},
+    {"far_both_sides", 1, 260, 2, 8, 0, 0, 0}, /* a query block with far key tiles left and right */
 };
 
 /* Every method the fused path takes, with the settings that reach each regime; "-NAME"
@@ -60,6 +61,9 @@ static const char *const SETTINGS[] = {
     "method=huang1 max_rel=5",
     "method=huang2 max_rel=5",
     "method=huang2",
+    "method=huang3 max_rel=3",
+    "method=huang3 max_rel=0",
+    "method=huang3",
     "method=huang4 max_rel=4",
     "method=huang4",
 };
@@ -217,8 +221,8 @@ static void fused_matches_reference(void **state) { check_settings((const char *
 static void eligibility(void **state) {
     (void)state;
     static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos", "alibi",
-                                      "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang4"};
-    static const char *const no[] = {"xl", "deberta", "tupe", "complex", "huang3"};
+                                      "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang3", "huang4"};
+    static const char *const no[] = {"xl", "deberta", "tupe", "complex"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         assert_true(pe__fused_eligible(pe__method_get(pe_method_from_name(yes[i]))));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
