@@ -19,3 +19,31 @@ need_numpy() { "$PY" -c 'import numpy' 2>/dev/null || bail "$PY has no numpy"; }
 [ -x "$POSENC" ] || bail "$POSENC is not an executable"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_$_name.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+
+# expect_bad NAME EXPECT OUT ARGS...: `posenc ARGS...` is refused as bad input: exit status 2,
+# exactly one stderr line "posenc: ..." mentioning EXPECT (empty: anything), nothing on stdout,
+# and no file OUT or OUT* left behind (empty OUT: nothing to check).
+expect_bad() {
+    local name=$1 expect=$2 out=$3
+    shift 3
+    [ -n "$out" ] && rm -f "$out"*
+    "$POSENC" "$@" > "$WORK/stdout" 2> "$WORK/stderr"
+    local rc=$? lines first
+    lines=$(awk 'END { print NR }' "$WORK/stderr")
+    first=$(head -n 1 "$WORK/stderr")
+    if [ $rc -ne 2 ]; then
+        not_ok "$name: exit status $rc, expected 2" "$(cat "$WORK/stderr")"
+    elif [ "$lines" -ne 1 ] || [ -n "$(tail -c 1 "$WORK/stderr")" ]; then
+        not_ok "$name: stderr is $lines lines, expected exactly one" "$(cat "$WORK/stderr")"
+    elif [ "${first#posenc: }" = "$first" ]; then
+        not_ok "$name: stderr does not start with 'posenc: '" "$first"
+    elif [ -n "$expect" ] && [[ "$first" != *"$expect"* ]]; then
+        not_ok "$name: message does not mention '$expect'" "$first"
+    elif [ -s "$WORK/stdout" ]; then
+        not_ok "$name: wrote to stdout" "$(cat "$WORK/stdout")"
+    elif [ -n "$out" ] && compgen -G "$out*" > /dev/null; then
+        not_ok "$name: an output file exists"
+    else
+        ok "$name"
+    fi
+}

@@ -219,32 +219,7 @@ rm -f "$OUT"
 # ---- bad inputs -------------------------------------------------------------------------
 # bad NAME EXPECT CASE [ARGS...]: exit 2, one stderr line "posenc: ..." containing EXPECT,
 # nothing on stdout, no output file
-bad() {
-    local name=$1 expect=$2 in=$3
-    shift 3
-    local out=$WORK/bad_out.safetensors
-    rm -f "$out"
-    "$POSENC" attend "$in" -o "$out" "$@" > "$WORK/stdout" 2> "$WORK/stderr"
-    local rc=$? lines first
-    lines=$(awk 'END { print NR }' "$WORK/stderr")
-    first=$(head -n 1 "$WORK/stderr")
-    if [ $rc -ne 2 ]; then
-        not_ok "$name: exit status $rc, expected 2" "$(cat "$WORK/stderr")"
-    elif [ "$lines" -ne 1 ] || [ -n "$(tail -c 1 "$WORK/stderr")" ]; then
-        not_ok "$name: stderr is $lines lines, expected exactly one" "$(cat "$WORK/stderr")"
-    elif [ "${first#posenc: }" = "$first" ]; then
-        not_ok "$name: stderr does not start with 'posenc: '" "$first"
-    elif [ -n "$expect" ] && [[ "$first" != *"$expect"* ]]; then
-        not_ok "$name: message does not mention '$expect'" "$first"
-    elif [ -s "$WORK/stdout" ]; then
-        not_ok "$name: wrote to stdout" "$(cat "$WORK/stdout")"
-    elif [ -e "$out" ] || compgen -G "$out*" > /dev/null; then
-        not_ok "$name: an output file exists"
-    else
-        ok "$name"
-    fi
-    rm -f "$out"*
-}
+bad() { local name=$1 expect=$2 in=$3; shift 3; expect_bad "$name" "$expect" "$WORK/bad_out.safetensors" attend "$in" -o "$WORK/bad_out.safetensors" "$@"; }
 
 bad "unknown key in metadata" "colour" "$WORK/unknown_meta_key.safetensors"
 bad "unknown --flag key" "bogus" "$WORK/valid.safetensors" --bogus 3

@@ -58,14 +58,7 @@ else
 fi
 
 # ---- bad input: status 2, one line ----------------------------------------------------------------
-bad() { # name, args...
-    local name=$1; shift
-    "$POSENC" "$@" > "$WORK/b.out" 2> "$WORK/b.err"
-    local st=$? lines
-    lines=$(wc -l < "$WORK/b.err")
-    if [ $st -eq 2 ] && [ "$lines" -eq 1 ] && grep -q '^posenc: ' "$WORK/b.err"; then ok "$name"; else
-        not_ok "$name" "status $st, stderr: $(cat "$WORK/b.err")"; fi
-}
+bad() { local name=$1; shift; expect_bad "$name" "" "" "$@"; }
 bad "compare: unknown method" compare --methods rope,nosuch --out "$WORK/x"
 bad "compare: SHAPE of a relative method" compare --methods rope+shape --out "$WORK/x"
 bad "compare: unknown option" compare --nosuch 1

@@ -200,31 +200,7 @@ close('P_re', out['P_re'], re); close('P_im', out['P_im'], im)" \
 # ---- bad inputs --------------------------------------------------------------------------
 # bad NAME EXPECT ARGS...: exit 2, one stderr line "posenc: ..." containing EXPECT, nothing on
 # stdout, no output file
-bad() {
-    local name=$1 expect=$2
-    shift 2
-    rm -f "$OUT"*
-    "$POSENC" encode "$@" > "$WORK/stdout" 2> "$WORK/stderr"
-    local rc=$? lines first
-    lines=$(awk 'END { print NR }' "$WORK/stderr")
-    first=$(head -n 1 "$WORK/stderr")
-    if [ $rc -ne 2 ]; then
-        not_ok "$name: exit status $rc, expected 2" "$(cat "$WORK/stderr")"
-    elif [ "$lines" -ne 1 ] || [ -n "$(tail -c 1 "$WORK/stderr")" ]; then
-        not_ok "$name: stderr is $lines lines, expected exactly one" "$(cat "$WORK/stderr")"
-    elif [ "${first#posenc: }" = "$first" ]; then
-        not_ok "$name: stderr does not start with 'posenc: '" "$first"
-    elif [ -n "$expect" ] && [[ "$first" != *"$expect"* ]]; then
-        not_ok "$name: message does not mention '$expect'" "$first"
-    elif [ -s "$WORK/stdout" ]; then
-        not_ok "$name: wrote to stdout" "$(cat "$WORK/stdout")"
-    elif compgen -G "$OUT*" > /dev/null; then
-        not_ok "$name: an output file exists"
-    else
-        ok "$name"
-    fi
-    rm -f "$OUT"*
-}
+bad() { local name=$1 expect=$2; shift 2; expect_bad "$name" "$expect" "$OUT" encode "$@"; }
 
 bad "not an absolute method" "not absolute" --method rope --T 3 --width 8 -o "$OUT"
 bad "no method" "method" --T 3 --width 8 -o "$OUT"

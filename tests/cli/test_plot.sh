@@ -173,19 +173,7 @@ else
 fi
 
 # errors: status 2, one stderr line "posenc: ...", no output file
-bad() {
-    local what=$1 out=$2
-    shift 2
-    rm -f "$out"
-    "$POSENC" "$@" > "$WORK/stdout" 2> "$WORK/stderr"
-    local rc=$? lines
-    lines=$(wc -l < "$WORK/stderr")
-    if [ $rc -eq 2 ] && [ "$lines" -eq 1 ] && grep -q '^posenc: ' "$WORK/stderr" && [ ! -e "$out" ]; then
-        ok "error: $what ($(cat "$WORK/stderr"))"
-    else
-        not_ok "error: $what" "exit $rc, $lines lines: $(cat "$WORK/stderr")"
-    fi
-}
+bad() { local what=$1 out=$2; shift 2; expect_bad "error: $what" "" "$out" "$@"; }
 O="$WORK/bad.png"
 bad "unknown kind" "$O" plot heat --method rope -o "$O"
 bad "no output" "$O" plot encoding --method sinusoidal
