@@ -153,7 +153,7 @@ asan:
 
 # valgrind: the unit tests under memcheck (slow)
 valgrind: $(TESTS)
-	@set -e; for t in $(TESTS); do POSENC_FIXTURES=tests/fixtures valgrind -q --error-exitcode=1 --leak-check=full $$t; done
+	@set -e; for t in $(TESTS); do POSENC_FIXTURES=tests/fixtures valgrind -q --error-exitcode=1 --leak-check=full --suppressions=tests/valgrind.supp $$t; done
 
 # fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch), the
 # trainer's model included (tests/fixtures/train)
