@@ -50,9 +50,8 @@ int pe_test_list(const char *dir, const char *suffix, char ***names) {
     return n;
 }
 
-pe_attention *pe_test_layer(const char *settings, int64_t C) {
-    pe_config cfg;
-    pe_config_init(&cfg);
+pe_status pe_test_config(const char *settings, pe_config *cfg, pe_err *err) {
+    pe_config_init(cfg);
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", settings);
     const char *keys[64], *vals[64];
@@ -63,9 +62,28 @@ pe_attention *pe_test_layer(const char *settings, int64_t C) {
         *eq = 0;
         keys[n] = tok, vals[n++] = eq + 1;
     }
+    return pe_config_set_all(cfg, n, keys, vals, err);
+}
+
+double pe_test_fd_element(float *x, double ana, float h, double (*loss)(void *), void *ctx,
+                          double worst, const char *label, const char *name, int64_t e) {
+    const float keep = *x, steps[4] = {-2, -1, 1, 2};
+    double f[4];
+    for (int s = 0; s < 4; s++) *x = keep + steps[s] * h, f[s] = loss(ctx);
+    *x = keep;
+    double num = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * h);
+    double ratio = fabs(num - ana) / (2e-3 + 1e-2 * fabs(ana));
+    if (ratio > 1 && worst <= 1)
+        fprintf(stderr, "  %s: d%s[%lld]: backward %.6g, finite difference %.6g\n", label, name, (long long)e,
+                ana, num);
+    return ratio;
+}
+
+pe_attention *pe_test_layer(const char *settings, int64_t C) {
+    pe_config cfg;
     pe_err err = {{0}};
     pe_attention *att = NULL;
-    pe_status st = pe_config_set_all(&cfg, n, keys, vals, &err);
+    pe_status st = pe_test_config(settings, &cfg, &err);
     if (!st) st = pe_attention_init(&att, &cfg, C, &err);
     if (st) fprintf(stderr, "  layer '%s': %s\n", settings, err.msg);
     assert_int_equal(st, PE_OK);

@@ -25,6 +25,15 @@ int64_t pe_test_compare(const char *what, const float *got, const float *want, i
 /* Names of the files in dir ending in suffix (sorted; caller frees each and the array). */
 int pe_test_list(const char *dir, const char *suffix, char ***names);
 
+/* The settings of key=value words ("method=t5 heads=2") into cfg (initialised here). */
+pe_status pe_test_config(const char *settings, pe_config *cfg, pe_err *err);
+
+/* One element of a finite-difference check: d loss / d *x by 4-point central differences of
+ * step h (*x restored), against the backward's ana. Returns |num - ana| / (2e-3 + 1e-2 |ana|),
+ * which passes at <= 1; prints the element while worst (the tensor's so far) still passes. */
+double pe_test_fd_element(float *x, double ana, float h, double (*loss)(void *), void *ctx,
+                          double worst, const char *label, const char *name, int64_t e);
+
 /* A layer from key=value words ("method=t5 heads=2 num_buckets=8"); fails the test on error. */
 pe_attention *pe_test_layer(const char *settings, int64_t C);
 

@@ -79,18 +79,9 @@ static pe_attention *make_layer(const char *settings, const shape *s, char *drop
     snprintf(full, sizeof full, "%s heads=%lld causal=%s", buf, (long long)s->H, s->causal ? "true" : "false");
     if (s->kv) snprintf(full + strlen(full), sizeof full - strlen(full), " kv_heads=%lld", (long long)s->kv);
     pe_config cfg;
-    pe_config_init(&cfg);
-    const char *keys[32], *vals[32];
-    int n = 0;
-    for (char *tok = strtok(full, " "); tok && n < 32; tok = strtok(NULL, " ")) {
-        char *eq = strchr(tok, '=');
-        assert_non_null(eq);
-        *eq = 0;
-        keys[n] = tok, vals[n++] = eq + 1;
-    }
     pe_err err;
     pe_attention *att = NULL;
-    if (pe_config_set_all(&cfg, n, keys, vals, &err) || pe_attention_init(&att, &cfg, s->H * s->D, &err)) {
+    if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, s->H * s->D, &err)) {
         if (s->kv) return NULL;
         fail_msg("layer '%s': %s", settings, err.msg);
     }

@@ -64,28 +64,15 @@ static double loss(run *R) {
     for (int64_t i = 0; i < R->n; i++) s += (double)R->y[i] * R->r[i];
     return s;
 }
+static double loss_v(void *R) { return loss(R); }
 
 /* Returns the worst |num - ana| / (2e-3 + 1e-2 |ana|) over the tensor. */
 static double check_tensor(run *R, const char *name, float *data, const float *grad, int64_t size,
                            const char *label) {
     double worst = 0;
-    for (int64_t e = 0; e < size; e++) {
-        float keep = data[e];
-        const float h = 1e-2f * fmaxf(1.0f, fabsf(keep));
-        double f[4];
-        const float steps[4] = {-2, -1, 1, 2};
-        for (int s = 0; s < 4; s++) {
-            data[e] = keep + steps[s] * h;
-            f[s] = loss(R);
-        }
-        data[e] = keep;
-        double num = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * h), ana = grad[e];
-        double ratio = fabs(num - ana) / (2e-3 + 1e-2 * fabs(ana));
-        if (ratio > 1 && worst <= 1)
-            fprintf(stderr, "  %s: d%s[%lld]: backward %.6g, finite difference %.6g\n", label, name,
-                    (long long)e, ana, num);
-        worst = fmax(worst, ratio);
-    }
+    for (int64_t e = 0; e < size; e++)
+        worst = fmax(worst, pe_test_fd_element(&data[e], grad[e], 1e-2f * fmaxf(1.0f, fabsf(data[e])), loss_v, R,
+                                               worst, label, name, e));
     return worst;
 }
 

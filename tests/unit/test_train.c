@@ -61,6 +61,7 @@ static double sum_loss(fd_case *f) {
     if (tr_model_forward(f->m, f->in, f->tgt, f->pos, B, T, f->use_mem, &loss, &count, &err)) fail_msg("forward: %s", err.msg);
     return loss * (double)count;
 }
+static double sum_loss_v(void *f) { return sum_loss(f); }
 
 /* Checks a sample of every tensor's elements; returns the worst |num - ana| / tolerance. */
 static double fd_check(fd_case *f, const char *label) {
@@ -81,22 +82,10 @@ static double fd_check(fd_case *f, const char *label) {
     for (int k = 0; k < nt; k++) {
         int64_t stride = t[k].numel > 12 ? t[k].numel / 12 : 1; /* about 12 entries of each tensor */
         for (int64_t e = (k * 5) % stride; e < t[k].numel; e += stride) {
-            float *x = p + t[k].off + e, keep = *x;
-            const float h = 2e-3f * fmaxf(1.0f, fabsf(keep));
-            double fv[4];
-            const float steps[4] = {-2, -1, 1, 2};
-            for (int s = 0; s < 4; s++) {
-                *x = keep + steps[s] * h;
-                fv[s] = sum_loss(f);
-            }
-            *x = keep;
-            double num = (fv[0] - 8 * fv[1] + 8 * fv[2] - fv[3]) / (12.0 * h);
-            double ana = (double)g[t[k].off + e] * (double)count;
-            double r = fabs(num - ana) / (2e-3 + 1e-2 * fabs(ana));
-            if (r > 1 && worst <= 1)
-                fprintf(stderr, "  %s: d%s[%lld]: backward %.6g, finite difference %.6g\n", label, t[k].name,
-                        (long long)e, ana, num);
-            worst = fmax(worst, r);
+            float *x = p + t[k].off + e;
+            worst = fmax(worst, pe_test_fd_element(x, (double)g[t[k].off + e] * (double)count,
+                                                   2e-3f * fmaxf(1.0f, fabsf(*x)), sum_loss_v, f, worst, label,
+                                                   t[k].name, e));
         }
     }
     free(g);
