@@ -421,8 +421,8 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
     for (int64_t t = 0; t < T; t++) pos[t] = t;
     pe_weights w = {0};
     pe_grads none = {0};
-    pe__ctx ctx = {.cfg = pe_attention_config(att), .B = 1, .T = T, .M = 0, .Tk = T, .H = H, .Hkv = H, .D = D,
-                   .C = C, .Ckv = C, .pos = pos, .pos_min = 0, .pos_max = T - 1, .w = &w, .g = &none};
+    pe__ctx ctx = {.cfg = pe_attention_config(att), .B = 1, .T = T, .qoff = 0, .Tk = T, .H = H, .Hkv = H, .D = D,
+                   .C = C, .Ckv = C, .pos = pos, .kpos = pos, .pos_min = 0, .pos_max = T - 1, .w = &w, .g = &none};
     const pe__method *m = pe__method_get(PE_METHOD_NONE);
     const double fl = 4.0 * T * T * D * H; /* forward: two products of 2 T T D per head */
     const int reps = o->reps < 3 ? 3 : o->reps;

@@ -5,7 +5,7 @@
  *
  * Shapes use this legend throughout:
  *   B batch, T queries (tokens of the segment), M memory tokens (Transformer-XL),
- *   Tk = M + T keys, H heads, Hkv key/value heads (grouped-query attention),
+ *   Tk keys (M + T in the layer; any number >= 1 in the projected form), H heads, Hkv key/value heads (grouped-query attention),
  *   D head_dim, C = H*D model width, Ckv = Hkv*D.
  * All float tensors are float32, row-major; weights use PyTorch's Linear layout
  * (weight [out, in], y = x W^T + b).
@@ -192,13 +192,42 @@ int pe_attention_params(const pe_attention *att, pe_param_spec *specs);
 /* Whether the method reads an optional mems tensor (Transformer-XL). */
 int pe_attention_has_memory(const pe_attention *att);
 
-/* Forward.
+/* Where the tokens of one call sit, and which keys each query may use. Every field is
+ * optional (NULL / 0); a NULL pe_positions * means all defaults.
+ *   pos      (B, T) when pos_batched, else (T) shared by the batch: query positions i
+ *   key_pos  (B, Tk) when key_pos_batched, else (Tk): key positions j (projected form only;
+ *            the layer's keys sit at its queries' positions, Transformer-XL's at 0 .. Tk-1)
+ *   mask     (B, T, Tk) when mask_batched, else (T, Tk), row-major bytes: 0 masks key j for
+ *            query i (PyTorch's boolean attn_mask: true = take part); combines with causal.
+ *            Packed documents (positions restarting, a block-diagonal mask) and sliding
+ *            windows are said with it. It is copied: it need not outlive the call.
+ * Methods take their terms from positions (i - j for relative and bias methods, rotations
+ * at i and j), never from token indices; token indices only order the causal mask. */
+typedef struct pe_positions {
+    const int64_t *pos;
+    int pos_batched;
+    const int64_t *key_pos;
+    int key_pos_batched;
+    const uint8_t *mask;
+    int mask_batched;
+} pe_positions;
+
+/* Forward of the layer.
  *   x     (B, T, C)
  *   mems  (B, M, C) or NULL (M = 0); only methods with memory
- *   pos   (B, T) when pos_batched, else (T) shared by the batch; NULL = 0..T-1
+ *   at    positions (default 0..T-1) and attn_mask, or NULL; key_pos must be NULL here
  *   y     (B, T, C)                           out
  *   scores, probs (B, H, T, Tk) or NULL      out: pre-softmax logits (-inf where masked)
- * Saves what backward needs inside att (valid until the next forward). */
+ * Asking for scores or probs runs the reference path, which holds (B, H, T, Tk) floats;
+ * without them the fused path runs wherever the method allows it (memory O(T + Tk)).
+ * causal (default false) masks key index j > i + M. Saves what backward needs inside att
+ * (valid until the next forward), so one layer must not be shared between threads that
+ * call it at the same time; distinct layers may run concurrently. */
+pe_status pe_attention_layer_forward(pe_attention *att, const pe_weights *w, const float *x,
+                                     const float *mems, int64_t M, int64_t B, int64_t T,
+                                     const pe_positions *at, float *y, float *scores, float *probs,
+                                     pe_err *err);
+/* The same with positions only (pos as pe_positions.pos). */
 pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const float *x,
                                const float *mems, int64_t M, const int64_t *pos, int pos_batched,
                                int64_t B, int64_t T, float *y, float *scores, float *probs,
@@ -208,6 +237,31 @@ pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const flo
  *   dy (B, T, C); dx (B, T, C) or NULL, overwritten; g: accumulated (+=), NULL entries skipped. */
 pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const float *dy, float *dx,
                                 pe_grads *g, pe_err *err);
+
+/* ---- the projected form: attention over q, k, v ------------------------------------- */
+/* For callers that hold q, k and v (an inference engine with a KV cache, packed rows): the
+ * layer without its projections. The layer is exactly projections + this + wo.
+ *   w     the method's tensors only (param[], param_rows[]); the projections are not read
+ *   q     (B, T, H*D) row-major, row stride H*D: heads concatenated
+ *   k, v  (B, Tk, Hkv*D), row stride Hkv*D; Tk >= 1 may differ from T (cached keys).
+ *         Grouped-query attention: query head h uses kv head h / (H / Hkv) (kv_heads).
+ *   at    query positions (default Tk-T .. Tk-1: the queries are the last T tokens), key
+ *         positions (default 0 .. Tk-1), attn_mask; or NULL
+ *   o     (B, T, H*D) out: heads concatenated, no output projection
+ *   scores, probs (B, H, T, Tk) or NULL: as the layer (asking for them runs the T x Tk path)
+ * causal masks key index j > i + (Tk - T) (FlashAttention's bottom-right alignment) and
+ * needs Tk >= T. A query left with no key is an error. Rows of a batch have equal T and Tk:
+ * rows of different lengths are padded and the padding keys masked with attn_mask, or packed
+ * into one row with restarting positions and a block-diagonal mask. Methods that act on the
+ * input embedding (sinusoidal, learned, complex) refuse this form. */
+pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const float *q,
+                                   const float *k, const float *v, int64_t B, int64_t T, int64_t Tk,
+                                   const pe_positions *at, float *o, float *scores, float *probs,
+                                   pe_err *err);
+/* Backward of the last forward_qkv: dout (B, T, H*D); dq (B, T, H*D), dk, dv (B, Tk, Hkv*D)
+ * overwritten (each may be NULL); g->dparam accumulated (+=), the projections' entries unused. */
+pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,
+                                    float *dq, float *dk, float *dv, pe_grads *g, pe_err *err);
 
 /* ---- complex-valued layers (method complex) ------------------------------------------- */
 /* A complex-valued layer reads token ids instead of x and has two outputs: the real part y

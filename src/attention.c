@@ -23,10 +23,11 @@ struct pe_attention {
 
     /* Saved by the last forward, read by backward. */
     int have_forward;
+    int layer; /* the last forward was the layer (x, projections), else the projected form */
     int64_t B, T, M, Tk;
     float *mem; /* one block, carved below */
     size_t mem_floats;
-    float *xe;   /* (B, T, C)    x' = x + P[pos] */
+    float *xe;   /* (B, T, C)    x' = x + P[pos] (layer) */
     float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
     float *q_in; /* (B, T, C)    q before the rotate hook (NULL without one) */
     float *k_in; /* (B, Tk, Ckv) */
@@ -38,8 +39,11 @@ struct pe_attention {
     int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
     float *stats; /* (2, B, H, T) its row max and 1 / row sum */
     float *o;    /* (B, T, C) */
-    int64_t *pos; /* (B, T) */
+    int64_t *pos; /* (B, T) then (B, Tk): query and key positions */
     size_t pos_cap;
+    uint8_t *mask; /* (B, T, Tk) attn_mask, or NULL */
+    size_t mask_cap;
+    int has_mask;
     /* complex-valued layers only (M = 0, Ckv = C): the imaginary stream and the ids */
     float *xe_im, *q_im, *k_im, *v_im, *o_im; /* (B, T, C) each */
     int64_t *ids;                             /* (B, T) */
@@ -73,6 +77,7 @@ void pe_attention_free(pe_attention *a) {
     if (a->m->release && a->ctx.state) a->m->release(&a->ctx);
     free(a->mem);
     free(a->pos);
+    free(a->mask);
     free(a->ids);
     free(a);
 }
@@ -87,11 +92,13 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
     return a->nparams;
 }
 
-/* Carves the saved-activation block for (B, T, M). */
-static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_err *err) {
-    int64_t Tk = M + T, C = a->C, Ckv = a->Ckv, H = a->H;
+/* Carves the saved-activation block for (B, T, Tk); M > 0: the layer's memory. */
+static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
+                         int masked, pe_err *err) {
+    const int64_t C = a->C, Ckv = a->Ckv, H = a->H;
     int rot = a->m->rotate_forward != NULL, cx = pe_attention_is_complex(a);
-    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
+    size_t n = (size_t)(B * T * C) * 2 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
+    if (layer) n += (size_t)(B * T * C);
     if (M) n += (size_t)(B * Tk * C);
     if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
     if (cx) n += (size_t)(B * T * C) * 5;
@@ -101,23 +108,24 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_er
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
     }
-    if ((size_t)(B * T) > a->pos_cap) {
+    if ((size_t)(B * (T + Tk)) > a->pos_cap) {
         free(a->pos);
-        a->pos = malloc(sizeof(int64_t) * B * T);
-        a->pos_cap = a->pos ? (size_t)(B * T) : 0;
+        a->pos = malloc(sizeof(int64_t) * B * (T + Tk));
+        a->pos_cap = a->pos ? (size_t)(B * (T + Tk)) : 0;
         if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
-        if (cx) {
-            free(a->ids);
-            a->ids = malloc(sizeof(int64_t) * B * T);
-            if (!a->ids) {
-                a->pos_cap = 0;
-                return pe__fail(err, PE_ENOMEM, "out of memory for ids");
-            }
-        }
+    }
+    if (cx) {
+        free(a->ids);
+        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
+    }
+    if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
+        free(a->mask);
+        a->mask = malloc((size_t)(B * T * Tk));
+        a->mask_cap = a->mask ? (size_t)(B * T * Tk) : 0;
+        if (!a->mask) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
     }
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
-    CARVE(xe, B * T * C);
     CARVE(q, B * T * C);
     CARVE(o, B * T * C);
     CARVE(k, B * Tk * Ckv);
@@ -130,6 +138,8 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t M, pe_er
         CARVE(s, B * H * T * Tk);
         CARVE(p, B * H * T * Tk);
     }
+    if (layer) CARVE(xe, B * T * C);
+    else a->xe = NULL;
     if (M) CARVE(kvin, B * Tk * C);
     else a->kvin = a->xe;
     if (rot) {
@@ -168,76 +178,76 @@ static void linear_backward(float *dx, int accumulate, float *dw, float *db, con
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
 }
 
-/* The forward walk: x (real layers) or ids with y_im (complex-valued layers). */
-static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const int64_t *ids,
-                         const float *mems, int64_t M, const int64_t *pos, int pos_batched,
-                         int64_t B, int64_t T, float *y, float *y_im, float *scores, float *probs,
-                         pe_err *err) {
-    a->have_forward = 0;
-    const int cx = pe_attention_is_complex(a);
-    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
-    if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
-    if (M > 0 && !(a->m->flags & PE__MEMORY))
-        return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
-    if (cx ? (!ids || !y_im) : !x)
-        return pe__fail(err, PE_EINVAL, cx ? "ids and y_imag are required" : "x is required");
-    if (!w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
-        return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
+/* The call's positions into a->pos: queries (B, T) from qp (NULL: q_default + t), keys
+ * (B, Tk) from kp (NULL: 0 .. Tk-1; kp == qp: the queries' own); the mask copied. Then the
+ * context every hook sees, and the method's prepare. */
+static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
+                       const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
-    a->fused = !cx && !scores && !probs && pe__fused_eligible(a->m);
-    pe_status st = reserve(a, B, T, M, err);
-    if (st) return st;
-    const int64_t H = a->H, D = a->D, C = a->C, Ckv = a->Ckv, Tk = M + T, group = H / a->Hkv;
-    a->B = B, a->T = T, a->M = M, a->Tk = Tk;
-
-    /* positions: default 0..T-1, a (T) tensor shared by the batch */
+    const int64_t *qp = at ? at->pos : NULL, *kp = at ? at->key_pos : NULL;
+    int64_t *pos = a->pos, *kpos = a->pos + B * T;
     int64_t pmin = INT64_MAX, pmax = INT64_MIN;
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0; t < T; t++) {
-            int64_t pv = !pos ? t : pos[(pos_batched ? b * T : 0) + t];
-            a->pos[b * T + t] = pv;
-            pmin = pv < pmin ? pv : pmin;
-            pmax = pv > pmax ? pv : pmax;
+            int64_t pv = !qp ? q_default + t : qp[(at->pos_batched ? b * T : 0) + t];
+            pos[b * T + t] = pv;
+            pmin = pv < pmin ? pv : pmin, pmax = pv > pmax ? pv : pmax;
         }
-
-    if (cx) memcpy(a->ids, ids, sizeof(int64_t) * B * T);
+    if (keys_are_queries) {
+        kpos = pos;
+    } else {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t u = 0; u < Tk; u++) {
+                int64_t pv = !kp ? u : kp[(at->key_pos_batched ? b * Tk : 0) + u];
+                kpos[b * Tk + u] = pv;
+                pmin = pv < pmin ? pv : pmin, pmax = pv > pmax ? pv : pmax;
+            }
+    }
+    a->has_mask = at && at->mask;
+    if (a->has_mask)
+        for (int64_t b = 0; b < B; b++)
+            memcpy(a->mask + b * T * Tk, at->mask + (at->mask_batched ? b * T * Tk : 0), (size_t)(T * Tk));
 
     pe__ctx *ctx = &a->ctx;
     void *kept = (a->m->flags & PE__PERSIST) ? ctx->state : NULL; /* the method's cache */
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
-    *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .M = M, .Tk = Tk, .H = H, .Hkv = a->Hkv,
-                     .D = D, .C = C, .Ckv = Ckv, .pos = a->pos, .pos_min = pmin, .pos_max = pmax,
-                     .w = w, .g = NULL, .state = kept, .ids = cx ? a->ids : NULL};
-    if (a->m->prepare && (st = a->m->prepare(ctx, err))) return st;
+    *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
+                     .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
+                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .w = w, .g = NULL,
+                     .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
+    a->B = B, a->T = T, a->Tk = Tk;
+    pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
+    return st;
+}
 
-    /* pass 1: x' = x + P[pos]; complex: both parts from the ids */
-    if (cx) a->m->embed_complex_forward(ctx, a->xe, a->xe_im);
-    else memcpy(a->xe, x, sizeof(float) * B * T * C);
-    if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
-    if (M)
-        for (int64_t b = 0; b < B; b++) {
-            memcpy(a->kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
-            memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
-        }
-
-    /* pass 2: projections, then the rotate hook */
-    linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
-    linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
-    linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
-    if (cx) {
-        linear_forward(a->q_im, a->xe_im, w->wq, w->bq, B * T, C, C);
-        linear_forward(a->k_im, a->xe_im, w->wk, w->bk, B * T, C, C);
-        linear_forward(a->v_im, a->xe_im, w->wv, w->bv, B * T, C, C);
+/* s = -inf where the causal mask (key index j > qoff + i), attn_mask or the method masks. */
+static void mask_scores(const pe__ctx *ctx, int64_t b, float *s) {
+    const int64_t T = ctx->T, Tk = ctx->Tk;
+    if (ctx->cfg->causal)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = ctx->qoff + i + 1; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+    if (ctx->mask) {
+        const uint8_t *mk = ctx->mask + b * T * Tk;
+        for (int64_t e = 0; e < T * Tk; e++)
+            if (!mk[e]) s[e] = -INFINITY;
     }
+}
+
+/* Passes 3 and 4 over a->q, a->k, a->v (as projected): the rotate hook, then scores, bias,
+ * mask, softmax and the weighted values into a->o (fused: tiled, no (T, Tk) buffer). */
+static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int cx = pe_attention_is_complex(a);
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
+                  group = H / a->Hkv;
     if (a->m->rotate_forward) {
         memcpy(a->q_in, a->q, sizeof(float) * B * T * C);
         memcpy(a->k_in, a->k, sizeof(float) * B * Tk * Ckv);
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
     }
-
-    /* pass 3: scores, bias, mask, softmax; pass 4: weighted values (fused: both, tiled) */
+    pe_status st;
     if (a->fused && (st = pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err))) return st;
     for (int64_t b = 0; b < B && !a->fused; b++)
         for (int64_t h = 0; h < H; h++) {
@@ -250,9 +260,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
             else if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
-            if (a->cfg.causal)
-                for (int64_t i = 0; i < T; i++)
-                    for (int64_t j = M + i + 1; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+            mask_scores(ctx, b, s);
             if (a->m->mask)
                 for (int64_t i = 0; i < T; i++)
                     for (int64_t j = 0; j < Tk; j++)
@@ -268,25 +276,135 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
             if (cx) pe__gemm(0, 0, T, D, T, 1.0f, p, T, a->v_im + (vh - a->v), C, 0.0f, a->o_im + (oh - a->o), C);
             if (a->m->value_forward) a->m->value_forward(ctx, b, h, p, oh);
         }
+    if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
+    if (probs) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
+    return PE_OK;
+}
+
+/* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
+ * zeroed by the caller, through each hook in reverse (fused: tiles recomputed), the rotate
+ * hook last. Complex: also dout_im to dq_im, dk_im, dv_im. */
+static pe_status core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv,
+                               const float *dout_im, float *dq_im, float *dk_im, float *dv_im, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int cx = pe_attention_is_complex(a);
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
+                  group = H / a->Hkv;
+    pe_status st;
+    if (a->fused) {
+        if ((st = pe__fused_backward(ctx, a->m, a->specs, a->nparams, a->q, a->k, a->v, a->o, a->stats, dout,
+                                     dq, dk, dv, err)))
+            return st;
+    } else {
+        float *dp = malloc(sizeof(float) * T * Tk * 2), *ds = dp + T * Tk; /* (T, Tk) each */
+        if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++) {
+                const float *qh = a->q + b * T * C + h * D;
+                const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
+                const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
+                const float *p = a->p + (b * H + h) * T * Tk;
+                const float *douth = dout + b * T * C + h * D;
+                float *dqh = dq + b * T * C + h * D;
+                float *dkh = dk + b * Tk * Ckv + (h / group) * D;
+                float *dvh = dv + b * Tk * Ckv + (h / group) * D;
+                /* o = p v: dp = do v^T, dv += p^T do */
+                pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
+                pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
+                const int64_t oq = b * T * C + h * D; /* complex: this head's offset in the (B, T, C) streams */
+                if (cx) { /* and o_im = p v_im: dp += do_im v_im^T, dv_im += p^T do_im */
+                    pe__gemm(0, 1, T, T, D, 1.0f, dout_im + oq, C, a->v_im + oq, C, 1.0f, dp, T);
+                    pe__gemm(1, 0, T, D, T, 1.0f, p, T, dout_im + oq, C, 1.0f, dv_im + oq, C);
+                }
+                if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
+                pe__softmax_backward(p, dp, ds, T, Tk);
+                if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
+                if (cx) a->m->score_complex_backward(ctx, b, h, ds, qh, kh, a->q_im + oq, a->k_im + oq, dqh,
+                                                     dkh, dq_im + oq, dk_im + oq);
+                else if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+                else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+            }
+        free(dp);
+    }
+    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
+    return PE_OK;
+}
+
+static int64_t mask_rows(const pe_positions *at) { return at && at->mask ? 1 : 0; }
+
+/* The layer walk: x (real layers) or ids with y_im (complex-valued layers). */
+static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const int64_t *ids,
+                         const float *mems, int64_t M, int64_t B, int64_t T, const pe_positions *at,
+                         float *y, float *y_im, float *scores, float *probs, pe_err *err) {
+    a->have_forward = 0;
+    const int cx = pe_attention_is_complex(a);
+    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
+    if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
+    if (M > 0 && !(a->m->flags & PE__MEMORY))
+        return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
+    if (cx ? (!ids || !y_im) : !x)
+        return pe__fail(err, PE_EINVAL, cx ? "ids and y_imag are required" : "x is required");
+    if (!w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
+        return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
+    if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
+    a->fused = !cx && !scores && !probs && pe__fused_eligible(a->m);
+    a->layer = 1;
+    const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
+    pe_status st = reserve(a, B, T, Tk, M, 1, (int)mask_rows(at), err);
+    if (st) return st;
+    a->M = M;
+    if (cx) memcpy(a->ids, ids, sizeof(int64_t) * B * T);
+    /* Transformer-XL's memory is more keys: queries at M + t, keys at 0 .. Tk-1; it reads no
+     * positions. Every other layer's keys are its queries. */
+    const int memory = (a->m->flags & PE__MEMORY) != 0;
+    pe_positions xl_at = {.mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0};
+    if ((st = begin(a, w, B, T, Tk, memory ? &xl_at : at, memory ? M : 0, !memory, err))) return st;
+    pe__ctx *ctx = &a->ctx;
+
+    /* pass 1: x' = x + P[pos]; complex: both parts from the ids */
+    if (cx) a->m->embed_complex_forward(ctx, a->xe, a->xe_im);
+    else memcpy(a->xe, x, sizeof(float) * B * T * C);
+    if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
+    if (M)
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(a->kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
+            memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
+        }
+
+    /* pass 2: projections; then the projected form */
+    linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
+    linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
+    linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
+    if (cx) {
+        linear_forward(a->q_im, a->xe_im, w->wq, w->bq, B * T, C, C);
+        linear_forward(a->k_im, a->xe_im, w->wk, w->bk, B * T, C, C);
+        linear_forward(a->v_im, a->xe_im, w->wv, w->bv, B * T, C, C);
+    }
+    if ((st = core_forward(a, scores, probs, err))) return st;
 
     /* pass 5: output projection */
     linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
     if (cx) linear_forward(y_im, a->o_im, w->wo, w->bo, B * T, C, C);
-    if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
-    if (probs) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
     a->have_forward = 1;
     return PE_OK;
+}
+
+pe_status pe_attention_layer_forward(pe_attention *a, const pe_weights *w, const float *x, const float *mems,
+                                     int64_t M, int64_t B, int64_t T, const pe_positions *at, float *y,
+                                     float *scores, float *probs, pe_err *err) {
+    if (pe_attention_is_complex(a)) {
+        a->have_forward = 0;
+        return pe__fail(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
+    }
+    return forward(a, w, x, NULL, mems, M, B, T, at, y, NULL, scores, probs, err);
 }
 
 pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float *x,
                                const float *mems, int64_t M, const int64_t *pos, int pos_batched,
                                int64_t B, int64_t T, float *y, float *scores, float *probs,
                                pe_err *err) {
-    if (pe_attention_is_complex(a)) {
-        a->have_forward = 0;
-        return pe__fail(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
-    }
-    return forward(a, w, x, NULL, mems, M, pos, pos_batched, B, T, y, NULL, scores, probs, err);
+    pe_positions at = {.pos = pos, .pos_batched = pos_batched};
+    return pe_attention_layer_forward(a, w, x, mems, M, B, T, &at, y, scores, probs, err);
 }
 
 pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const int64_t *ids,
@@ -296,25 +414,78 @@ pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const i
         a->have_forward = 0;
         return pe__fail(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
     }
-    return forward(a, w, NULL, ids, NULL, 0, pos, pos_batched, B, T, y, y_imag, scores, probs, err);
+    pe_positions at = {.pos = pos, .pos_batched = pos_batched};
+    return forward(a, w, NULL, ids, NULL, 0, B, T, &at, y, y_imag, scores, probs, err);
+}
+
+pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
+                                   const float *v, int64_t B, int64_t T, int64_t Tk, const pe_positions *at,
+                                   float *o, float *scores, float *probs, pe_err *err) {
+    a->have_forward = 0;
+    if (a->m->flags & PE__INPUT)
+        return pe__fail(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
+                        a->m->name);
+    if (B < 1 || T < 1 || Tk < 1)
+        return pe__fail(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
+                        (long long)T, (long long)Tk);
+    if (!q || !k || !v || !o) return pe__fail(err, PE_EINVAL, "q, k, v and o are required");
+    if (a->cfg.causal && Tk < T)
+        return pe__fail(err, PE_EINVAL, "causal attention needs at least as many keys as queries (%lld keys, %lld queries): "
+                        "the queries are the last T of Tk tokens", (long long)Tk, (long long)T);
+    pe_weights none = {0};
+    if (!w) w = &none;
+    a->fused = !scores && !probs && pe__fused_eligible(a->m);
+    a->layer = 0;
+    a->M = 0;
+    pe_status st = reserve(a, B, T, Tk, 0, 0, (int)mask_rows(at), err);
+    if (st || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err))) return st;
+    memcpy(a->q, q, sizeof(float) * B * T * a->C);
+    memcpy(a->k, k, sizeof(float) * B * Tk * a->Ckv);
+    memcpy(a->v, v, sizeof(float) * B * Tk * a->Ckv);
+    if ((st = core_forward(a, scores, probs, err))) return st;
+    memcpy(o, a->o, sizeof(float) * B * T * a->C);
+    a->have_forward = 1;
+    return PE_OK;
+}
+
+pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const float *dout, float *dq,
+                                    float *dk, float *dv, pe_grads *g, pe_err *err) {
+    if (!a->have_forward || a->layer)
+        return pe__fail(err, PE_EINVAL, "backward_qkv without a forward_qkv");
+    if (!dout) return pe__fail(err, PE_EINVAL, "dout is required");
+    pe_grads none = {0};
+    pe_weights wnone = {0};
+    const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
+    float *work = calloc((size_t)(nq + 2 * nk), sizeof(float));
+    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
+    a->ctx.w = w ? w : &wnone;
+    a->ctx.g = g ? g : &none;
+    pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, NULL, NULL, NULL, NULL, err);
+    if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
+    if (!st) {
+        if (dq) memcpy(dq, work, sizeof(float) * nq);
+        if (dk) memcpy(dk, work + nq, sizeof(float) * nk);
+        if (dv) memcpy(dv, work + nq + nk, sizeof(float) * nk);
+    }
+    a->ctx.g = NULL;
+    free(work);
+    return st;
 }
 
 /* The reverse walk; complex-valued layers also take dy_im (dy or dy_im may then be NULL: zero). */
 static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy, const float *dy_im,
                           float *dx, pe_grads *g, pe_err *err) {
-    if (!a->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    if (!a->have_forward || !a->layer) return pe__fail(err, PE_EINVAL, "backward without a forward");
     const int cx = pe_attention_is_complex(a);
     if (!dy && !(cx && dy_im)) return pe__fail(err, PE_EINVAL, cx ? "dy or dy_imag is required" : "dy is required");
     pe_grads none = {0};
     if (!g) g = &none;
-    const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, H = a->H, D = a->D, C = a->C,
-                  Ckv = a->Ckv, group = H / a->Hkv;
+    const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, C = a->C, Ckv = a->Ckv;
     pe__ctx *ctx = &a->ctx;
     ctx->w = w;
     ctx->g = g;
 
-    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C) +
-               (a->fused ? 0 : (size_t)(T * Tk) * 2);
+    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
     size_t n_re = n;
     if (cx) n += (size_t)(B * T * C) * 7; /* the imaginary stream's, and a zero dy */
     float *work = calloc(n, sizeof(float));
@@ -325,8 +496,6 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     float *dk = dxe + B * T * C;        /* (B, Tk, Ckv) */
     float *dv = dk + B * Tk * Ckv;      /* (B, Tk, Ckv) */
     float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
-    float *dp = dkvin + B * Tk * C;     /* (T, Tk) */
-    float *ds = dp + T * Tk;            /* (T, Tk) */
     /* complex: the same for the imaginary stream (M = 0, Tk = T, Ckv = C) */
     float *dout_im = NULL, *dq_im = NULL, *dxe_im = NULL, *dk_im = NULL, *dv_im = NULL,
           *dkvin_im = NULL;
@@ -342,42 +511,15 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
     if (cx) linear_backward(dout_im, 0, g->dwo, g->dbo, dy_im, a->o_im, w->wo, B * T, C, C);
 
-    /* passes 4 and 3, per (b, h), each hook in reverse (fused: tiles recomputed) */
-    pe_status st;
-    if (a->fused && (st = pe__fused_backward(ctx, a->m, a->specs, a->nparams, a->q, a->k, a->v, a->o,
-                                             a->stats, dout, dq, dk, dv, err))) {
+    /* passes 4 .. 2: the projected form's backward */
+    pe_status st = core_backward(a, dout, dq, dk, dv, dout_im, dq_im, dk_im, dv_im, err);
+    if (st) {
         free(work);
+        ctx->g = NULL;
         return st;
     }
-    for (int64_t b = 0; b < B && !a->fused; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *qh = a->q + b * T * C + h * D;
-            const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
-            const float *p = a->p + (b * H + h) * T * Tk;
-            const float *douth = dout + b * T * C + h * D;
-            float *dqh = dq + b * T * C + h * D;
-            float *dkh = dk + b * Tk * Ckv + (h / group) * D;
-            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
-            /* o = p v: dp = do v^T, dv += p^T do */
-            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
-            pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
-            const int64_t oq = b * T * C + h * D; /* complex: this head's offset in the (B, T, C) streams */
-            if (cx) { /* and o_im = p v_im: dp += do_im v_im^T, dv_im += p^T do_im */
-                pe__gemm(0, 1, T, T, D, 1.0f, dout_im + oq, C, a->v_im + oq, C, 1.0f, dp, T);
-                pe__gemm(1, 0, T, D, T, 1.0f, p, T, dout_im + oq, C, 1.0f, dv_im + oq, C);
-            }
-            if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
-            pe__softmax_backward(p, dp, ds, T, Tk);
-            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
-            if (cx) a->m->score_complex_backward(ctx, b, h, ds, qh, kh, a->q_im + oq, a->k_im + oq, dqh,
-                                                 dkh, dq_im + oq, dk_im + oq);
-            else if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
-            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
-        }
 
-    /* pass 2: the rotate hook, then the projections */
-    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
+    /* pass 2: the projections */
     linear_backward(dxe, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
     linear_backward(dkvin, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
     linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);

@@ -185,13 +185,13 @@ void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_
 
 int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj) {
     const pe__frel *f = j->rel;
-    const int64_t *pos = j->ctx->pos + j->b * j->T, Ke = f->Ke;
-    int32_t same = f->map[rel_offset(pos[j0], pos[i0], Ke)];
+    const int64_t *pos = j->ctx->pos + j->b * j->T, *kpos = j->ctx->kpos + j->b * j->Tk, Ke = f->Ke;
+    int32_t same = f->map[rel_offset(kpos[j0], pos[i0], Ke)];
     for (int64_t r = 0; r < ni; r++) {
         const int64_t pi = pos[i0 + r];
         int32_t *ix = j->idx + r * PE_BC;
         for (int64_t c = 0; c < nj; c++) {
-            ix[c] = f->map[rel_offset(pos[j0 + c], pi, Ke)];
+            ix[c] = f->map[rel_offset(kpos[j0 + c], pi, Ke)];
             if (ix[c] != same) same = -1;
         }
     }
@@ -287,10 +287,41 @@ static size_t scratch_floats(int64_t dp, int64_t Rp) {
            (Rp ? (size_t)(PE_BR * Rp + 2 * PE_BR * PE_BC + 4 * PE_BR * Rp + 4 * Rp * dp + 2 * PE_BR * dp) : 0);
 }
 
+/* The attn_mask's tiles (B, ceil(T / PE_BR), ceil(Tk / PE_BC)): 0 every entry masked, 1 some,
+ * 2 none; NULL without a mask (or out of memory: then *st is set). One pass over the mask. */
+static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *err) {
+    const int64_t T = ctx->T, Tk = ctx->Tk, nqb = (T + PE_BR - 1) / PE_BR;
+    *nkb = (Tk + PE_BC - 1) / PE_BC;
+    *st = PE_OK;
+    if (!ctx->mask) return NULL;
+    uint8_t *t = malloc((size_t)(ctx->B * nqb * *nkb));
+    int64_t *open = malloc(sizeof(int64_t) * *nkb);
+    if (!t || !open) {
+        free(t), free(open);
+        *st = pe__fail(err, PE_ENOMEM, "out of memory for the attn_mask's tiles");
+        return NULL;
+    }
+    for (int64_t b = 0; b < ctx->B; b++)
+        for (int64_t qb = 0; qb < nqb; qb++) {
+            const int64_t i0 = qb * PE_BR, ni = T - i0 < PE_BR ? T - i0 : PE_BR;
+            memset(open, 0, sizeof(int64_t) * *nkb);
+            for (int64_t i = i0; i < i0 + ni; i++) {
+                const uint8_t *row = ctx->mask + (b * T + i) * Tk;
+                for (int64_t u = 0; u < Tk; u++) open[u / PE_BC] += row[u] != 0;
+            }
+            for (int64_t kb = 0; kb < *nkb; kb++) {
+                const int64_t nj = Tk - kb * PE_BC < PE_BC ? Tk - kb * PE_BC : PE_BC;
+                t[(b * nqb + qb) * *nkb + kb] = open[kb] == 0 ? 0 : open[kb] == ni * nj ? 2 : 1;
+            }
+        }
+    free(open);
+    return t;
+}
+
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
-                  .Tk = ctx->Tk, .M = ctx->M, .D = ctx->D, .dp = dp, .tkp = tkp,
+                  .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp,
                   .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
                   .lo = pe__fused.denormals ? -104.0f : -87.0f, .ld = ctx->C,
                   .rel = rel->R ? rel : NULL, .dpa = dp + (rel->v ? rel->Rp : 0)};
@@ -317,12 +348,18 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
     if (st) return st;
+    int64_t nkb;
+    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
+    if (st) {
+        free(relbuf);
+        return st;
+    }
     const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0);
     float *kt = falloc((size_t)(B * Hkv * per)), *vr = falloc((size_t)(B * Hkv * per));
     float *kr = rel.e ? falloc((size_t)(B * Hkv * per)) : NULL; /* the erow product's pairs read k rows */
     float *scratch = falloc(sc * nth);
     if (!kt || !vr || !scratch || (rel.e && !kr)) {
-        free(kt), free(vr), free(kr), free(scratch), free(relbuf);
+        free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
     }
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
@@ -341,6 +378,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
             const int64_t bh = it / nq, blk = nq - 1 - it % nq, b = bh / H, h = bh % H;
             const int64_t kv = b * Hkv + h / group;
             j.b = b, j.h = h, j.i0 = blk * PE_BR, j.ni = T - j.i0 < PE_BR ? T - j.i0 : PE_BR;
+            j.nkb = nkb, j.mask = tiles ? ctx->mask + b * T * ctx->Tk : NULL, j.tiles = tiles ? tiles + b * nq * nkb : NULL;
             j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
             j.kt = kt + kv * per, j.v = vr + kv * per, j.kr = kr ? kr + kv * per : NULL;
             j.kc = rel.kc ? rel.kc + kv * tkp * rel.Rp : NULL;
@@ -354,7 +392,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         ftz_leave(csr);
     }
-    free(kt), free(vr), free(kr), free(scratch), free(relbuf);
+    free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
     if (bad != INT64_MAX) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)(bad % T));
     return PE_OK;
 }
@@ -369,6 +407,7 @@ static int64_t param_size(const pe__ctx *ctx, const pe_param_spec *s, int i) {
 /* What one thread of the backward holds. */
 typedef struct bwd_thread {
     pe__fjob j;
+    const uint8_t *tiles; /* the call's, all rows (mask_tiles), or NULL */
     pe_grads g;     /* the thread's gradients: ctx->g but the bias tensors' private copies */
     float *dka, *dva; /* (tkp, dp) dk, dv of the current kv head */
 } bwd_thread;
@@ -387,6 +426,7 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
         memset(j->dA, 0, sizeof(float) * 4 * f->Rp * dp);
         if (f->c) j->kc = f->kc + bg * j->tkp * f->Rp, memset(j->hc, 0, sizeof(float) * j->tkp * f->Rp);
     }
+    if (t->tiles) j->mask = ctx->mask + b * T * Tk, j->tiles = t->tiles + b * ((T + PE_BR - 1) / PE_BR) * j->nkb;
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
         const int64_t at = b * T * C + h * D;
         j->b = b, j->h = h;
@@ -424,6 +464,12 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
     if (st) return st;
+    int64_t nkb;
+    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
+    if (st) {
+        free(relbuf);
+        return st;
+    }
     const int64_t Rp = rel.R ? rel.Rp : 0;
     const int priv_grads = m->bias_backward || m->rel; /* hooks that write d(tables) */
 
@@ -445,7 +491,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *packed = falloc((size_t)(3 * items * per)), *scratch = falloc(sc * nth);
     float *priv = priv_n && copies ? calloc((size_t)(priv_n * copies), sizeof(float)) : NULL;
     if (!packed || !scratch || (priv_n && copies && !priv)) {
-        free(packed), free(scratch), free(priv), free(relbuf);
+        free(packed), free(scratch), free(priv), free(relbuf), free(tiles);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     }
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
@@ -464,6 +510,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         t.j = job_init(&tctx, m, K, &rel, dp, tkp, scratch + sc * tid);
         t.dka = scratch + sc * tid + sc0, t.dva = t.dka + per, t.j.hc = t.dva + per;
         t.j.dk = t.dka, t.j.dv = t.dva;
+        t.tiles = tiles, t.j.tiles = tiles, t.j.nkb = nkb;
 #define PE_PRIVATE(c)                                                                   \
     if (priv)                                                                           \
         for (int i = 0; i < nparams; i++)                                               \
@@ -486,7 +533,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
                 for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
-    free(packed), free(scratch), free(priv), free(relbuf);
+    free(packed), free(scratch), free(priv), free(relbuf), free(tiles);
     return PE_OK;
 }
 

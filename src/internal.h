@@ -1,7 +1,9 @@
 /* Internal interface between the attention core and the methods.
  *
- * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv key/value heads,
- * D head_dim, C = H*D, Ckv = Hkv*D. Positions are int64.
+ * Legend: B batch, T queries, Tk keys (the queries are the last T of them: qoff = Tk - T is
+ * the first query's token index among the keys), H heads, Hkv key/value heads, D head_dim,
+ * C = H*D, Ckv = Hkv*D. Positions are int64: a query's `i` is pos[b, t], a key's `j` is
+ * kpos[b, u]; token indices (t, u) only order the causal mask.
  *
  * A method is a table of hooks (pe__method). The attention core (attention.c) is the only
  * caller of hooks; it walks them in this order and, in backward, in exact reverse:
@@ -50,9 +52,11 @@ pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
 /* What a hook sees of the current call. */
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
-    int64_t B, T, M, Tk, H, Hkv, D, C, Ckv;
-    const int64_t *pos;      /* (B, T) query positions; keys without memory use the same */
-    int64_t pos_min, pos_max; /* over the whole tensor */
+    int64_t B, T, Tk, qoff, H, Hkv, D, C, Ckv; /* qoff = Tk - T */
+    const int64_t *pos;       /* (B, T) query positions */
+    const int64_t *kpos;      /* (B, Tk) key positions (== pos in a layer without memory) */
+    int64_t pos_min, pos_max; /* over queries and keys together */
+    const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
     const pe_weights *w;
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
@@ -69,6 +73,8 @@ enum {
     /* ctx->state outlives a forward (a cache): prepare finds the previous call's state in
      * ctx->state (NULL the first time) and release runs only when the layer is freed. */
     PE__PERSIST = 8,
+    /* Acts on the input embedding (x or token ids), not on q and k: no projected form. */
+    PE__INPUT = 16,
 };
 
 /* Relative-row terms (shaw, huang1 .. huang4), the method's description of what its
@@ -105,6 +111,7 @@ typedef struct pe__method {
     void (*embed_forward)(pe__ctx *ctx, float *x /* (B, T, C) */);
     void (*embed_backward)(pe__ctx *ctx, const float *dx /* (B, T, C) */);
 
+    /* q at the query positions, k and v at the key positions */
     void (*rotate_forward)(pe__ctx *ctx, float *q /* (B, T, C) */, float *k /* (B, Tk, Ckv) */,
                            float *v /* (B, Tk, Ckv) */);
     /* q_in, k_in: the hook's inputs in forward, for parameter gradients. */
@@ -123,8 +130,8 @@ typedef struct pe__method {
     void (*bias_backward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                           int64_t nj, const float *ds, int64_t lds);
 
-    /* 1 when the method masks key j for query i (token indices; j counts memory), beyond
-     * the core's causal mask. */
+    /* 1 when the method masks key j for query i (token indices: query i is token qoff + i
+     * of the keys), beyond the core's causal mask and attn_mask. */
     int (*mask)(const pe__ctx *ctx, int64_t i, int64_t j);
 
     /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */

@@ -98,6 +98,7 @@ const pe__kernels *pe__kernels_pick(const char *isa) {
 #define mm_nt KN(mm_nt)
 #define mm_acc KN(mm_acc)
 #define mask_tile KN(mask_tile)
+#define tile_skipped KN(tile_skipped)
 #define online_softmax KN(online_softmax)
 #define pack_rows KN(pack_rows)
 
@@ -245,15 +246,26 @@ static void mm_acc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t a
     }
 }
 
-/* -inf where key j0 + c is past the keys (c >= nj) or, causal, after query i0 + r (token
- * index: key M + i is the query's own). Rows >= ni are padding and left alone. */
-static void mask_tile(float *s, int64_t ni, int64_t i0, int64_t j0, int64_t nj, int causal, int64_t M) {
+/* -inf where key j0 + c is past the keys (c >= nj), or, causal, after query i0 + r (token
+ * index: key qoff + i is the query's own), or masked by attn_mask (partial tiles only). Rows
+ * >= ni are padding and left alone. */
+static void mask_tile(const pe__fjob *j, float *s, int64_t ni, int64_t i0, int64_t j0, int64_t nj) {
+    const int partial = j->mask && j->tiles[(i0 / PE_BR) * j->nkb + j0 / PE_BC] == 1;
     for (int64_t r = 0; r < ni; r++) {
         int64_t from = nj;
-        if (causal && M + i0 + r + 1 - j0 < from) from = M + i0 + r + 1 - j0;
+        if (j->causal && j->qoff + i0 + r + 1 - j0 < from) from = j->qoff + i0 + r + 1 - j0;
         if (from < 0) from = 0;
         for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
+        if (!partial) continue;
+        const uint8_t *mk = j->mask + (i0 + r) * j->Tk + j0;
+        for (int64_t c = 0; c < from; c++)
+            if (!mk[c]) s[r * PE_BC + c] = -INFINITY;
     }
+}
+
+/* Whether the tile at (i0, j0) has no key left to any of its queries (attn_mask) */
+static inline int tile_skipped(const pe__fjob *j, int64_t i0, int64_t j0) {
+    return j->mask && !j->tiles[(i0 / PE_BR) * j->nkb + j0 / PE_BC];
 }
 
 /* One tile of the online softmax: rows [0, ni) of s become p = exp(s - m_new), the running
@@ -376,16 +388,17 @@ static int64_t KN(forward)(const pe__fjob *j) {
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     const int erow = j->rel && j->rel->e;
     int32_t qx = -1;
-    int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
+    int64_t jend = j->causal && j->qoff + i0 + ni < j->Tk ? j->qoff + i0 + ni : j->Tk;
     for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+        if (tile_skipped(j, i0, j0)) continue;
         if (erow)
             KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
         else
             mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
         if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
         if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
-        mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
+        mask_tile(j, s, ni, i0, j0, nj);
         online_softmax(s, ni, m, l, acc, da, j->lo);
         mm_acc(acc, da, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
         if (da > dp) pe__frel_mass(j, ni, nj, s, acc + dp, da);
@@ -423,16 +436,17 @@ static void KN(backward)(const pe__fjob *j) {
         if (j->rel) pe__frel_block(j, qs, dos, ni);
         const int erow = j->rel && j->rel->e;
         int32_t qx = -1, x = -1;
-        int64_t jend = j->causal && j->M + i0 + ni < j->Tk ? j->M + i0 + ni : j->Tk;
+        int64_t jend = j->causal && j->qoff + i0 + ni < j->Tk ? j->qoff + i0 + ni : j->Tk;
         for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+            if (tile_skipped(j, i0, j0)) continue;
             if (erow)
                 x = KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
             else
                 mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
             if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
             if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
-            mask_tile(s, ni, i0, j0, nj, j->causal, j->M);
+            mask_tile(j, s, ni, i0, j0, nj);
             for (int64_t r = 0; r < PE_BR; r++) { /* p = exp(s - m) / l */
                 vf mv = vbc(mr[r]);
                 float il = ilr[r];
@@ -537,6 +551,7 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
 #undef mm_nt
 #undef mm_acc
 #undef mask_tile
+#undef tile_skipped
 #undef online_softmax
 #undef pack_rows
 #if PE_KPASS != 1

@@ -97,7 +97,7 @@ typedef struct floater_state {
     /* this call */
     int64_t *upos, n_u; /* distinct positions, sorted */
     int64_t *u_tab;     /* (n_u) row of upos[u] in the table */
-    int64_t *tok_u;     /* (B*T) index into upos of each token */
+    int64_t *tok_u;     /* (B*T + B*Tk) index into upos of each query, then of each key */
     float *grad;        /* (n_u, 3, C) dB of each distinct position, filled by rotate_backward */
     double *work;       /* scratch of the solver: WORK_BLOCKS (3, C) blocks */
 } floater_state;
@@ -416,7 +416,7 @@ static int cmp_i64(const void *a, const void *b) {
 /* Makes every position of the call available in the table: validates, refreshes the cache,
  * solves what is missing. On failure the cache is left as it was. */
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    const int64_t C = ctx->C, N3 = 3 * C, BT = ctx->B * ctx->T;
+    const int64_t C = ctx->C, N3 = 3 * C, BT = ctx->B * ctx->T, NT = BT + ctx->B * ctx->Tk;
     const double dt = ctx->cfg->floater_dt, step = ctx->cfg->floater_step;
     if (ctx->pos_min < 0)
         return pe__fail(err, PE_EPOS, "position %lld is negative: floater solves its ODE forward from t = 0",
@@ -449,16 +449,17 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     /* this call's distinct positions */
     free(st->upos), free(st->u_tab), free(st->tok_u), free(st->grad);
     st->u_tab = NULL, st->grad = NULL, st->n_u = 0;
-    st->upos = malloc(sizeof(int64_t) * BT);
-    st->tok_u = malloc(sizeof(int64_t) * BT);
-    if (!st->upos || !st->tok_u) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)BT);
+    st->upos = malloc(sizeof(int64_t) * NT);
+    st->tok_u = malloc(sizeof(int64_t) * NT);
+    if (!st->upos || !st->tok_u) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)NT);
     memcpy(st->upos, ctx->pos, sizeof(int64_t) * BT);
-    qsort(st->upos, (size_t)BT, sizeof(int64_t), cmp_i64);
+    memcpy(st->upos + BT, ctx->kpos, sizeof(int64_t) * (NT - BT));
+    qsort(st->upos, (size_t)NT, sizeof(int64_t), cmp_i64);
     int64_t n_u = 0;
-    for (int64_t i = 0; i < BT; i++)
+    for (int64_t i = 0; i < NT; i++)
         if (!n_u || st->upos[i] != st->upos[n_u - 1]) st->upos[n_u++] = st->upos[i];
     st->n_u = n_u;
-    for (int64_t i = 0; i < BT; i++) st->tok_u[i] = lower(st->upos, n_u, ctx->pos[i]);
+    for (int64_t i = 0; i < NT; i++) st->tok_u[i] = lower(st->upos, n_u, i < BT ? ctx->pos[i] : ctx->kpos[i - BT]);
     st->u_tab = malloc(sizeof(int64_t) * n_u);
     if (!st->u_tab) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)n_u);
 
@@ -551,17 +552,20 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* q, k, v (B, T, C) += their rows of B(p dt) (floater has no memory and no GQA: Tk = T,
- * Ckv = C). */
+/* q (B, T, C) += B_q at the query positions; k, v (B, Tk, C) += B_k, B_v at the key
+ * positions (floater has no GQA: Ckv = C). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     const floater_state *st = ctx->state;
-    const int64_t C = ctx->C;
-    for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++) {
+    const int64_t C = ctx->C, BT = ctx->B * ctx->T;
+    for (int64_t bt = 0; bt < BT; bt++) {
         const float *row = st->tab_row + st->u_tab[st->tok_u[bt]] * 3 * C;
+        for (int64_t c = 0; c < C; c++) q[bt * C + c] += row[c];
+    }
+    for (int64_t bu = 0; bu < ctx->B * ctx->Tk; bu++) {
+        const float *row = st->tab_row + st->u_tab[st->tok_u[BT + bu]] * 3 * C;
         for (int64_t c = 0; c < C; c++) {
-            q[bt * C + c] += row[c];
-            k[bt * C + c] += row[C + c];
-            v[bt * C + c] += row[2 * C + c];
+            k[bu * C + c] += row[C + c];
+            v[bu * C + c] += row[2 * C + c];
         }
     }
 }
@@ -577,12 +581,16 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
         st->grad = calloc((size_t)(st->n_u * 3 * C), sizeof(float));
         PE_ASSERT(st->grad);
     }
-    for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++) {
+    const int64_t BT = ctx->B * ctx->T;
+    for (int64_t bt = 0; bt < BT; bt++) {
         float *g = st->grad + st->tok_u[bt] * 3 * C;
+        for (int64_t c = 0; c < C; c++) g[c] += dq[bt * C + c];
+    }
+    for (int64_t bu = 0; bu < ctx->B * ctx->Tk; bu++) {
+        float *g = st->grad + st->tok_u[BT + bu] * 3 * C;
         for (int64_t c = 0; c < C; c++) {
-            g[c] += dq[bt * C + c];
-            g[C + c] += dk[bt * C + c];
-            g[2 * C + c] += dv[bt * C + c];
+            g[C + c] += dk[bu * C + c];
+            g[2 * C + c] += dv[bu * C + c];
         }
     }
 }

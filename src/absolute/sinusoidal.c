@@ -43,7 +43,7 @@ const pe__method pe__method_sinusoidal = {
     .name = "sinusoidal",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "sin_layout sin_base shift",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__INPUT,
     .check = check,
     .embed_forward = embed_forward,
 };

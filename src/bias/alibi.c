@@ -58,11 +58,11 @@ static inline float distance(int causal, int64_t i, int64_t j) {
 
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     float m = ((const float *)ctx->state)[h];
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            s[i * lds + j] -= m * distance(ctx->cfg->causal, pos[i0 + i], pos[j0 + j]);
+            s[i * lds + j] -= m * distance(ctx->cfg->causal, pos[i0 + i], kpos[j0 + j]);
 }
 
 /* forward was s -= m_h d_ij, so now: dm_h -= sum_ij ds_ij d_ij */
@@ -70,11 +70,11 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
                           int64_t nj, const float *ds, int64_t lds) {
     float *dm = ctx->g->dparam[SLOPES];
     if (!dm || !ctx->w->param[SLOPES]) return;
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     double acc = 0;
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            acc += (double)ds[i * lds + j] * distance(ctx->cfg->causal, pos[i0 + i], pos[j0 + j]);
+            acc += (double)ds[i * lds + j] * distance(ctx->cfg->causal, pos[i0 + i], kpos[j0 + j]);
     dm[h] -= (float)acc;
 }
 

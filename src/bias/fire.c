@@ -137,7 +137,7 @@ static inline double psi_at(const fire_state *st, int64_t i, int64_t j) {
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
     const fire_state *st = ctx->state;
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double *bias = st->psi ? st->bias + h * (st->span + 1) : NULL;
     head_mlp m = mlp_of(ctx, h);
     for (int64_t i = 0; i < ni; i++) {
@@ -145,14 +145,14 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
         float *si = s + i * lds;
         if (tabled(st, pi)) {
             for (int64_t j = 0; j < nj; j++) {
-                int64_t x = pi - pos[j0 + j];
+                int64_t x = pi - kpos[j0 + j];
                 si[j] = (float)((double)si[j] + bias[x < 0 ? -x : x]);
             }
             continue;
         }
         double den = normaliser(st->c, st->thr, (double)pi).den;
         for (int64_t j = 0; j < nj; j++)
-            si[j] = (float)((double)si[j] + mlp(&m, psi_at(st, pi, pos[j0 + j]) / den));
+            si[j] = (float)((double)si[j] + mlp(&m, psi_at(st, pi, kpos[j0 + j]) / den));
     }
 }
 
@@ -167,7 +167,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
                           int64_t nj, const float *ds, int64_t lds) {
     const fire_state *st = ctx->state;
     float *const *G = ctx->g->dparam;
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double c = st->c, init_L = ctx->cfg->fire_init_L;
     head_mlp m = mlp_of(ctx, h), d = {0};
     double dc = 0, dthr = 0;
@@ -179,7 +179,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     if (st->psi) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         for (int64_t e = 0; e < ni + nj; e++) { /* the rows', then the columns' positions */
-            int64_t p = e < ni ? pos[i0 + e] : pos[j0 + e - ni];
+            int64_t p = e < ni ? pos[i0 + e] : kpos[j0 + e - ni];
             lo = p < lo ? p : lo, hi = p > hi ? p : hi;
         }
         nx = hi - lo + 1;
@@ -191,7 +191,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
         const float *gi = ds + i * lds;
         if (gx && tabled(st, pi)) {
             for (int64_t j = 0; j < nj; j++) {
-                int64_t x = pi - pos[j0 + j];
+                int64_t x = pi - kpos[j0 + j];
                 gx[x < 0 ? -x : x] += gi[j];
             }
             continue;
@@ -200,7 +200,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
         double dc_num = 0, dc_den = 0; /* this row's sums of du dN/dc and du N */
         for (int64_t j = 0; j < nj; j++) {
             if (gi[j] == 0) continue; /* masked entries contribute nothing */
-            double x = (double)pi - (double)pos[j0 + j], cx = c * x, N = psi_at(st, pi, pos[j0 + j]);
+            double x = (double)pi - (double)kpos[j0 + j], cx = c * x, N = psi_at(st, pi, kpos[j0 + j]);
             double du = mlp_backward(&m, &d, N / rn.den, gi[j]);
             dc_num += du * sign(cx) * x / (fabs(cx) + 1.0);
             dc_den += du * N;

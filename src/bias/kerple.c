@@ -31,12 +31,12 @@ static inline double kernel(int power, double r2, double d, double *df) {
 
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
     double r1 = ctx->w->param[R1][h], r2 = ctx->w->param[R2][h], df;
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
-            int64_t d = pos[i0 + i] - pos[j0 + j];
+            int64_t d = pos[i0 + i] - kpos[j0 + j];
             double f = kernel(power, r2, (double)(d < 0 ? -d : d), &df);
             s[i * lds + j] = (float)((double)s[i * lds + j] - r1 * f);
         }
@@ -46,14 +46,14 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
 static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                           int64_t nj, const float *ds, int64_t lds) {
     float *dr1 = ctx->g->dparam[R1], *dr2 = ctx->g->dparam[R2];
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
     double r1 = ctx->w->param[R1][h], r2 = ctx->w->param[R2][h], df, a1 = 0, a2 = 0;
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
             double g = ds[i * lds + j];
             if (g == 0) continue; /* masked entries; also keeps 0 * inf out */
-            int64_t d = pos[i0 + i] - pos[j0 + j];
+            int64_t d = pos[i0 + i] - kpos[j0 + j];
             double f = kernel(power, r2, (double)(d < 0 ? -d : d), &df);
             a1 += g * f;
             a2 += g * df;

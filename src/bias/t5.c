@@ -91,10 +91,10 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
                          int64_t nj, float *s, int64_t lds) {
     const t5_state *st = ctx->state;
     const float *rel_bias = ctx->w->param[REL_BIAS];
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            s[i * lds + j] += rel_bias[bucket_of(ctx, st, pos[j0 + j] - pos[i0 + i]) * ctx->H + h];
+            s[i * lds + j] += rel_bias[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * ctx->H + h];
 }
 
 /* forward was s += rel_bias[bucket, h], so now: drel_bias[bucket, h] += ds */
@@ -103,10 +103,10 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     const t5_state *st = ctx->state;
     float *drel = ctx->g->dparam[REL_BIAS];
     if (!drel) return;
-    const int64_t *pos = ctx->pos + b * ctx->T;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            drel[bucket_of(ctx, st, pos[j0 + j] - pos[i0 + i]) * ctx->H + h] += ds[i * lds + j];
+            drel[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * ctx->H + h] += ds[i * lds + j];
 }
 
 const pe__method pe__method_t5 = {

@@ -18,7 +18,7 @@
 enum { POS_TABLE, POS_LN_W, POS_LN_B, UQ, UQ_B, UK, UK_B, REL_BIAS };
 
 typedef struct tupe_state {
-    int64_t U;      /* rows: B*T tokens, then table rows 0 and 1 */
+    int64_t U;      /* rows: B*T queries, B*Tk keys, then table rows 0 and 1 */
     int64_t *row;   /* (U) table row of each */
     float *xhat;    /* (U, C) (x - mean) / sqrt(var + eps) */
     float *rstd;    /* (U) 1 / sqrt(var + eps) */
@@ -72,7 +72,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     tupe_state *st = calloc(1, sizeof *st);
     if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
     ctx->state = st;
-    const int64_t U = st->U = ctx->B * ctx->T + 2;
+    const int64_t BT = ctx->B * ctx->T, BTk = ctx->B * ctx->Tk, U = st->U = BT + BTk + 2;
     const size_t n = (size_t)(U * C);
     st->row = calloc((size_t)U, sizeof(int64_t));
     st->xhat = calloc(n, sizeof(float));
@@ -85,7 +85,8 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->cls = calloc((size_t)(2 * H), sizeof(float));
     if (!st->row || !st->xhat || !st->rstd || !st->pt || !st->pq || !st->pk || !st->dpq || !st->dpk || !st->cls)
         return pe__fail(err, PE_ENOMEM, "out of memory for tupe's %lld positional rows", (long long)U);
-    for (int64_t u = 0; u < U - 2; u++) st->row[u] = ctx->pos[u] + 1;
+    for (int64_t u = 0; u < BT; u++) st->row[u] = ctx->pos[u] + 1;
+    for (int64_t u = 0; u < BTk; u++) st->row[BT + u] = ctx->kpos[u] + 1;
     st->row[U - 2] = 0, st->row[U - 1] = 1;
 
     /* LayerNorm in double, biased variance as torch */
@@ -117,34 +118,37 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* What entry (i, j) (token indices) takes: 0 the pair's own term, 1 A[0, 0], 2 A[1, 1]. */
-static inline int cls_kind(const pe_config *cfg, int64_t i, int64_t j) {
-    if (!cfg->tupe_cls) return 0;
-    return i == 0 ? 1 : j == 0 ? 2 : 0;
+/* What entry (i, j) (token indices; query i is token qoff + i) takes: 0 the pair's own term,
+ * 1 A[0, 0], 2 A[1, 1]. [CLS] is token 0. */
+static inline int cls_kind(const pe__ctx *ctx, int64_t i, int64_t j) {
+    if (!ctx->cfg->tupe_cls) return 0;
+    return ctx->qoff + i == 0 ? 1 : j == 0 ? 2 : 0;
 }
 
-static inline int64_t bucket_of(const pe__ctx *ctx, int kind, const int64_t *pos, int64_t i, int64_t j) {
+static inline int64_t bucket_of(const pe__ctx *ctx, int kind, const int64_t *pos, const int64_t *kpos, int64_t i,
+                                int64_t j) {
     const pe_config *c = ctx->cfg;
     if (kind == 1) return c->num_buckets / 2;
     if (kind == 2) return c->num_buckets;
-    return pe__t5_bucket(pos[j] - pos[i], 1, c->num_buckets, c->max_distance);
+    return pe__t5_bucket(kpos[j] - pos[i], 1, c->num_buckets, c->max_distance);
 }
 
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
     const tupe_state *st = ctx->state;
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
     const float *rel_bias = ctx->w->param[REL_BIAS];
     float *A = malloc(sizeof(float) * ni * nj); /* (ni, nj) the tile's pair terms */
     PE_ASSERT(A);
     pe__gemm(0, 1, ni, nj, D, (float)ctx->cfg->scale, st->pq + (b * T + i0) * C + h * D, C,
-             st->pk + (b * T + j0) * C + h * D, C, 0.0f, A, nj);
+             st->pk + (kr + j0) * C + h * D, C, 0.0f, A, nj);
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
-            int kind = cls_kind(ctx->cfg, i0 + i, j0 + j);
+            int kind = cls_kind(ctx, i0 + i, j0 + j);
             float a = kind ? st->cls[(kind - 1) * H + h] : A[i * nj + j];
-            s[i * lds + j] += a + rel_bias[bucket_of(ctx, kind, pos, i0 + i, j0 + j) * H + h];
+            s[i * lds + j] += a + rel_bias[bucket_of(ctx, kind, pos, kpos, i0 + i, j0 + j) * H + h];
         }
     free(A);
 }
@@ -157,7 +161,8 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
                           int64_t nj, const float *ds, int64_t lds) {
     tupe_state *st = ctx->state;
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H, U = st->U;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
     const float scale = (float)ctx->cfg->scale;
     float *drel = ctx->g->dparam[REL_BIAS];
     float *g = malloc(sizeof(float) * ni * nj); /* (ni, nj) */
@@ -165,16 +170,16 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     float dcls[2] = {0, 0};
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
-            int kind = cls_kind(ctx->cfg, i0 + i, j0 + j);
+            int kind = cls_kind(ctx, i0 + i, j0 + j);
             float d = ds[i * lds + j];
-            if (drel) drel[bucket_of(ctx, kind, pos, i0 + i, j0 + j) * H + h] += d;
+            if (drel) drel[bucket_of(ctx, kind, pos, kpos, i0 + i, j0 + j) * H + h] += d;
             if (kind) dcls[kind - 1] += d;
             g[i * nj + j] = kind ? 0.0f : scale * d;
         }
-    pe__gemm(0, 0, ni, D, nj, 1.0f, g, nj, st->pk + (b * T + j0) * C + h * D, C, 1.0f,
+    pe__gemm(0, 0, ni, D, nj, 1.0f, g, nj, st->pk + (kr + j0) * C + h * D, C, 1.0f,
              st->dpq + (b * T + i0) * C + h * D, C);
     pe__gemm(1, 0, nj, D, ni, 1.0f, g, nj, st->pq + (b * T + i0) * C + h * D, C, 1.0f,
-             st->dpk + (b * T + j0) * C + h * D, C);
+             st->dpk + (kr + j0) * C + h * D, C);
     for (int a = 0; a < 2; a++) {
         int64_t o = (U - 2 + a) * C + h * D;
         for (int64_t d = 0; d < D; d++) {

@@ -117,13 +117,16 @@ static void project(const pe__ctx *ctx, int key, float *out, int64_t R) {
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *cfg = ctx->cfg;
+    if (cfg->share_att_key && (!ctx->w->wq || !ctx->w->wk))
+        return pe__fail(err, PE_EKEY, "key 'share_att_key': true projects the relative embeddings with wq and wk, which "
+                                      "the projected form does not have: set it false and pass pos_query_w, pos_key_w");
     const int64_t B = ctx->B, T = ctx->T, C = ctx->C, S = span(cfg), R = 2 * S;
     int c2p = cfg->pos_att & PE_POS_ATT_C2P, p2c = cfg->pos_att & PE_POS_ATT_P2C;
     deberta_state *st = calloc(1, sizeof *st);
     if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the deberta tables");
     ctx->state = st;
     st->R = R;
-    st->idx = malloc(sizeof(int32_t) * B * T * T);
+    st->idx = malloc(sizeof(int32_t) * B * T * ctx->Tk);
     if (c2p) st->Kr = malloc(sizeof(float) * R * C), st->dKr = pe__calloc((size_t)(R * C), sizeof(float));
     if (p2c) st->Qr = malloc(sizeof(float) * R * C), st->dQr = pe__calloc((size_t)(R * C), sizeof(float));
     if (!st->idx || (c2p && (!st->Kr || !st->dKr)) || (p2c && (!st->Qr || !st->dQr))) {
@@ -131,13 +134,13 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         return pe__fail(err, PE_ENOMEM, "out of memory for the deberta tables (2S = %lld rows)", (long long)R);
     }
     for (int64_t b = 0; b < B; b++) {
-        const int64_t *pos = ctx->pos + b * T;
+        const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
         for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < T; j++) {
-                int64_t d = pos[i] - pos[j];
+            for (int64_t j = 0; j < ctx->Tk; j++) {
+                int64_t d = pos[i] - kpos[j];
                 if (cfg->position_buckets > 0)
                     d = pe__deberta_bucket(d, cfg->position_buckets, cfg->max_relative_positions);
-                st->idx[(b * T + i) * T + j] = (int32_t)(pe__clip(d, -S, S - 1) + S);
+                st->idx[(b * T + i) * ctx->Tk + j] = (int32_t)(pe__clip(d, -S, S - 1) + S);
             }
     }
     if (c2p) project(ctx, 1, st->Kr, R);
@@ -145,23 +148,23 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* One (b, h): s (T, T) = scale (q k^T + c2p + p2c). The position terms are gathered per pair
+/* One (b, h): s (T, Tk) = scale (q k^T + c2p + p2c). The position terms are gathered per pair
  * (O(T^2 D), like q k^T) rather than through a (T, 2S) table, so a wide span costs nothing. */
 static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
                           float *s) {
     const deberta_state *st = ctx->state;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv;
-    const int32_t *idx = st->idx + b * T * T;
+    const int32_t *idx = st->idx + b * T * ctx->Tk;
     const float scale = (float)ctx->cfg->scale;
     const float *Kr = st->Kr ? st->Kr + h * D : NULL, *Qr = st->Qr ? st->Qr + h * D : NULL;
     pe__score_dot_forward(ctx, q, k, s);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            int64_t r = idx[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            int64_t r = idx[i * ctx->Tk + j];
             float t = 0;
             if (Kr) t += pe__dot(q + i * C, Kr + r * C, D);
             if (Qr) t += pe__dot(k + j * Ckv, Qr + r * C, D);
-            s[i * T + j] += scale * t;
+            s[i * ctx->Tk + j] += scale * t;
         }
 }
 
@@ -171,16 +174,16 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
                            const float *k, float *dq, float *dk) {
     deberta_state *st = ctx->state;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv;
-    const int32_t *idx = st->idx + b * T * T;
+    const int32_t *idx = st->idx + b * T * ctx->Tk;
     const float scale = (float)ctx->cfg->scale;
     const float *Kr = st->Kr ? st->Kr + h * D : NULL, *Qr = st->Qr ? st->Qr + h * D : NULL;
     float *dKr = st->dKr ? st->dKr + h * D : NULL, *dQr = st->dQr ? st->dQr + h * D : NULL;
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            float g = scale * ds[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            float g = scale * ds[i * ctx->Tk + j];
             if (g == 0.0f) continue; /* masked entries */
-            int64_t r = idx[i * T + j];
+            int64_t r = idx[i * ctx->Tk + j];
             if (Kr) {
                 pe__axpy(dq + i * C, g, Kr + r * C, D);
                 pe__axpy(dKr + r * C, g, q + i * C, D);

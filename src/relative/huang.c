@@ -47,8 +47,8 @@ static int params_vec(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec 
 }
 
 /* The table row of the pair (i, j): |a| for huang1, a + K otherwise. */
-static inline int64_t row(int v, int64_t K, const int64_t *pos, int64_t i, int64_t j) {
-    int64_t a = pe__clip(pos[i] - pos[j], -K, K);
+static inline int64_t row(int v, int64_t K, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
+    int64_t a = pe__clip(pos[i] - kpos[j], -K, K);
     return v == HUANG1 ? (a < 0 ? -a : a) : a + K;
 }
 
@@ -57,12 +57,12 @@ static inline int64_t row(int v, int64_t K, const int64_t *pos, int64_t i, int64
 static void scale_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
                           float *s) {
     const int64_t T = ctx->T, H = ctx->H, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *w = ctx->w->param[REL];
     const int v = variant(ctx);
     pe__score_dot_forward(ctx, q, k, s);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) s[i * T + j] *= w[row(v, K, pos, i, j) * H + h];
+        for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] *= w[row(v, K, pos, kpos, i, j) * H + h];
 }
 
 /* forward was s = c w[row, h] with c = scale q.k, so now: dw[row, h] += ds c, and c's own
@@ -70,19 +70,19 @@ static void scale_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
 static void scale_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
                            const float *k, float *dq, float *dk) {
     const int64_t T = ctx->T, H = ctx->H, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *w = ctx->w->param[REL];
     float *dw = ctx->g->dparam[REL];
     const int v = variant(ctx);
-    float *t = malloc(sizeof(float) * T * T); /* (T, T) c, then ds w */
+    float *t = malloc(sizeof(float) * T * ctx->Tk); /* (T, T) c, then ds w */
     PE_ASSERT(t);
     if (dw) {
         pe__score_dot_forward(ctx, q, k, t);
         for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < T; j++) dw[row(v, K, pos, i, j) * H + h] += ds[i * T + j] * t[i * T + j];
+            for (int64_t j = 0; j < ctx->Tk; j++) dw[row(v, K, pos, kpos, i, j) * H + h] += ds[i * ctx->Tk + j] * t[i * ctx->Tk + j];
     }
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) t[i * T + j] = ds[i * T + j] * w[row(v, K, pos, i, j) * H + h];
+        for (int64_t j = 0; j < ctx->Tk; j++) t[i * ctx->Tk + j] = ds[i * ctx->Tk + j] * w[row(v, K, pos, kpos, i, j) * H + h];
     pe__score_dot_backward(ctx, t, q, k, dq, dk);
     free(t);
 }
@@ -93,15 +93,15 @@ static void vec3_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, con
                          float *s) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *rv = ctx->w->param[REL];
     const float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            const float *qi = q + i * C, *kj = k + j * Ckv, *e = rv + row(HUANG3, K, pos, i, j) * D;
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            const float *qi = q + i * C, *kj = k + j * Ckv, *e = rv + row(HUANG3, K, pos, kpos, i, j) * D;
             float t = 0;
             for (int64_t d = 0; d < D; d++) t += qi[d] * kj[d] * e[d];
-            s[i * T + j] = scale * t;
+            s[i * ctx->Tk + j] = scale * t;
         }
 }
 
@@ -111,15 +111,15 @@ static void vec3_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
                           const float *k, float *dq, float *dk) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
     const float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            float g = scale * ds[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            float g = scale * ds[i * ctx->Tk + j];
             if (g == 0.0f) continue; /* masked entries */
-            int64_t r = row(HUANG3, K, pos, i, j);
+            int64_t r = row(HUANG3, K, pos, kpos, i, j);
             const float *qi = q + i * C, *kj = k + j * Ckv, *e = rv + r * D;
             float *dqi = dq + i * C, *dkj = dk + j * Ckv;
             for (int64_t d = 0; d < D; d++) {
@@ -137,14 +137,14 @@ static void vec4_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, con
                          float *s) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *rv = ctx->w->param[REL];
     const float scale = (float)ctx->cfg->scale;
     pe__score_dot_forward(ctx, q, k, s);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            const float *e = rv + row(HUANG4, K, pos, i, j) * D;
-            s[i * T + j] += scale * (pe__dot(q + i * C, e, D) + pe__dot(k + j * Ckv, e, D));
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            const float *e = rv + row(HUANG4, K, pos, kpos, i, j) * D;
+            s[i * ctx->Tk + j] += scale * (pe__dot(q + i * C, e, D) + pe__dot(k + j * Ckv, e, D));
         }
 }
 
@@ -154,16 +154,16 @@ static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
                           const float *k, float *dq, float *dk) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const float *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
     const float scale = (float)ctx->cfg->scale;
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            float g = scale * ds[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            float g = scale * ds[i * ctx->Tk + j];
             if (g == 0.0f) continue; /* masked entries */
-            int64_t r = row(HUANG4, K, pos, i, j);
+            int64_t r = row(HUANG4, K, pos, kpos, i, j);
             pe__axpy(dq + i * C, g, rv + r * D, D);
             pe__axpy(dk + j * Ckv, g, rv + r * D, D);
             if (drv) {

@@ -21,23 +21,23 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 2;
 }
 
-static inline int64_t rel_index(const pe__ctx *ctx, const int64_t *pos, int64_t i, int64_t j) {
+static inline int64_t rel_index(const pe__ctx *ctx, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
     int64_t K = ctx->cfg->max_rel;
-    return pe__clip(pos[j] - pos[i], -K, K) + K;
+    return pe__clip(kpos[j] - pos[i], -K, K) + K;
 }
 
 static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
                           float *s) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     float *qr = malloc(sizeof(float) * T * R); /* (T, R) q_i . rel_k[r] */
     PE_ASSERT(qr);
     pe__score_dot_forward(ctx, q, k, s);
     pe__gemm(0, 1, T, R, D, 1.0f, q, ctx->C, ctx->w->param[REL_K], D, 0.0f, qr, R);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) s[i * T + j] += scale * qr[i * R + rel_index(ctx, pos, i, j)];
+        for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] += scale * qr[i * R + rel_index(ctx, pos, kpos, i, j)];
     free(qr);
 }
 
@@ -47,13 +47,13 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
                            const float *k, float *dq, float *dk) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     float *g = calloc((size_t)(T * R), sizeof(float));
     PE_ASSERT(g);
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) g[i * R + rel_index(ctx, pos, i, j)] += scale * ds[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) g[i * R + rel_index(ctx, pos, kpos, i, j)] += scale * ds[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, g, R, ctx->w->param[REL_K], D, 1.0f, dq, ctx->C);
     if (ctx->g->dparam[REL_K]) pe__gemm(1, 0, R, D, T, 1.0f, g, R, q, ctx->C, 1.0f, ctx->g->dparam[REL_K], D);
     free(g);
@@ -62,11 +62,11 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
 static void value_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) probability mass per index */
     PE_ASSERT(pr);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) pr[i * R + rel_index(ctx, pos, i, j)] += p[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) pr[i * R + rel_index(ctx, pos, kpos, i, j)] += p[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, pr, R, ctx->w->param[REL_V], D, 1.0f, o, ctx->C);
     free(pr);
 }
@@ -77,16 +77,16 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
                            float *dp) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
-    const int64_t *pos = ctx->pos + b * T;
+    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     float *dr = malloc(sizeof(float) * T * R);        /* (T, R) do_i . rel_v[r] */
     float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) */
     PE_ASSERT(dr && pr);
     pe__gemm(0, 1, T, R, D, 1.0f, dout, ctx->C, ctx->w->param[REL_V], D, 0.0f, dr, R);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < T; j++) {
-            int64_t r = rel_index(ctx, pos, i, j);
-            dp[i * T + j] += dr[i * R + r];
-            pr[i * R + r] += p[i * T + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) {
+            int64_t r = rel_index(ctx, pos, kpos, i, j);
+            dp[i * ctx->Tk + j] += dr[i * R + r];
+            pr[i * R + r] += p[i * ctx->Tk + j];
         }
     if (ctx->g->dparam[REL_V]) pe__gemm(1, 0, R, D, T, 1.0f, pr, R, dout, ctx->C, 1.0f, ctx->g->dparam[REL_V], D);
     free(dr), free(pr);

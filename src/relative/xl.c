@@ -53,15 +53,33 @@ static void release(pe__ctx *ctx) {
 }
 
 /* The table covers every (i, j) of the (T, Tk) score, masked or not, so the gather never
- * leaves it: m runs from -(T-1) (last key, first query) to M + T - 1, clamped above. */
+ * leaves it: m = i - j over each row's query and key positions (the layer's queries sit at
+ * M + t and its keys at 0 .. M+T-1, so m runs from -(T-1) to M + T - 1), clamped above. */
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t C = ctx->C, clamp = ctx->cfg->clamp_len;
+    double lo = INFINITY, hi = -INFINITY; /* double: no overflow for any positions */
+    for (int64_t b = 0; b < ctx->B; b++) {
+        int64_t qmin = INT64_MAX, qmax = INT64_MIN, kmin = INT64_MAX, kmax = INT64_MIN;
+        for (int64_t t = 0; t < ctx->T; t++) {
+            int64_t p = ctx->pos[b * ctx->T + t];
+            qmin = p < qmin ? p : qmin, qmax = p > qmax ? p : qmax;
+        }
+        for (int64_t u = 0; u < ctx->Tk; u++) {
+            int64_t p = ctx->kpos[b * ctx->Tk + u];
+            kmin = p < kmin ? p : kmin, kmax = p > kmax ? p : kmax;
+        }
+        lo = fmin(lo, (double)qmin - (double)kmax), hi = fmax(hi, (double)qmax - (double)kmin);
+    }
+    if (clamp > 0 && (double)clamp < hi) hi = (double)clamp;
+    if (lo > hi) lo = hi; /* every distance clamped */
+    if ((hi - lo + 1) * (double)C > (double)(1 << 27))
+        return pe__fail(err, PE_EPOS, "positions: distances %.0f .. %.0f need a %.0f x %lld table, past xl's limit of 2^27 "
+                                      "entries (use clamp_len)", lo, hi, hi - lo + 1, (long long)C);
     xl_state *st = calloc(1, sizeof *st);
     if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
     ctx->state = st;
-    st->lo = -(ctx->T - 1);
-    st->hi = ctx->M + ctx->T - 1;
-    if (clamp > 0 && clamp < st->hi) st->hi = clamp;
+    st->lo = (int64_t)lo;
+    st->hi = (int64_t)hi;
     st->NR = st->hi - st->lo + 1;
     size_t n = (size_t)(st->NR * C);
     st->R = malloc(sizeof(float) * n);
@@ -82,15 +100,14 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* Row of the table for query i, key j (j counts the memory). */
-static inline int64_t dist_index(const pe__ctx *ctx, const xl_state *st, int64_t i, int64_t j) {
-    int64_t m = ctx->M + i - j;
+/* Row of the table for query i, key j of row b: m = pos_i - kpos_j. */
+static inline int64_t dist_index(const pe__ctx *ctx, const xl_state *st, int64_t b, int64_t i, int64_t j) {
+    int64_t m = ctx->pos[b * ctx->T + i] - ctx->kpos[b * ctx->Tk + j];
     return (m < st->hi ? m : st->hi) - st->lo;
 }
 
 static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
                           float *s) {
-    (void)b;
     const xl_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C, NR = st->NR;
     const float *u = ctx->w->param[R_W_BIAS] + h * D, *v = ctx->w->param[R_R_BIAS] + h * D;
@@ -114,7 +131,7 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     }
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < Tk; j++) {
-            int64_t r = dist_index(ctx, st, i, j);
+            int64_t r = dist_index(ctx, st, b, i, j);
             s[i * Tk + j] += scale * (uk[j] + G[i * NR + r] + vr[r]);
         }
     free(G), free(uk), free(vr);
@@ -128,7 +145,6 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
  *   dRk[r] += sum_i g[i, r] q_i + gs[r] v        (to wr in finish_backward) */
 static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
                            const float *k, float *dq, float *dk) {
-    (void)b;
     xl_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, NR = st->NR;
     const float *u = ctx->w->param[R_W_BIAS] + h * D, *v = ctx->w->param[R_R_BIAS] + h * D;
@@ -151,7 +167,7 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
         }
     }
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < Tk; j++) g[i * NR + dist_index(ctx, st, i, j)] += scale * ds[i * Tk + j];
+        for (int64_t j = 0; j < Tk; j++) g[i * NR + dist_index(ctx, st, b, i, j)] += scale * ds[i * Tk + j];
     for (int64_t i = 0; i < T; i++)
         for (int64_t r = 0; r < NR; r++) gs[r] += g[i * NR + r];
     pe__gemm(0, 0, T, D, NR, 1.0f, g, NR, Rk, C, 1.0f, dq, C);
@@ -173,11 +189,12 @@ static void finish_backward(pe__ctx *ctx) {
     memset(st->dRk, 0, sizeof(float) * st->NR * C);
 }
 
-/* same_length: every query sees at most mem_len keys before itself. */
+/* same_length: every query sees at most mem_len keys before itself (token indices: query i
+ * is key qoff + i; mem_len defaults to qoff, the layer's memory length). */
 static int mask(const pe__ctx *ctx, int64_t i, int64_t j) {
     if (!ctx->cfg->same_length) return 0;
-    int64_t mem_len = ctx->cfg->mem_len < 0 ? ctx->M : ctx->cfg->mem_len;
-    return j <= ctx->M + i - mem_len;
+    int64_t mem_len = ctx->cfg->mem_len < 0 ? ctx->qoff : ctx->cfg->mem_len;
+    return j <= ctx->qoff + i - mem_len;
 }
 
 const pe__method pe__method_xl = {

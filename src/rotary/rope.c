@@ -15,7 +15,8 @@
 enum { SHORT_FACTOR, LONG_FACTOR };
 
 typedef struct {
-    float *cs;        /* (B*T, r/2, 2) cos, sin; attention factor included */
+    float *cs;        /* (B*T, r/2, 2) cos, sin of the queries; attention factor included */
+    float *cs_k;      /* (B*Tk, r/2, 2) of the keys: cs itself when keys sit at the queries' positions */
     double *inv_freq; /* (r/2) */
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
 } rope_state;
@@ -42,10 +43,13 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 /* pe__rope_table, the exact-angle table, is in fused.c (rows split across threads). */
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T;
+    int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
+    const int shared = ctx->kpos == ctx->pos;
     rope_state *st = calloc(1, sizeof *st);
     if (st) st->inv_freq = malloc(sizeof(double) * half), st->cs = malloc(sizeof(float) * n * half * 2);
-    if (!st || !st->inv_freq || !st->cs) {
+    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * nk * half * 2);
+    if (!st || !st->inv_freq || !st->cs || !st->cs_k) {
+        if (st && !shared) free(st->cs_k);
         if (st) free(st->cs), free(st->inv_freq);
         free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the rope table");
@@ -59,12 +63,14 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                                                   : ctx->cfg->hf_factors[st->factor_table];
     double attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
     pe__rope_table(st->cs, ctx->pos, n, st->inv_freq, half, attn);
+    if (!shared) pe__rope_table(st->cs_k, ctx->kpos, nk, st->inv_freq, half, attn);
     ctx->state = st;
     return PE_OK;
 }
 
 static void release(pe__ctx *ctx) {
     rope_state *st = ctx->state;
+    if (st->cs_k != st->cs) free(st->cs_k);
     free(st->cs);
     free(st->inv_freq);
     free(st);
@@ -73,32 +79,32 @@ static void release(pe__ctx *ctx) {
 
 /* The rotation itself, pe__rope_rotate, is the SIMD kernel of kernels.c (threads: fused.c). */
 
-/* Keys see the same positions as queries (rope has no memory). */
+/* q at the query positions, k at the key positions. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const rope_state *st = ctx->state;
-    int64_t n = ctx->B * ctx->T, rd = ctx->cfg->rotary_dim;
-    pe__rope_rotate(q, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
-    pe__rope_rotate(k, n, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    int64_t rd = ctx->cfg->rotary_dim;
+    pe__rope_rotate(q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    pe__rope_rotate(k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
 
 /* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
  * y = R(theta) x, dy1/dtheta = -y2, dy2/dtheta = y1. Accumulates dL/df_t over the n rows of
  * nh heads of x_in (pre-rotation) with upstream gradient dy. */
-static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *x_in, const float *dy,
-                        int64_t ld, int64_t nh, double *acc) {
-    int64_t r = ctx->cfg->rotary_dim, half = r / 2, D = ctx->D, n = ctx->B * ctx->T;
+static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *cs, const int64_t *pos,
+                        int64_t n, const float *x_in, const float *dy, int64_t ld, int64_t nh, double *acc) {
+    int64_t r = ctx->cfg->rotary_dim, half = r / 2, D = ctx->D;
     int half_layout = ctx->cfg->rope_layout == PE_ROPE_HALF;
     int64_t stride = half_layout ? 1 : 2, step = half_layout ? half : 1;
     for (int64_t i = 0; i < n; i++)
         for (int64_t h = 0; h < nh; h++)
             for (int64_t t = 0; t < half; t++) {
-                const float *c = st->cs + (i * half + t) * 2;
+                const float *c = cs + (i * half + t) * 2;
                 int64_t a = i * ld + h * D + t * stride, b = a + step;
                 double y1 = (double)x_in[a] * c[0] - (double)x_in[b] * c[1];
                 double y2 = (double)x_in[b] * c[0] + (double)x_in[a] * c[1];
                 double dtheta = -(double)dy[a] * y2 + (double)dy[b] * y1;
-                acc[t] += dtheta * (double)(ctx->pos[i] - ctx->pos_min) * st->inv_freq[t];
+                acc[t] += dtheta * (double)(pos[i] - ctx->pos_min) * st->inv_freq[t];
             }
 }
 
@@ -114,19 +120,19 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
                             const float *k_in) {
     (void)dv;
     const rope_state *st = ctx->state;
-    int64_t n = ctx->B * ctx->T, rd = ctx->cfg->rotary_dim;
+    int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim;
     float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
     if (dfactor) {
         double *acc = pe__calloc((size_t)(rd / 2), sizeof(double)); /* sum dL/dtheta (theta - theta_min) f_t */
         PE_ASSERT(acc);
-        factor_grad(ctx, st, q_in, dq, ctx->C, ctx->H, acc);
-        factor_grad(ctx, st, k_in, dk, ctx->Ckv, ctx->Hkv, acc);
+        factor_grad(ctx, st, st->cs, ctx->pos, n, q_in, dq, ctx->C, ctx->H, acc);
+        factor_grad(ctx, st, st->cs_k, ctx->kpos, nk, k_in, dk, ctx->Ckv, ctx->Hkv, acc);
         const float *f = ctx->w->param[st->factor_table];
         for (int64_t t = 0; t < rd / 2; t++) dfactor[t] -= (float)(acc[t] / (double)f[t]);
         free(acc);
     }
     pe__rope_rotate(dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
-    pe__rope_rotate(dk, n, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
+    pe__rope_rotate(dk, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
 }
 
 pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,

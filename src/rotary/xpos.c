@@ -15,7 +15,8 @@
 #include "../internal.h"
 
 typedef struct {
-    float *cs_q, *cs_k; /* (B*T, D/2, 2) cos, sin times z_t^(c/B) and z_t^(-c/B) */
+    float *cs_q; /* (B*T, D/2, 2) cos, sin times z_t^(c/B) at the query positions */
+    float *cs_k; /* (B*Tk, D/2, 2) times z_t^(-c/B) at the key positions */
 } xpos_state;
 
 static double zeta(const pe_config *cfg, int64_t t, int64_t D) {
@@ -36,12 +37,37 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     return PE_OK;
 }
 
+/* One side's table: cs (n, D/2, 2) = (cos, sin)(p theta) z^(sign c/B) for n positions. */
+static pe_status side(const pe__ctx *ctx, const int64_t *pos, int64_t n, double sign, int64_t centre,
+                      const double *inv_freq, const double *z, float *cs, pe_err *err) {
+    const pe_config *cfg = ctx->cfg;
+    const int64_t half = ctx->D / 2;
+    for (int64_t r = 0; r < n; r++) {
+        double p = (double)pos[r], power = (double)(pos[r] - centre) / cfg->xpos_scale_base;
+        for (int64_t t = 0; t < half; t++) {
+            double sq = pow(z[t], power), sk = pow(z[t], -power);
+            /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
+             * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
+            if (!(sq >= FLT_MIN && sq <= FLT_MAX && sk >= FLT_MIN && sk <= FLT_MAX))
+                return pe__fail(err, PE_ETENSOR,
+                                "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
+                                "z^(c/B) = %g of position %lld outside float range",
+                                (unsigned long long)((uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min),
+                                cfg->xpos_scale_base, sq, (long long)pos[r]);
+            double angle = p * inv_freq[t], f = sign > 0 ? sq : sk;
+            cs[(r * half + t) * 2 + 0] = (float)(cos(angle) * f);
+            cs[(r * half + t) * 2 + 1] = (float)(sin(angle) * f);
+        }
+    }
+    return PE_OK;
+}
+
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *cfg = ctx->cfg;
-    int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T;
+    int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     xpos_state *st = calloc(1, sizeof *st);
     double *inv_freq = malloc(sizeof(double) * half), *z = malloc(sizeof(double) * half);
-    if (st) st->cs_q = malloc(sizeof(float) * n * half * 2), st->cs_k = malloc(sizeof(float) * n * half * 2);
+    if (st) st->cs_q = malloc(sizeof(float) * n * half * 2), st->cs_k = malloc(sizeof(float) * nk * half * 2);
     if (!st || !inv_freq || !z || !st->cs_q || !st->cs_k) {
         if (st) free(st->cs_q), free(st->cs_k);
         free(st), free(inv_freq), free(z);
@@ -52,31 +78,19 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         z[t] = zeta(cfg, t, D);
     }
     /* Scores see only c_i - c_j, so any centre gives the same outputs; the midpoint
-     * floor((min + max + 1) / 2) equals the reference's floor(n / 2) when positions start at
-     * 0 and otherwise keeps each factor z^(+-c/B) as close to 1 as possible: far positions
-     * (10^5 with B = 512) stay within float range. Unsigned span: no overflow. */
+     * floor((min + max + 1) / 2) of queries and keys together equals the reference's
+     * floor(n / 2) when positions start at 0 and otherwise keeps each factor z^(+-c/B) as
+     * close to 1 as possible: far positions (10^5 with B = 512) stay within float range.
+     * Unsigned span: no overflow. */
     uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
     int64_t centre = ctx->pos_min + (int64_t)(span / 2 + span % 2);
-    for (int64_t r = 0; r < n; r++) {
-        double p = (double)ctx->pos[r], power = (double)(ctx->pos[r] - centre) / cfg->xpos_scale_base;
-        for (int64_t t = 0; t < half; t++) {
-            double sq = pow(z[t], power), sk = pow(z[t], -power);
-            /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
-             * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
-            if (!(sq >= FLT_MIN && sq <= FLT_MAX && sk >= FLT_MIN && sk <= FLT_MAX)) {
-                free(st->cs_q), free(st->cs_k), free(st), free(inv_freq), free(z);
-                return pe__fail(err, PE_ETENSOR,
-                                "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
-                                "z^(c/B) = %g of position %lld outside float range",
-                                (unsigned long long)span, cfg->xpos_scale_base, sq, (long long)ctx->pos[r]);
-            }
-            double angle = p * inv_freq[t], co = cos(angle), si = sin(angle);
-            float *q = st->cs_q + (r * half + t) * 2, *k = st->cs_k + (r * half + t) * 2;
-            q[0] = (float)(co * sq), q[1] = (float)(si * sq);
-            k[0] = (float)(co * sk), k[1] = (float)(si * sk);
-        }
-    }
+    pe_status s = side(ctx, ctx->pos, n, 1, centre, inv_freq, z, st->cs_q, err);
+    if (!s) s = side(ctx, ctx->kpos, nk, -1, centre, inv_freq, z, st->cs_k, err);
     free(inv_freq), free(z);
+    if (s) {
+        free(st->cs_q), free(st->cs_k), free(st);
+        return s;
+    }
     ctx->state = st;
     return PE_OK;
 }
@@ -87,13 +101,13 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-/* q' = z^(c/B) R(theta) q, k' = z^(-c/B) R(theta) k; keys see the queries' positions. */
+/* q' = z^(c/B) R(theta) q at the query positions, k' = z^(-c/B) R(theta) k at the keys'. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const xpos_state *st = ctx->state;
-    int64_t n = ctx->B * ctx->T, D = ctx->D;
-    pe__rope_rotate(q, n, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
-    pe__rope_rotate(k, n, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
+    int64_t D = ctx->D;
+    pe__rope_rotate(q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
+    pe__rope_rotate(k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
 }
 
 /* forward was q' = s R(theta) q with a scalar s per pair, so now: dq = s R(-theta) dq', the
@@ -102,9 +116,9 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
                             const float *k_in) {
     (void)dv, (void)q_in, (void)k_in;
     const xpos_state *st = ctx->state;
-    int64_t n = ctx->B * ctx->T, D = ctx->D;
-    pe__rope_rotate(dq, n, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, -1.0f);
-    pe__rope_rotate(dk, n, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, -1.0f);
+    int64_t D = ctx->D;
+    pe__rope_rotate(dq, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, -1.0f);
+    pe__rope_rotate(dk, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, -1.0f);
 }
 
 const pe__method pe__method_xpos = {
