@@ -119,9 +119,11 @@ test: all
 	@$(MAKE) --no-print-directory unit cli-test conformance reference python-test
 	@$(MAKE) --no-print-directory asan
 
-# reference: the PyTorch reference of tests/ref against the public conformance cases
+# reference: the PyTorch reference of tests/ref against the public conformance cases (the
+# layer, then the projected form and attn_mask)
 reference:
 	$(PY) tests/ref/check_reference.py ../shared/conformance/cases
+	$(PY) tests/ref/check_reference.py ../shared/conformance/cases-keys
 
 # python-test: the Python package (python/) with pytest: tests/python against the library, the reference, the public cases
 python-test: $(BUILD)/libposenc.so $(BUILD)/posenc
@@ -140,11 +142,14 @@ cli-test: $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 
-# conformance: the public cases of ../shared/conformance for every implemented method, and
-# tests/fixtures, through the shared checker
+# conformance: the public cases of ../shared/conformance for every implemented method, its
+# projected-form and attn_mask cases (cases-keys), and tests/fixtures, through the shared checker
 conformance: $(BUILD)/posenc
 	@bash tests/conformance.sh $(BUILD)/posenc ../shared/conformance/cases
-	$(PY) ../shared/conformance/check.py $(BUILD)/posenc tests/fixtures | tail -1
+	@for d in ../shared/conformance/cases-keys tests/fixtures; do \
+	    $(PY) ../shared/conformance/check.py $(BUILD)/posenc $$d > $(BUILD)/conformance.log 2>&1; rc=$$?; \
+	    echo "$$d: $$(tail -1 $(BUILD)/conformance.log)"; \
+	    [ $$rc -eq 0 ] || { grep -v '^PASS' $(BUILD)/conformance.log; exit 1; }; done
 
 # asan: everything rebuilt with AddressSanitizer and UndefinedBehaviorSanitizer, unit + CLI tests
 asan:

@@ -82,10 +82,151 @@ static int64_t *to_i64(const pe_tensor *t) {
     return v;
 }
 
+/* positions-like tensor t: I32/I64, [n] or (batched) [B, n] */
+static pe_status check_index(const pe_tensor *t, int batched, int64_t B, int64_t n, const char *what, pe_err *err) {
+    if (t->dtype != PE_I32 && t->dtype != PE_I64)
+        return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
+    if ((t->ndim == 1 && t->shape[0] == n) || (batched && t->ndim == 2 && t->shape[0] == B && t->shape[1] == n))
+        return PE_OK;
+    char got[96];
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s]%s (%s = %lld)", t->name, got, what,
+                    batched ? " or [B, ...]" : "", what, (long long)n);
+}
+
+/* attn_mask: BOOL or U8, [T, Tk] or (batched) [B, T, Tk] */
+static pe_status check_mask(const pe_tensor *t, int batched, int64_t B, int64_t T, int64_t Tk, pe_err *err) {
+    if (t->dtype != PE_BOOL && t->dtype != PE_U8)
+        return pe__fail(err, PE_ETENSOR, "tensor 'attn_mask': dtype %s, expected BOOL or U8 (0 = masked)", pe_dtype_name(t->dtype));
+    if ((t->ndim == 2 && t->shape[0] == T && t->shape[1] == Tk) ||
+        (batched && t->ndim == 3 && t->shape[0] == B && t->shape[1] == T && t->shape[2] == Tk))
+        return PE_OK;
+    char got[96];
+    shape_str(got, sizeof got, t->ndim, t->shape);
+    return pe__fail(err, PE_ETENSOR, "tensor 'attn_mask': shape %s, expected [T, Tk] = [%lld, %lld]%s", got, (long long)T,
+                    (long long)Tk, batched ? " or [B, T, Tk]" : "");
+}
+
 void pe_tensors_free(pe_tensor *t, int n) {
     if (!t) return;
     for (int i = 0; i < n; i++) free(t[i].data);
     free(t);
+}
+
+/* The tensors the projected form refuses: the layer's input, projections and memory. */
+static const char *const LAYER_ONLY[] = {"x", "ids", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mems", "dy", "dy_imag", NULL};
+
+/* The projected form (shared/spec/conformance.md, "The projected form"): q, k, v with
+ * positions, key_positions and attn_mask; o, scores, probs and with `do` dq, dk, dv, d<name>. */
+static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in, pe_tensor **outs_p, int *n_outs_p,
+                            pe_err *err) {
+    const char *method = pe_method_name(cfg->method);
+    if (pe__method_get(cfg->method)->flags & PE__INPUT)
+        return pe__fail(err, PE_ETENSOR, "tensor 'q': method %s acts on the input embedding, not on q and k, so it has "
+                                         "no projected form (give x and the projections)", method);
+    for (int i = 0; LAYER_ONLY[i]; i++)
+        if (find(n_in, in, LAYER_ONLY[i]))
+            return pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of the projected form (q, k, v given)", LAYER_ONLY[i]);
+    const pe_tensor *q = find(n_in, in, "q"), *k = find(n_in, in, "k"), *v = find(n_in, in, "v");
+    if (!k || !v) return pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (the projected form needs q, k and v)", k ? "v" : "k");
+    if (q->dtype != PE_F32) return pe__fail(err, PE_ETENSOR, "tensor 'q': dtype %s, expected F32", pe_dtype_name(q->dtype));
+    if (q->ndim != 2 && q->ndim != 3)
+        return pe__fail(err, PE_ETENSOR, "tensor 'q': expected [T, H*D] or [B, T, H*D], got %d dimensions", q->ndim);
+    const int batched = q->ndim == 3;
+    const int64_t B = batched ? q->shape[0] : 1, T = q->shape[batched], C = q->shape[batched + 1];
+    if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor 'q': every dimension must be >= 1");
+    if (k->ndim != q->ndim)
+        return pe__fail(err, PE_ETENSOR, "tensor 'k': %d dimensions, expected %d as q", k->ndim, q->ndim);
+    const int64_t Tk = k->shape[batched];
+    if (Tk < 1) return pe__fail(err, PE_ETENSOR, "tensor 'k': Tk must be >= 1");
+
+    pe_attention *att;
+    pe_status st = pe_attention_init(&att, cfg, C, err);
+    if (st) return st;
+    const pe_config *rc = pe_attention_config(att);
+    const int64_t H = rc->heads, D = pe_attention_head_dim(att), Ckv = rc->kv_heads * D;
+    pe_param_spec specs[PE_MAX_PARAMS];
+    const int np = pe_attention_params(att, specs);
+    pe_weights w = {0};
+    const pe_tensor *pos = NULL, *kpos = NULL, *mask = NULL, *dout = NULL;
+    int64_t *pos64 = NULL, *kpos64 = NULL;
+    pe_tensor *outs = NULL;
+    int n_outs = 0;
+    const int64_t qshape[3] = {B, T, C}, kshape[3] = {B, Tk, Ckv};
+    for (int i = 0; i < n_in && !st; i++) {
+        const pe_tensor *t = &in[i];
+        const char *nm = t->name;
+        int known = 0;
+        for (int j = 0; j < np && !known; j++)
+            if (!strcmp(nm, specs[j].name)) {
+                known = 1;
+                st = expect(t, specs[j].ndim, specs[j].shape, err);
+                w.param[j] = t->data;
+                w.param_rows[j] = t->shape[0];
+            }
+        if (known) continue;
+        if (!strcmp(nm, "q")) st = expect(t, q->ndim, batched ? qshape : qshape + 1, err);
+        else if (!strcmp(nm, "k") || !strcmp(nm, "v")) st = expect(t, q->ndim, batched ? kshape : kshape + 1, err);
+        else if (!strcmp(nm, "do")) st = expect(dout = t, q->ndim, batched ? qshape : qshape + 1, err);
+        else if (!strcmp(nm, "positions")) st = check_index(pos = t, batched, B, T, "T", err);
+        else if (!strcmp(nm, "key_positions")) st = check_index(kpos = t, batched, B, Tk, "Tk", err);
+        else if (!strcmp(nm, "attn_mask")) st = check_mask(mask = t, batched, B, T, Tk, err);
+        else st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm, method);
+    }
+    for (int j = 0; j < np && !st; j++)
+        if (!specs[j].optional && !w.param[j])
+            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[j].name, method);
+    if (!st && rc->causal && Tk < T)
+        st = pe__fail(err, PE_ETENSOR, "tensor 'k': causal attention needs Tk >= T (the queries are the last T of Tk "
+                                       "tokens), got Tk = %lld, T = %lld", (long long)Tk, (long long)T);
+    if (st) goto done;
+    if ((pos && !(pos64 = to_i64(pos))) || (kpos && !(kpos64 = to_i64(kpos)))) {
+        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        goto done;
+    }
+    outs = calloc(4 + n_in, sizeof(pe_tensor));
+    if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    const int64_t sshape[4] = {B, H, T, Tk};
+    if ((st = add_out(outs, &n_outs, "o", q->ndim, q->shape, err)) ||
+        (st = add_out(outs, &n_outs, "scores", batched ? 4 : 3, batched ? sshape : sshape + 1, err)) ||
+        (st = add_out(outs, &n_outs, "probs", batched ? 4 : 3, batched ? sshape : sshape + 1, err)))
+        goto done;
+    pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2, .key_pos = kpos64,
+                       .key_pos_batched = kpos && kpos->ndim == 2, .mask = mask ? mask->data : NULL,
+                       .mask_batched = mask && mask->ndim == 3};
+    st = pe_attention_forward_qkv(att, &w, q->data, k->data, v->data, B, T, Tk, &at, outs[0].data, outs[1].data,
+                                  outs[2].data, err);
+    if (st || !dout) goto done;
+    /* d<name> of every F32 input but do: dq, dk, dv first */
+    float *dq = NULL, *dk = NULL, *dv = NULL;
+    pe_grads g = {0};
+    for (int i = 0; i < n_in && !st; i++) {
+        const pe_tensor *t = &in[i];
+        if (t->dtype != PE_F32 || !strcmp(t->name, "do")) continue;
+        char name[80];
+        snprintf(name, sizeof name, "d%s", t->name);
+        if ((st = add_out(outs, &n_outs, name, t->ndim, t->shape, err))) goto done;
+        float *d = outs[n_outs - 1].data;
+        if (!strcmp(t->name, "q")) dq = d;
+        else if (!strcmp(t->name, "k")) dk = d;
+        else if (!strcmp(t->name, "v")) dv = d;
+        else
+            for (int j = 0; j < np; j++)
+                if (!strcmp(t->name, specs[j].name)) g.dparam[j] = d;
+    }
+    st = pe_attention_backward_qkv(att, &w, dout->data, dq, dk, dv, &g, err);
+
+done:
+    free(pos64);
+    free(kpos64);
+    pe_attention_free(att);
+    if (st) {
+        pe_tensors_free(outs, n_outs);
+        return st;
+    }
+    *outs_p = outs;
+    *n_outs_p = n_outs;
+    return PE_OK;
 }
 
 pe_status pe_attend(int n_keys, const char *const *keys, const char *const *values, int n_in,
@@ -97,6 +238,8 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     pe_status st = pe_config_set_all(&cfg, n_keys, keys, values, err);
     if (st) return st;
     if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
+
+    if (find(n_in, in, "q")) return attend_qkv(&cfg, n_in, in, outs_p, n_outs_p, err);
 
     /* the layer's input: x [T, C] or [B, T, C]; complex: ids [T] or [B, T], C from wq */
     const int cx = (pe__method_get(cfg.method)->flags & PE__COMPLEX) != 0;
@@ -137,7 +280,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     int has_mem = pe_attention_has_memory(att);
 
     pe_weights w = {0};
-    const pe_tensor *pos = NULL, *mems = NULL, *dy = NULL, *dy_im = NULL;
+    const pe_tensor *pos = NULL, *mems = NULL, *dy = NULL, *dy_im = NULL, *mask = NULL;
     int64_t M = 0;
     pe_tensor *outs = NULL;
     int n_outs = 0;
@@ -175,6 +318,8 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
                 st = pe__fail(err, PE_ETENSOR, "tensor 'positions': shape %s, expected [%lld]%s", got,
                               (long long)T, batched ? " or [B, T]" : "");
             }
+        } else if (strcmp(nm, "attn_mask") == 0 && !cx) {
+            mask = t; /* checked below, once the memory length is known */
         } else if (strcmp(nm, "dy") == 0) {
             dy = t;
             st = expect(t, yndim, ys, err);
@@ -191,6 +336,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
                           pe_method_name(cfg.method));
         }
     }
+    if (!st && mask) st = check_mask(mask, batched, B, T, M + T, err);
     for (int k = 0; k < N_WEIGHTS && !st; k++)
         if (WEIGHTS[k].required && !find(n_in, in, WEIGHTS[k].name))
             st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing", WEIGHTS[k].name);
@@ -219,8 +365,10 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         st = pe_attention_forward_ids(att, &w, ids64, pos64, pos && pos->ndim == 2, B, T, y, y_im,
                                       scores, probs, err);
     } else {
-        st = pe_attention_forward(att, &w, x->data, mems ? mems->data : NULL, M, pos64,
-                                  pos && pos->ndim == 2, B, T, y, scores, probs, err);
+        pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2,
+                           .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};
+        st = pe_attention_layer_forward(att, &w, x->data, mems ? mems->data : NULL, M, B, T, &at, y, scores,
+                                        probs, err);
     }
     if (st || !(dy || dy_im)) goto done;
 
@@ -381,7 +529,7 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
                     .D = D, .C = C, .Ckv = rc->kv_heads * D, .pos = pos64, .pos_min = pmin,
                     .pos_max = pmax, .w = &w, .ids = ids64};
     if (m->prepare && (st = m->prepare(&ctx, err))) goto done;
-    if (kind == 2) m->embed_complex_forward(&ctx, outs[0].data, outs[1].data);
+    if (kind == 2) m->embed_pair(&ctx, outs[0].data, outs[1].data);
     else if (kind == 1) m->rotate_forward(&ctx, outs[0].data, outs[1].data, outs[2].data);
     else if (m->embed_forward) m->embed_forward(&ctx, outs[0].data);
     /* and the positions encoded, for plots */

@@ -1,17 +1,17 @@
 /* The attention operator: projections, hooks, mask, softmax, value sum; forward and the
  * reverse walk. Nothing here is method-specific: methods act only through their hooks.
  *
- * Legend: B batch, T queries, M memory, Tk = M + T keys, H heads, Hkv kv heads, D head_dim,
- * C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores.
+ * Legend: B batch, T queries, Tk keys (the layer's M memory + T), H heads, Hkv kv heads,
+ * D head_dim, C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores.
  * When no scores or probabilities are asked for and the hooks allow it, passes 3 and 4 and
  * their backward run fused instead (fused.c: tiles, no T x Tk buffer); this path stays the
  * oracle the tests hold the fused one to.
  *
- * Complex-valued layers (PE__COMPLEX, method complex) run the same walk on two streams: token
- * ids give re and im embeddings (embed_complex), both go through the same projections, the
- * score hook reads both (score_complex), one softmax p weights both value streams, and both
- * outputs go through wo: y = o wo^T + bo, y_imag = o_im wo^T + bo. Every `if (cx)` below is
- * that second stream; with cx = 0 the walk is the real one, unchanged. */
+ * Two forms share one core (core_forward, core_backward: the rotate hook, then scores, bias,
+ * masks, softmax and values over q, k, v): the projected form hands it the caller's q, k, v
+ * with their positions; the layer is the projections, then the core, then wo. A method with
+ * a walk of its own (complex: token ids and two streams) gets the context and its prepare
+ * here and does the rest in its file. */
 #include "internal.h"
 
 struct pe_attention {
@@ -44,9 +44,7 @@ struct pe_attention {
     uint8_t *mask; /* (B, T, Tk) attn_mask, or NULL */
     size_t mask_cap;
     int has_mask;
-    /* complex-valued layers only (M = 0, Ckv = C): the imaginary stream and the ids */
-    float *xe_im, *q_im, *k_im, *v_im, *o_im; /* (B, T, C) each */
-    int64_t *ids;                             /* (B, T) */
+    int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
     pe__ctx ctx;
 };
 
@@ -96,17 +94,21 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
                          int masked, pe_err *err) {
     const int64_t C = a->C, Ckv = a->Ckv, H = a->H;
-    int rot = a->m->rotate_forward != NULL, cx = pe_attention_is_complex(a);
+    int rot = a->m->rotate_forward != NULL;
     size_t n = (size_t)(B * T * C) * 2 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
     if (layer) n += (size_t)(B * T * C);
     if (M) n += (size_t)(B * Tk * C);
     if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
-    if (cx) n += (size_t)(B * T * C) * 5;
     if (n > a->mem_floats) {
         free(a->mem);
         a->mem = malloc(n * sizeof(float));
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
+    }
+    if (a->m->walk_forward) { /* the method's walk keeps its own activations */
+        free(a->ids);
+        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
+        n = 0;
     }
     if ((size_t)(B * (T + Tk)) > a->pos_cap) {
         free(a->pos);
@@ -114,16 +116,13 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         a->pos_cap = a->pos ? (size_t)(B * (T + Tk)) : 0;
         if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
     }
-    if (cx) {
-        free(a->ids);
-        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
-    }
     if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
         free(a->mask);
         a->mask = malloc((size_t)(B * T * Tk));
         a->mask_cap = a->mask ? (size_t)(B * T * Tk) : 0;
         if (!a->mask) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
     }
+    if (!n) return PE_OK;
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
     CARVE(q, B * T * C);
@@ -148,20 +147,12 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
     } else {
         a->q_in = a->k_in = NULL;
     }
-    if (cx) {
-        CARVE(xe_im, B * T * C);
-        CARVE(q_im, B * T * C);
-        CARVE(k_im, B * T * C);
-        CARVE(v_im, B * T * C);
-        CARVE(o_im, B * T * C);
-    }
 #undef CARVE
     return PE_OK;
 }
 
-/* y (n, out) = x (n, in) W^T + b */
-static void linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n,
-                           int64_t in, int64_t out) {
+void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
+                        int64_t out) {
     pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (b)
         for (int64_t r = 0; r < n; r++)
@@ -169,8 +160,8 @@ static void linear_forward(float *y, const float *x, const float *w, const float
 }
 
 /* forward was y = x W^T + b, so now: dx (+)= dy W, dW += dy^T x, db += sum_rows dy. */
-static void linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy,
-                            const float *x, const float *w, int64_t n, int64_t in, int64_t out) {
+void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, int64_t n, int64_t in, int64_t out) {
     if (dx) pe__gemm(0, 0, n, in, out, 1.0f, dy, out, w, in, accumulate ? 1.0f : 0.0f, dx, in);
     if (dw) pe__gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
     if (db)
@@ -222,8 +213,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     return st;
 }
 
-/* s = -inf where the causal mask (key index j > qoff + i), attn_mask or the method masks. */
-static void mask_scores(const pe__ctx *ctx, int64_t b, float *s) {
+int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s) {
     const int64_t T = ctx->T, Tk = ctx->Tk;
     if (ctx->cfg->causal)
         for (int64_t i = 0; i < T; i++)
@@ -233,13 +223,22 @@ static void mask_scores(const pe__ctx *ctx, int64_t b, float *s) {
         for (int64_t e = 0; e < T * Tk; e++)
             if (!mk[e]) s[e] = -INFINITY;
     }
+    if (m && m->mask)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < Tk; j++)
+                if (m->mask(ctx, i, j)) s[i * Tk + j] = -INFINITY;
+    for (int64_t i = 0; i < T; i++) {
+        int64_t j = 0;
+        while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
+        if (j == Tk) return i;
+    }
+    return -1;
 }
 
 /* Passes 3 and 4 over a->q, a->k, a->v (as projected): the rotate hook, then scores, bias,
  * mask, softmax and the weighted values into a->o (fused: tiled, no (T, Tk) buffer). */
 static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
-    const int cx = pe_attention_is_complex(a);
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
                   group = H / a->Hkv;
     if (a->m->rotate_forward) {
@@ -255,25 +254,14 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
             const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
             const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
-            if (cx) a->m->score_complex_forward(ctx, b, h, qh, kh, a->q_im + (qh - a->q),
-                                                a->k_im + (kh - a->k), s);
-            else if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
+            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
-            mask_scores(ctx, b, s);
-            if (a->m->mask)
-                for (int64_t i = 0; i < T; i++)
-                    for (int64_t j = 0; j < Tk; j++)
-                        if (a->m->mask(ctx, i, j)) s[i * Tk + j] = -INFINITY;
-            for (int64_t i = 0; i < T; i++) {
-                int64_t j = 0;
-                while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
-                if (j == Tk) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
-            }
+            int64_t bad = pe__mask_scores(ctx, a->m, b, s);
+            if (bad >= 0) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             pe__softmax_forward(s, p, T, Tk);
             float *oh = a->o + b * T * C + h * D;
             pe__gemm(0, 0, T, D, Tk, 1.0f, p, Tk, vh, Ckv, 0.0f, oh, C);
-            if (cx) pe__gemm(0, 0, T, D, T, 1.0f, p, T, a->v_im + (vh - a->v), C, 0.0f, a->o_im + (oh - a->o), C);
             if (a->m->value_forward) a->m->value_forward(ctx, b, h, p, oh);
         }
     if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
@@ -283,11 +271,9 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
 
 /* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
  * zeroed by the caller, through each hook in reverse (fused: tiles recomputed), the rotate
- * hook last. Complex: also dout_im to dq_im, dk_im, dv_im. */
-static pe_status core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv,
-                               const float *dout_im, float *dq_im, float *dk_im, float *dv_im, pe_err *err) {
+ * hook last. */
+static pe_status core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
-    const int cx = pe_attention_is_complex(a);
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
                   group = H / a->Hkv;
     pe_status st;
@@ -311,17 +297,10 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
                 /* o = p v: dp = do v^T, dv += p^T do */
                 pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
                 pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
-                const int64_t oq = b * T * C + h * D; /* complex: this head's offset in the (B, T, C) streams */
-                if (cx) { /* and o_im = p v_im: dp += do_im v_im^T, dv_im += p^T do_im */
-                    pe__gemm(0, 1, T, T, D, 1.0f, dout_im + oq, C, a->v_im + oq, C, 1.0f, dp, T);
-                    pe__gemm(1, 0, T, D, T, 1.0f, p, T, dout_im + oq, C, 1.0f, dv_im + oq, C);
-                }
                 if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
                 pe__softmax_backward(p, dp, ds, T, Tk);
                 if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
-                if (cx) a->m->score_complex_backward(ctx, b, h, ds, qh, kh, a->q_im + oq, a->k_im + oq, dqh,
-                                                     dkh, dq_im + oq, dk_im + oq);
-                else if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+                if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
                 else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
             }
         free(dp);
@@ -332,28 +311,24 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
 
 static int64_t mask_rows(const pe_positions *at) { return at && at->mask ? 1 : 0; }
 
-/* The layer walk: x (real layers) or ids with y_im (complex-valued layers). */
-static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const int64_t *ids,
-                         const float *mems, int64_t M, int64_t B, int64_t T, const pe_positions *at,
-                         float *y, float *y_im, float *scores, float *probs, pe_err *err) {
+/* The layer: x' = x + P[pos], the projections, the projected form's core, wo. */
+static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const float *mems, int64_t M,
+                         int64_t B, int64_t T, const pe_positions *at, float *y, float *scores, float *probs,
+                         pe_err *err) {
     a->have_forward = 0;
-    const int cx = pe_attention_is_complex(a);
     if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
     if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
     if (M > 0 && !(a->m->flags & PE__MEMORY))
         return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
-    if (cx ? (!ids || !y_im) : !x)
-        return pe__fail(err, PE_EINVAL, cx ? "ids and y_imag are required" : "x is required");
-    if (!w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
+    if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
         return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
     if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
-    a->fused = !cx && !scores && !probs && pe__fused_eligible(a->m);
+    a->fused = !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
     pe_status st = reserve(a, B, T, Tk, M, 1, (int)mask_rows(at), err);
     if (st) return st;
     a->M = M;
-    if (cx) memcpy(a->ids, ids, sizeof(int64_t) * B * T);
     /* Transformer-XL's memory is more keys: queries at M + t, keys at 0 .. Tk-1; it reads no
      * positions. Every other layer's keys are its queries. */
     const int memory = (a->m->flags & PE__MEMORY) != 0;
@@ -361,30 +336,20 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if ((st = begin(a, w, B, T, Tk, memory ? &xl_at : at, memory ? M : 0, !memory, err))) return st;
     pe__ctx *ctx = &a->ctx;
 
-    /* pass 1: x' = x + P[pos]; complex: both parts from the ids */
-    if (cx) a->m->embed_complex_forward(ctx, a->xe, a->xe_im);
-    else memcpy(a->xe, x, sizeof(float) * B * T * C);
+    /* pass 1: x' = x + P[pos], and [mems; x'] */
+    memcpy(a->xe, x, sizeof(float) * B * T * C);
     if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
     if (M)
         for (int64_t b = 0; b < B; b++) {
             memcpy(a->kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
             memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
         }
-
-    /* pass 2: projections; then the projected form */
-    linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
-    linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
-    linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
-    if (cx) {
-        linear_forward(a->q_im, a->xe_im, w->wq, w->bq, B * T, C, C);
-        linear_forward(a->k_im, a->xe_im, w->wk, w->bk, B * T, C, C);
-        linear_forward(a->v_im, a->xe_im, w->wv, w->bv, B * T, C, C);
-    }
+    /* pass 2: projections; then the projected form; pass 5: the output projection */
+    pe__linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
+    pe__linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
+    pe__linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
     if ((st = core_forward(a, scores, probs, err))) return st;
-
-    /* pass 5: output projection */
-    linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
-    if (cx) linear_forward(y_im, a->o_im, w->wo, w->bo, B * T, C, C);
+    pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
     a->have_forward = 1;
     return PE_OK;
 }
@@ -396,7 +361,7 @@ pe_status pe_attention_layer_forward(pe_attention *a, const pe_weights *w, const
         a->have_forward = 0;
         return pe__fail(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
     }
-    return forward(a, w, x, NULL, mems, M, B, T, at, y, NULL, scores, probs, err);
+    return forward(a, w, x, mems, M, B, T, at, y, scores, probs, err);
 }
 
 pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float *x,
@@ -414,8 +379,19 @@ pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const i
         a->have_forward = 0;
         return pe__fail(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
     }
+    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
+    if (!ids || !y || !y_imag || !w || !w->wq || !w->wk || !w->wv || !w->wo)
+        return pe__fail(err, PE_EINVAL, "ids, y, y_imag and the weights wq, wk, wv, wo are required");
+    a->layer = 1;
+    a->M = 0;
     pe_positions at = {.pos = pos, .pos_batched = pos_batched};
-    return forward(a, w, NULL, ids, NULL, 0, B, T, &at, y, y_imag, scores, probs, err);
+    pe_status st = reserve(a, B, T, T, 0, 1, 0, err);
+    if (st) return st;
+    memcpy(a->ids, ids, sizeof(int64_t) * B * T); /* before prepare, which checks them */
+    if ((st = begin(a, w, B, T, T, &at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)))
+        return st;
+    a->have_forward = 1;
+    return PE_OK;
 }
 
 pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
@@ -460,7 +436,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
-    pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, NULL, NULL, NULL, NULL, err);
+    pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, err);
     if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
     if (!st) {
         if (dq) memcpy(dq, work, sizeof(float) * nq);
@@ -472,22 +448,21 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     return st;
 }
 
-/* The reverse walk; complex-valued layers also take dy_im (dy or dy_im may then be NULL: zero). */
-static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy, const float *dy_im,
-                          float *dx, pe_grads *g, pe_err *err) {
+/* The layer's reverse walk: wo, the core's backward, the projections, the embedding. */
+pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
+                                pe_grads *g, pe_err *err) {
     if (!a->have_forward || !a->layer) return pe__fail(err, PE_EINVAL, "backward without a forward");
-    const int cx = pe_attention_is_complex(a);
-    if (!dy && !(cx && dy_im)) return pe__fail(err, PE_EINVAL, cx ? "dy or dy_imag is required" : "dy is required");
+    if (pe_attention_is_complex(a) && dx)
+        return pe__fail(err, PE_EINVAL, "method %s has no dx (its input is token ids): pass dx = NULL", a->m->name);
+    if (a->m->walk_backward) return pe_attention_backward_ids(a, w, dy, NULL, g, err);
+    if (!dy) return pe__fail(err, PE_EINVAL, "dy is required");
     pe_grads none = {0};
     if (!g) g = &none;
     const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, C = a->C, Ckv = a->Ckv;
     pe__ctx *ctx = &a->ctx;
     ctx->w = w;
     ctx->g = g;
-
-    size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
-    size_t n_re = n;
-    if (cx) n += (size_t)(B * T * C) * 7; /* the imaginary stream's, and a zero dy */
+    const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
     float *work = calloc(n, sizeof(float));
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
@@ -496,44 +471,22 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     float *dk = dxe + B * T * C;        /* (B, Tk, Ckv) */
     float *dv = dk + B * Tk * Ckv;      /* (B, Tk, Ckv) */
     float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
-    /* complex: the same for the imaginary stream (M = 0, Tk = T, Ckv = C) */
-    float *dout_im = NULL, *dq_im = NULL, *dxe_im = NULL, *dk_im = NULL, *dv_im = NULL,
-          *dkvin_im = NULL;
-    if (cx) {
-        float *im = work + n_re, *zero = im + 6 * B * T * C; /* zero: an absent dy or dy_im */
-        dout_im = im, dq_im = im + B * T * C, dxe_im = im + 2 * B * T * C;
-        dk_im = im + 3 * B * T * C, dv_im = im + 4 * B * T * C, dkvin_im = im + 5 * B * T * C;
-        if (!dy) dy = zero;
-        if (!dy_im) dy_im = zero;
-    }
 
-    /* pass 5: y = o wo^T + bo (complex: and y_imag = o_im wo^T + bo) */
-    linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
-    if (cx) linear_backward(dout_im, 0, g->dwo, g->dbo, dy_im, a->o_im, w->wo, B * T, C, C);
-
-    /* passes 4 .. 2: the projected form's backward */
-    pe_status st = core_backward(a, dout, dq, dk, dv, dout_im, dq_im, dk_im, dv_im, err);
+    /* pass 5: y = o wo^T + bo; passes 4 .. 2: the projected form's backward */
+    pe__linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
+    pe_status st = core_backward(a, dout, dq, dk, dv, err);
     if (st) {
         free(work);
         ctx->g = NULL;
         return st;
     }
-
     /* pass 2: the projections */
-    linear_backward(dxe, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
-    linear_backward(dkvin, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
-    linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
+    pe__linear_backward(dxe, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
+    pe__linear_backward(dkvin, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
+    pe__linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
     for (int64_t b = 0; b < B; b++) /* the segment's part of [mems; x']; mems get no gradient */
         for (int64_t i = 0; i < T * C; i++) dxe[b * T * C + i] += dkvin[(b * Tk + M) * C + i];
-    if (cx) {
-        linear_backward(dxe_im, 0, g->dwq, g->dbq, dq_im, a->xe_im, w->wq, B * T, C, C);
-        linear_backward(dkvin_im, 0, g->dwk, g->dbk, dk_im, a->xe_im, w->wk, B * T, C, C);
-        linear_backward(dkvin_im, 1, g->dwv, g->dbv, dv_im, a->xe_im, w->wv, B * T, C, C);
-        for (int64_t i = 0; i < B * T * C; i++) dxe_im[i] += dkvin_im[i];
-    }
-
-    /* pass 1: x' = x + P[pos] (complex: the embedding of the ids); then the tables of prepare */
-    if (cx) a->m->embed_complex_backward(ctx, dxe, dxe_im);
+    /* pass 1: x' = x + P[pos]; then the tables of prepare */
     if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
     if (a->m->finish_backward) a->m->finish_backward(ctx);
     if (dx) memcpy(dx, dxe, sizeof(float) * B * T * C);
@@ -542,18 +495,19 @@ static pe_status backward(pe_attention *a, const pe_weights *w, const float *dy,
     return PE_OK;
 }
 
-pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
-                                pe_grads *g, pe_err *err) {
-    if (pe_attention_is_complex(a) && dx)
-        return pe__fail(err, PE_EINVAL, "method %s has no dx (its input is token ids): pass dx = NULL", a->m->name);
-    return backward(a, w, dy, NULL, dx, g, err);
-}
-
 pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const float *dy,
                                     const float *dy_imag, pe_grads *g, pe_err *err) {
     if (!pe_attention_is_complex(a))
         return pe__fail(err, PE_EINVAL, "method %s reads x: use pe_attention_backward", a->m->name);
-    return backward(a, w, dy, dy_imag, NULL, g, err);
+    if (!a->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    if (!dy && !dy_imag) return pe__fail(err, PE_EINVAL, "dy or dy_imag is required");
+    pe_grads none = {0};
+    a->ctx.w = w;
+    a->ctx.g = g ? g : &none;
+    pe_status st = a->m->walk_backward(&a->ctx, dy, dy_imag, err);
+    if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
+    a->ctx.g = NULL;
+    return st;
 }
 
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {

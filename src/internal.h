@@ -66,9 +66,8 @@ typedef struct pe__ctx {
 enum {
     PE__GQA = 1,    /* supports kv_heads < heads */
     PE__MEMORY = 2, /* reads mems (keys and values over memory + segment) */
-    /* Complex-valued (complex): token ids replace x, and an imaginary stream runs beside the
-     * real one through the projections (same weights and biases), the value sum and the
-     * output projection; the *_complex hooks replace embed and score. */
+    /* Complex-valued (complex): token ids replace x, and the layer is the method's own walk
+     * (walk_forward, walk_backward: an imaginary stream beside the real one). */
     PE__COMPLEX = 4,
     /* ctx->state outlives a forward (a cache): prepare finds the previous call's state in
      * ctx->state (NULL the first time) and release runs only when the layer is freed. */
@@ -142,17 +141,15 @@ typedef struct pe__method {
     void (*value_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, const float *dout,
                            float *dp);
 
-    /* Complex-valued layers (PE__COMPLEX), in place of embed and score: the embedding of
-     * ctx->ids writes both parts re, im (B, T, C); the score of one (b, h) reads both parts of
-     * q and k (layouts as score_forward) and its backward accumulates into all four. */
-    void (*embed_complex_forward)(pe__ctx *ctx, float *re, float *im);
-    void (*embed_complex_backward)(pe__ctx *ctx, const float *dre, const float *dim);
-    void (*score_complex_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *q,
-                                  const float *k, const float *q_im, const float *k_im, float *s);
-    void (*score_complex_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds,
-                                   const float *q, const float *k, const float *q_im,
-                                   const float *k_im, float *dq, float *dk, float *dq_im,
-                                   float *dk_im);
+    /* A layer with a walk of its own (PE__COMPLEX: token ids, a second, imaginary stream):
+     * the core set the context and ran prepare; walk_forward does the rest of the layer
+     * (y and y_im (B, T, C); scores, probs (B, H, T, Tk) or NULL) keeping what its backward
+     * needs in ctx->state, walk_backward the reverse (dy or dy_im may be NULL: zero) into
+     * ctx->g. embed_pair writes the two-part embedding of ctx->ids, re and im (B, T, C)
+     * (pe_encode). */
+    pe_status (*walk_forward)(pe__ctx *ctx, float *y, float *y_im, float *scores, float *probs, pe_err *err);
+    pe_status (*walk_backward)(pe__ctx *ctx, const float *dy, const float *dy_im, pe_err *err);
+    void (*embed_pair)(pe__ctx *ctx, float *re, float *im);
 } pe__method;
 
 #define X(id, name, family) extern const pe__method pe__method_##name;
@@ -163,6 +160,17 @@ const pe__method *pe__method_get(int m);
 
 /* Fills method- and width-dependent defaults into cfg and validates it (config.c). */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err);
+
+/* y (n, out) = x (n, in) W^T + b (b may be NULL), and its backward: dx (+)= dy W (dx NULL:
+ * skipped; accumulate 0 overwrites), dW += dy^T x, db += column sums of dy. */
+void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
+                        int64_t out);
+void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, int64_t n, int64_t in, int64_t out);
+
+/* s (T, Tk) of row b = -inf where the causal mask (key j > qoff + i), attn_mask or the method's
+ * mask hook (m may be NULL) masks; returns the first query left with no key, or -1. */
+int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s);
 
 /* The plain content term s = scale * q.k over one (b, h), and its backward (+=). */
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s);

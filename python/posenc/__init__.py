@@ -83,9 +83,13 @@ def attend(settings, tensors, **overrides):
 
     settings: {key: value} (method and heads required); keyword arguments override them
     like `posenc attend`'s --KEY VALUE. tensors: {name: array}: x (or ids), wq wk wv wo,
-    optional bq bk bv bo, positions, mems, the method's tensors, and dy (and dy_imag) to
-    run the backward pass. Returns {name: float32 array}: y, scores, probs (and y_imag),
-    and with dy: dx and d<name> for every float input other than x, dy and mems."""
+    optional bq bk bv bo, positions, attn_mask (bool or uint8, 0 = masked), mems, the
+    method's tensors, and dy (and dy_imag) to run the backward pass. Returns {name: float32
+    array}: y, scores, probs (and y_imag), and with dy: dx and d<name> for every float input
+    other than x, dy and mems.
+    The projected form: q [T, H*D] (or [B, T, H*D]), k, v [Tk, Hkv*D], positions,
+    key_positions, attn_mask, the method's tensors and do; returns o, scores, probs and with
+    do: dq, dk, dv, d<name>."""
     return _lib.attend(_settings(settings, overrides), _arrays(tensors))
 
 

@@ -47,7 +47,7 @@ import posenc
 from posenc import _lib
 
 __all__ = ["Attention", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
-           "ComplexEmbedding", "attend", "embed", "init_tensor"]
+           "ComplexEmbedding", "attend", "attention", "embed", "init_tensor"]
 
 _LAYER = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
 _IDS_METHODS = {"complex"}  # the contract: token ids replace x
@@ -66,6 +66,8 @@ def _to_numpy(name, t):
         if t.dtype not in (torch.float32, torch.float64):
             raise TypeError(f"tensor '{name}': dtype {t.dtype}, expected float32 (or float64)")
         t = t.to(torch.float32)
+    elif name == "attn_mask" and t.dtype in (torch.bool, torch.uint8):
+        pass
     elif t.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"tensor '{name}': dtype {t.dtype}, expected float32, int32 or int64")
     return t.contiguous().numpy()
@@ -73,7 +75,7 @@ def _to_numpy(name, t):
 
 def _out_dtype(names, tensors):
     for n, t in zip(names, tensors):
-        if n == "x":
+        if n in ("x", "q"):
             return t.dtype if t.dtype == torch.float64 else torch.float32
     return torch.float32
 
@@ -88,7 +90,7 @@ class _Fn(torch.autograd.Function):
         res = fn(settings, arrays)
         dtype = _out_dtype(names, tensors)
         ctx.fn, ctx.settings, ctx.names = fn, settings, names
-        ctx.diff = [o for o in outs if o in ("y", "y_imag") and o in res]
+        ctx.diff = [o for o in outs if o in ("y", "y_imag", "o") and o in res]
         ctx.save_for_backward(*tensors)
         result = [torch.from_numpy(res[o]).to(dtype) if o in res else torch.empty(0) for o in outs]
         ctx.mark_non_differentiable(*[r for o, r in zip(outs, result) if o not in ctx.diff])
@@ -136,13 +138,75 @@ def _text_settings(settings, overrides):
 
 def attend(settings, tensors, **overrides):
     """Differentiable posenc.attend: tensors {name: torch.Tensor} under the contract's names
-    (x or ids, wq..wo, optional bq..bo, positions, mems, the method's tensors). Returns
-    {"y", "scores", "probs"} (and "y_imag"); gradients flow to every float input."""
+    (x or ids, wq..wo, optional bq..bo, positions, attn_mask, mems, the method's tensors).
+    Returns {"y", "scores", "probs"} (and "y_imag"); the projected form (q, k, v,
+    key_positions in place of x and the projections) returns {"o", "scores", "probs"}.
+    Gradients flow to every float input."""
     s = _text_settings(settings, overrides)
     names, values = _split(tensors)
-    outs = ("y", "y_imag", "scores", "probs")
+    outs = ("o", "scores", "probs") if "q" in names else ("y", "y_imag", "scores", "probs")
     res = _Fn.apply(_lib.attend, s, names, outs, *values)
     return {o: r for o, r in zip(outs, res) if o != "y_imag" or r.numel()}
+
+
+def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=None, causal=False,
+              scale=None, tensors=None, **keys):
+    """Attention over q, k, v with a positional encoding (the contract's projected form),
+    differentiable in q, k, v and the method's tensors; shapes as
+    torch.nn.functional.scaled_dot_product_attention:
+      q          [B, H, T, D] or [H, T, D]
+      k, v       [B, Hkv, Tk, D] (Hkv divides H: grouped-query attention, kv_heads = Hkv)
+      positions  [T] or [B, T] query positions (default Tk-T .. Tk-1: the last T tokens)
+      key_positions  [Tk] or [B, Tk] (default 0 .. Tk-1)
+      attn_mask  bool or uint8, [T, Tk], [B, T, Tk] or [B, 1, T, Tk]: True takes part (as a
+                 boolean mask of scaled_dot_product_attention); combines with causal, which
+                 masks key j > i + Tk - T (bottom-right aligned, as FlashAttention)
+      tensors    {name: tensor}: the method's tensors (rel_bias, alibi_slopes, ...)
+      keys       the method's keys (rope_scaling="yarn", max_rel=8, ...)
+    Returns the output [B, H, T, D] (or [H, T, D]). Methods that act on the input embedding
+    (sinusoidal, learned, complex) have no such form."""
+    for n, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() not in (3, 4):
+            raise ValueError(f"{n}: expected a tensor [B, H, T, D] or [H, T, D]")
+    batched = q.dim() == 4
+    if k.dim() != q.dim() or v.shape != k.shape or k.shape[-1] != q.shape[-1]:
+        raise ValueError(f"k, v: shapes {list(k.shape)}, {list(v.shape)} do not match q {list(q.shape)}")
+    H, T, D = q.shape[-3:]
+    Hkv, Tk = k.shape[-3], k.shape[-2]
+
+    def heads_last(x):  # [B, H, n, D] -> [B, n, H*D]
+        x = x if batched else x[None]
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+    settings = {"method": method, "heads": H, "causal": causal, **keys}
+    if Hkv != H:
+        settings["kv_heads"] = Hkv
+    if scale is not None:
+        settings["scale"] = scale
+    mask = attn_mask
+    if mask is not None:
+        mask = torch.as_tensor(mask)
+        if mask.dim() == 4:
+            if mask.shape[1] != 1:
+                raise ValueError("attn_mask: a per-head mask [B, H, T, Tk] is not supported; give [B, 1, T, Tk]")
+            mask = mask[:, 0]
+        if mask.dtype not in (torch.bool, torch.uint8):
+            raise TypeError(f"attn_mask: dtype {mask.dtype}, expected bool or uint8 (True takes part)")
+        if mask.dim() == 3 and not batched:
+            raise ValueError("attn_mask: [B, T, Tk] needs a batched q")
+    pos, kpos = _positions(positions), _positions(key_positions)
+    if not batched:
+        pos = pos if pos is None or pos.dim() == 1 else pos[0]
+    t = {"q": heads_last(q), "k": heads_last(k), "v": heads_last(v), "positions": pos,
+         "key_positions": kpos, "attn_mask": mask}
+    if not batched:
+        t = {n: (x[0] if n in ("q", "k", "v") else x) for n, x in t.items()}
+    t.update(tensors or {})
+    s = _text_settings(settings, {})
+    names, values = _split(t)
+    (o,) = _Fn.apply(_lib.attend, s, names, ("o",), *values)
+    o = o.view(-1, T, H, D).transpose(1, 2)
+    return o if batched else o[0]
 
 
 def embed(settings, tensors, **overrides):
@@ -325,7 +389,7 @@ class Attention(_MethodTensors):
         t.update(self.method_tensors())
         return t
 
-    def forward(self, x, positions=None, mems=None, need_weights=False):
+    def forward(self, x, positions=None, mems=None, need_weights=False, attn_mask=None):
         tok = "ids" if self.method in _IDS_METHODS else "x"
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{tok}: expected a torch.Tensor, got {type(x).__name__}")
@@ -341,6 +405,8 @@ class Attention(_MethodTensors):
         if mems is not None and not self.has_memory:
             raise ValueError(f"mems: method {self.method} has no memory")
         t = {tok: x, "positions": _positions(positions), "mems": mems}
+        if attn_mask is not None:  # bool or uint8 [T, Tk] or [B, T, Tk]: True takes part
+            t["attn_mask"] = torch.as_tensor(attn_mask)
         t.update(self.contract_tensors())
         out = attend(self.settings, t)
         y = (out["y"], out["y_imag"]) if "y_imag" in out else out["y"]

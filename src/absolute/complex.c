@@ -2,12 +2,13 @@
  * model): a word is a wave over positions. Token ids replace x:
  *   a   = freq[id] p + phase[id]                 (per dimension, double)
  *   re  = amp[id] cos(a),  im = amp[id] sin(a)   (B, T, C)
- * Both parts go through the same real projections (biases included; the core carries the
- * imaginary stream, see src/attention.c), and the score is the magnitude of the
- * unconjugated complex product:
+ * Both parts go through the same real projections (biases included), and the score is the
+ * magnitude of the unconjugated complex product:
  *   Sre = Qre Kre^T - Qim Kim^T,  Sim = Qre Kim^T + Qim Kre^T,  s = scale |S|
  * scale 1/sqrt(2D) by default (the reference's temperature sqrt(2 d_k)). One softmax weights
- * both value streams; y and y_imag share wo and bo.
+ * both value streams; y and y_imag share wo and bo. The layer is this file's own walk
+ * (walk_forward, walk_backward): the core's positions, masks and softmax, two streams of
+ * everything else. No GQA, no memory: Tk = T, Ckv = C.
  *
  * |S| is not differentiable at S = 0: there the gradient is taken as 0 (the smallest
  * subgradient), so a zero score gives no NaN. Elsewhere ds/dSre = scale Sre / |S|, formed as a
@@ -15,6 +16,20 @@
 #include "../internal.h"
 
 enum { AMP, FREQ, PHASE };
+
+/* What the walk keeps for backward, one block: the two streams' x', q, k, v, o (B, T, C) and
+ * the probabilities (B, H, T, T). */
+typedef struct complex_state {
+    float *buf;
+    float *xe, *xi, *q, *qi, *k, *ki, *v, *vi, *o, *oi, *p;
+} complex_state;
+
+static void release(pe__ctx *ctx) {
+    complex_state *st = ctx->state;
+    if (st) free(st->buf);
+    free(st);
+    ctx->state = NULL;
+}
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
@@ -44,6 +59,18 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (ctx->ids[bt] < 0 || ctx->ids[bt] >= V)
             return pe__fail(err, PE_ETENSOR, "tensor 'ids': id %lld is outside the %lld rows of amp",
                             (long long)ctx->ids[bt], (long long)V);
+    const int64_t n = ctx->B * ctx->T * ctx->C;
+    complex_state *st = calloc(1, sizeof *st);
+    if (st) st->buf = malloc(sizeof(float) * (size_t)(10 * n + ctx->B * ctx->H * ctx->T * ctx->T));
+    if (!st || !st->buf) {
+        free(st);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the complex layer's activations");
+    }
+    float *b = st->buf;
+    float **part[] = {&st->xe, &st->xi, &st->q, &st->qi, &st->k, &st->ki, &st->v, &st->vi, &st->o, &st->oi};
+    for (int i = 0; i < 10; i++) *part[i] = b + i * n;
+    st->p = b + 10 * n;
+    ctx->state = st;
     return PE_OK;
 }
 
@@ -53,7 +80,7 @@ static inline double angle(const pe__ctx *ctx, int64_t row, int64_t bt) {
     return (double)ctx->w->param[FREQ][row] * (double)ctx->pos[bt] + (phase ? (double)phase[row] : 0.0);
 }
 
-static void embed_complex_forward(pe__ctx *ctx, float *re, float *im) {
+static void embed_complex(pe__ctx *ctx, float *re, float *im) {
     const int64_t C = ctx->C;
     const float *amp = ctx->w->param[AMP];
     for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++)
@@ -137,6 +164,82 @@ static void score_complex_backward(pe__ctx *ctx, int64_t b, int64_t h, const flo
     free(gre);
 }
 
+/* The layer: both parts embedded and projected, one softmax of scale |S| (causal and masks
+ * from the core), both value streams, both outputs through wo. */
+static pe_status walk_forward(pe__ctx *ctx, float *y, float *y_im, float *scores, float *probs, pe_err *err) {
+    complex_state *st = ctx->state;
+    const pe_weights *w = ctx->w;
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, D = ctx->D, C = ctx->C;
+    embed_complex(ctx, st->xe, st->xi);
+    pe__linear_forward(st->q, st->xe, w->wq, w->bq, B * T, C, C);
+    pe__linear_forward(st->k, st->xe, w->wk, w->bk, B * T, C, C);
+    pe__linear_forward(st->v, st->xe, w->wv, w->bv, B * T, C, C);
+    pe__linear_forward(st->qi, st->xi, w->wq, w->bq, B * T, C, C);
+    pe__linear_forward(st->ki, st->xi, w->wk, w->bk, B * T, C, C);
+    pe__linear_forward(st->vi, st->xi, w->wv, w->bv, B * T, C, C);
+    float *s = scores ? NULL : malloc(sizeof(float) * T * T);
+    if (!scores && !s) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld scores", (long long)T, (long long)T);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t at = b * T * C + h * D;
+            float *sh = scores ? scores + (b * H + h) * T * T : s, *p = st->p + (b * H + h) * T * T;
+            score_complex_forward(ctx, b, h, st->q + at, st->k + at, st->qi + at, st->ki + at, sh);
+            int64_t bad = pe__mask_scores(ctx, NULL, b, sh);
+            if (bad >= 0) {
+                free(s);
+                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+            }
+            pe__softmax_forward(sh, p, T, T);
+            pe__gemm(0, 0, T, D, T, 1.0f, p, T, st->v + at, C, 0.0f, st->o + at, C);
+            pe__gemm(0, 0, T, D, T, 1.0f, p, T, st->vi + at, C, 0.0f, st->oi + at, C);
+        }
+    free(s);
+    pe__linear_forward(y, st->o, w->wo, w->bo, B * T, C, C);
+    pe__linear_forward(y_im, st->oi, w->wo, w->bo, B * T, C, C);
+    if (probs) memcpy(probs, st->p, sizeof(float) * B * H * T * T);
+    return PE_OK;
+}
+
+/* Its reverse: dy, dy_im (either NULL: zero) back to the projections and the tables. */
+static pe_status walk_backward(pe__ctx *ctx, const float *dy, const float *dy_im, pe_err *err) {
+    const complex_state *st = ctx->state;
+    const pe_weights *w = ctx->w;
+    pe_grads *g = ctx->g;
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, D = ctx->D, C = ctx->C, n = B * T * C;
+    /* do, dq, dk, dv and dx' of each stream, a zero dy, and (T, T) dp, ds */
+    float *work = calloc((size_t)(11 * n + 2 * T * T), sizeof(float));
+    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(11 * n));
+    float *dO = work, *dOi = work + n, *dq = work + 2 * n, *dqi = work + 3 * n, *dk = work + 4 * n;
+    float *dki = work + 5 * n, *dv = work + 6 * n, *dvi = work + 7 * n, *dx = work + 8 * n, *dxi = work + 9 * n;
+    float *zero = work + 10 * n, *dp = work + 11 * n, *ds = dp + T * T;
+    pe__linear_backward(dO, 0, g->dwo, g->dbo, dy ? dy : zero, st->o, w->wo, B * T, C, C);
+    pe__linear_backward(dOi, 0, g->dwo, g->dbo, dy_im ? dy_im : zero, st->oi, w->wo, B * T, C, C);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t at = b * T * C + h * D;
+            const float *p = st->p + (b * H + h) * T * T;
+            /* o = p v, o_im = p v_im: dp = do v^T + do_im v_im^T, dv += p^T do, dv_im += p^T do_im */
+            pe__gemm(0, 1, T, T, D, 1.0f, dO + at, C, st->v + at, C, 0.0f, dp, T);
+            pe__gemm(0, 1, T, T, D, 1.0f, dOi + at, C, st->vi + at, C, 1.0f, dp, T);
+            pe__gemm(1, 0, T, D, T, 1.0f, p, T, dO + at, C, 1.0f, dv + at, C);
+            pe__gemm(1, 0, T, D, T, 1.0f, p, T, dOi + at, C, 1.0f, dvi + at, C);
+            pe__softmax_backward(p, dp, ds, T, T);
+            score_complex_backward(ctx, b, h, ds, st->q + at, st->k + at, st->qi + at, st->ki + at, dq + at,
+                                   dk + at, dqi + at, dki + at);
+        }
+    const float *const dstream[2][3] = {{dq, dk, dv}, {dqi, dki, dvi}};
+    const float *const xin[2] = {st->xe, st->xi};
+    float *const dxs[2] = {dx, dxi};
+    for (int r = 0; r < 2; r++) { /* x' W^T + b of both streams: the same weights */
+        pe__linear_backward(dxs[r], 0, g->dwq, g->dbq, dstream[r][0], xin[r], w->wq, B * T, C, C);
+        pe__linear_backward(dxs[r], 1, g->dwk, g->dbk, dstream[r][1], xin[r], w->wk, B * T, C, C);
+        pe__linear_backward(dxs[r], 1, g->dwv, g->dbv, dstream[r][2], xin[r], w->wv, B * T, C, C);
+    }
+    embed_complex_backward(ctx, dx, dxi);
+    free(work);
+    return PE_OK;
+}
+
 const pe__method pe__method_complex = {
     .name = "complex",
     .family = PE_FAMILY_ABSOLUTE,
@@ -145,8 +248,8 @@ const pe__method pe__method_complex = {
     .defaults = defaults,
     .params = params,
     .prepare = prepare,
-    .embed_complex_forward = embed_complex_forward,
-    .embed_complex_backward = embed_complex_backward,
-    .score_complex_forward = score_complex_forward,
-    .score_complex_backward = score_complex_backward,
+    .release = release,
+    .walk_forward = walk_forward,
+    .walk_backward = walk_backward,
+    .embed_pair = embed_complex,
 };

@@ -15,8 +15,8 @@ import json, struct
 import numpy as np
 
 DT = {np.dtype('float32'): 'F32', np.dtype('float64'): 'F64', np.dtype('int32'): 'I32',
-      np.dtype('int64'): 'I64'}
-NP = {'F32': '<f4', 'F64': '<f8', 'I32': '<i4', 'I64': '<i8'}
+      np.dtype('int64'): 'I64', np.dtype('bool'): 'BOOL', np.dtype('uint8'): 'U8'}
+NP = {'F32': '<f4', 'F64': '<f8', 'I32': '<i4', 'I64': '<i8', 'BOOL': '?', 'U8': 'u1'}
 
 def write(path, tensors, meta):
     """tensors: dict name -> array; meta: dict of str -> str (or None)."""
@@ -71,6 +71,15 @@ def reference(t, heads, causal):
     p /= p.sum(-1, keepdims=True)
     o = (p @ v).transpose(1, 0, 2).reshape(T, C)
     return lin(o, t['wo'], t.get('bo')), s, p
+
+def qkv():
+    """The projected form: rope, T=2 queries against Tk=5 keys, heads 2, D 4, a mask, do."""
+    rng = np.random.default_rng(9)
+    f = lambda *s: (rng.standard_normal(s) * 0.5).astype(np.float32)
+    t = {'q': f(2, 8), 'k': f(5, 8), 'v': f(5, 8), 'do': f(2, 8),
+         'key_positions': np.array([0, 1, 2, 4, 7], dtype=np.int64),
+         'attn_mask': np.ones((2, 5), dtype=bool)}
+    return t, {'method': 'rope', 'heads': '2', 'causal': 'true'}
 EOF
 
 # make.py: every case file of the tests, into $WORK.
@@ -100,6 +109,32 @@ case('position_out_of_range', edit=lambda t: t.update(positions=np.array([0, 1, 
 case('no_method', meta_edit=lambda m: m.pop('method'))
 case('unknown_tensor', edit=lambda t: t.update(extra=np.zeros(3, np.float32)))
 case('bad_meta_value', meta_edit=lambda m: m.update(heads='two'))
+from lib import qkv
+def qcase(name, edit=None, meta_edit=None):
+    t, m = qkv()
+    if edit: edit(t)
+    if meta_edit: meta_edit(m)
+    write(os.path.join(d, name + '.safetensors'), t, m)
+
+def no_key_left(t):
+    t['attn_mask'][1, :] = False
+qcase('qkv_valid')
+qcase('qkv_no_key_left', edit=no_key_left)
+qcase('qkv_mask_shape', edit=lambda t: t.update(attn_mask=np.ones((2, 4), dtype=bool)))
+qcase('qkv_mask_f32', edit=lambda t: t.update(attn_mask=np.ones((2, 5), dtype=np.float32)))
+qcase('qkv_with_x', edit=lambda t: t.update(x=np.zeros((2, 8), np.float32)))
+qcase('qkv_with_wq', edit=lambda t: t.update(wq=np.zeros((8, 8), np.float32)))
+qcase('qkv_with_dy', edit=lambda t: t.update(dy=np.zeros((2, 8), np.float32)))
+qcase('qkv_sinusoidal', meta_edit=lambda m: m.update(method='sinusoidal'))
+qcase('qkv_fewer_keys_causal', edit=lambda t: t.update(k=t['k'][:1].copy(), v=t['v'][:1].copy(),
+                                                        key_positions=t['key_positions'][:1].copy(),
+                                                        attn_mask=t['attn_mask'][:, :1].copy()))
+qcase('qkv_key_positions_len', edit=lambda t: t.update(key_positions=np.arange(4, dtype=np.int64)))
+qcase('qkv_no_k', edit=lambda t: t.pop('k'))
+qcase('qkv_k_width', edit=lambda t: t.update(k=np.zeros((5, 6), np.float32)))
+qcase('qkv_deberta_shared', edit=lambda t: t.update(rel_embeddings=np.zeros((8, 8), np.float32)),
+      meta_edit=lambda m: m.update(method='deberta', position_buckets='4', max_relative_positions='8'))
+case('layer_mask_shape', edit=lambda t: t.update(attn_mask=np.ones((4, 3), dtype=np.uint8)))
 raw = open(os.path.join(d, 'valid.safetensors'), 'rb').read()
 open(os.path.join(d, 'truncated.safetensors'), 'wb').write(raw[:-5])
 EOF
@@ -239,6 +274,26 @@ bad "no method" "method" "$WORK/no_method.safetensors"
 bad "heads not dividing C" "heads" "$WORK/heads_3.safetensors"
 bad "heads not dividing C (--heads 3)" "heads" "$WORK/valid.safetensors" --heads 3
 bad "learned position out of range" "pos_table" "$WORK/position_out_of_range.safetensors"
+bad "layer attn_mask of the wrong shape" "attn_mask" "$WORK/layer_mask_shape.safetensors"
+
+# the projected form (q, k, v)
+bad "projected: a query with no key left" "every key masked" "$WORK/qkv_no_key_left.safetensors"
+bad "projected: attn_mask of the wrong shape" "attn_mask" "$WORK/qkv_mask_shape.safetensors"
+bad "projected: attn_mask as F32" "attn_mask" "$WORK/qkv_mask_f32.safetensors"
+bad "projected: x beside q" "'x'" "$WORK/qkv_with_x.safetensors"
+bad "projected: wq beside q" "'wq'" "$WORK/qkv_with_wq.safetensors"
+bad "projected: dy beside q" "'dy'" "$WORK/qkv_with_dy.safetensors"
+bad "projected: sinusoidal has no projected form" "projected form" "$WORK/qkv_sinusoidal.safetensors"
+bad "projected: causal with Tk < T" "Tk >= T" "$WORK/qkv_fewer_keys_causal.safetensors"
+bad "projected: key_positions of the wrong length" "key_positions" "$WORK/qkv_key_positions_len.safetensors"
+bad "projected: k missing" "'k'" "$WORK/qkv_no_k.safetensors"
+bad "projected: k of the wrong width" "'k'" "$WORK/qkv_k_width.safetensors"
+bad "projected: deberta shares wq, wk" "share_att_key" "$WORK/qkv_deberta_shared.safetensors"
+if run_ok "projected: valid case" "$WORK/qkv_valid.safetensors" "$WORK/qkv_out.safetensors"; then
+    names=$("$PY" -c "import sys; sys.path.insert(0, '$WORK'); from lib import read; print(' '.join(sorted(read('$WORK/qkv_out.safetensors')[0])))")
+    if [ "$names" = "dk dq dv o probs scores" ]; then ok "projected: writes o, scores, probs, dq, dk, dv"
+    else not_ok "projected: outputs" "$names"; fi
+fi
 
 # usage errors: same rules (the output path, where given, must not appear)
 bad "unknown option" "-x" "$WORK/valid.safetensors" -x

@@ -63,7 +63,7 @@ def _reference_encoding(method, mod, meta, tt):
         amp = tt["amp"][tt["ids"]]
         return amp * torch.cos(ang), amp * torch.sin(ang)
     x = tt["x"]
-    ctx = posenc_ref.Ctx(meta, tt, B, T, 0, 1, 1, x.shape[-1], pos)
+    ctx = posenc_ref.Ctx(meta, tt, B, T, T, 1, 1, x.shape[-1], pos, pos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)
     return (mod.embed(ctx, x) if hasattr(mod, "embed") else x), None

@@ -4,6 +4,8 @@ im = amp sin(freq p + phase) (angles in float64), the same real projections (wit
 both parts, s = scale |Qre Kre^T - Qim Kim^T + i (Qre Kim^T + Qim Kre^T)| with scale
 1/sqrt(2 D), one softmax for both value streams, y = o_re wo^T + bo, y_imag = o_im wo^T + bo.
 The gradient of |S| at S = 0 is taken as 0 (sqrt behind a where, so no NaN)."""
+PROJECTED = False  # acts on token ids: no projected form
+MASKS = False      # its own layer walk (attend below) takes no attn_mask
 import math
 
 import numpy as np

@@ -6,6 +6,7 @@ ratio, both logs, the ceil), whatever the default dtype of this float64 referenc
 is formed HF's way (k Qr^T gathered at the transposed, negated relative position, then
 transposed) rather than from the spec's "same index r", so the fixtures check that the two agree.
 """
+PROJ_META = {"share_att_key": "false"}  # the projected form has no wq, wk to share
 import contextlib
 import math
 import os
@@ -90,20 +91,21 @@ def _project(ctx, w, b):
 
 def score(ctx, q, k):
     S, c2p, p2c, share = settings(ctx)[2:]
-    rel = relative(ctx, ctx.pos[:, :, None] - ctx.pos[:, None, :])  # (B, T, T) bucket(i - j)
-    B, H, T = q.shape[0], ctx.H, ctx.T
+    rel = relative(ctx, ctx.pos[:, :, None] - ctx.kpos[:, None, :])  # (B, T, Tk) bucket(i - j)
+    B, H, T, Tk = q.shape[0], ctx.H, ctx.T, ctx.Tk
     s = q @ k.transpose(-1, -2)
     if c2p:
         kr = _project(ctx, *(("wk", "bk") if share else ("pos_key_w", "pos_key_b")))
         c2p_att = q @ kr.transpose(-1, -2)  # (B, H, T, 2S)
         c2p_pos = torch.clamp(rel + S, 0, 2 * S - 1)
-        s = s + torch.gather(c2p_att, -1, c2p_pos[:, None].expand(B, H, T, T))
+        s = s + torch.gather(c2p_att, -1, c2p_pos[:, None].expand(B, H, T, Tk))
     if p2c:
         qr = _project(ctx, *(("wq", "bq") if share else ("pos_query_w", "pos_query_b")))
         p2c_att = k @ qr.transpose(-1, -2)  # (B, H, Tk, 2S), row = key
-        # HF: r_pos[a, c] = bucket(p_a - p_c); index -r_pos + S; gather rows of keys; transpose
-        p2c_pos = torch.clamp(-rel + S, 0, 2 * S - 1)
-        s = s + torch.gather(p2c_att, -1, p2c_pos[:, None].expand(B, H, T, T)).transpose(-1, -2)
+        # the spec's k_j . Qr[r_ij], r_ij the same index as c2p's (HF's -r_pos of the transposed
+        # pair, since the bucket is odd): for each key row j gather column r_ij, then transpose
+        p2c_pos = torch.clamp(rel + S, 0, 2 * S - 1).transpose(-1, -2)  # (B, Tk, T)
+        s = s + torch.gather(p2c_att, -1, p2c_pos[:, None].expand(B, H, Tk, T)).transpose(-1, -2)
     return ctx.scale * s
 
 
@@ -160,3 +162,9 @@ def write_tables(out, write):
     for bs, mp in REGIMES:
         t[f"b_{bs}_{mp}"] = log_bucket(torch.tensor(rel), bs, mp).numpy().astype(np.int64)
     write(os.path.join(out, "deberta_buckets.safetensors"), t)
+
+PROJ_CASES = [
+    dict(name="proj_c2p_far", T=2, Tk=8, H=2, D=4, positions="offset", causal=True, meta={"pos_att": "c2p"}),
+    dict(name="proj_p2c_nobuckets", T=3, Tk=6, H=2, D=4, positions="cross",
+         meta={"pos_att": "p2c", "position_buckets": "0", "max_relative_positions": "4"}),
+]

@@ -25,7 +25,7 @@ def init(name, shape, rng):
 
 def bias(ctx):
     pos = ctx.pos.to(torch.float64)  # (B, T) the query positions i
-    rel = pos[:, :, None] - pos[:, None, :]  # (B, T, T) i - j
+    rel = pos[:, :, None] - ctx.kpos.to(torch.float64)[:, None, :]  # (B, T, Tk) i - j
     c, L = ctx.t["fire_c"][0], ctx.t["fire_L"][0]
     threshold = torch.abs(L * ctx.get("fire_init_L", 512.0, float))
     norm = torch.max(pos, threshold)  # (B, T)
@@ -57,3 +57,5 @@ CASES = [
     dict(name="million", T=4, H=2, D=4, positions="million", meta={"fire_init_L": "512"},
          causal=True),
 ]
+
+PROJ_CASES = [dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2)]

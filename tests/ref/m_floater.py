@@ -66,12 +66,14 @@ def biases(t, pos, dt_text, step_text):
 
 
 def project(ctx, q, k, v):
-    rows = biases(ctx.t, ctx.pos, ctx.meta.get("floater_dt", "0.01"), ctx.meta.get("floater_step", "0.002"))
+    dt, step = ctx.meta.get("floater_dt", "0.01"), ctx.meta.get("floater_step", "0.002")
+    qrows = biases(ctx.t, ctx.pos, dt, step)   # (B, T, 3, C) at the query positions
+    krows = biases(ctx.t, ctx.kpos, dt, step)  # (B, Tk, 3, C) at the key positions
 
-    def add(x, i):  # rows (B, T, 3, C) -> (B, H, T, D)
-        return x + rows[:, :, i].reshape(ctx.B, ctx.T, ctx.H, ctx.D).transpose(1, 2)
+    def add(x, rows, i):  # rows (B, n, 3, C) -> (B, H, n, D)
+        return x + rows[:, :, i].reshape(ctx.B, rows.shape[1], ctx.H, ctx.D).transpose(1, 2)
 
-    return add(q, 0), add(k, 1), add(v, 2)
+    return add(q, qrows, 0), add(k, krows, 1), add(v, krows, 2)
 
 
 CASES = [

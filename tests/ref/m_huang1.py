@@ -3,9 +3,9 @@ BASE_META = {"max_rel": "3"}
 
 
 def distance(ctx):
-    """(B, T, T) a = clip(i - j, -K, K), K = max_rel (default 64)."""
+    """(B, T, Tk) a = clip(i - j, -K, K), K = max_rel (default 64)."""
     K = ctx.get("max_rel", 64, int)
-    return (ctx.pos[:, :, None] - ctx.pos[:, None, :]).clamp(-K, K), K
+    return (ctx.pos[:, :, None] - ctx.kpos[:, None, :]).clamp(-K, K), K
 
 
 def tensors(meta, H, D, npos):

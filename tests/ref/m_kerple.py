@@ -35,3 +35,5 @@ CASES = [
     dict(name="power_large", T=5, H=2, D=4, positions=[3, 40, 900, 5000, 20000],
          meta={"kerple": "power", "scale": "0.5"}),
 ]
+
+PROJ_CASES = [dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2)]

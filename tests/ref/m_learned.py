@@ -1,4 +1,5 @@
 """Learned absolute table (BERT): x + pos_table[pos + shift]."""
+PROJECTED = False  # acts on x: no projected form
 
 
 def tensors(meta, H, D, npos):

@@ -77,7 +77,7 @@ def inv_freq(ctx):
         o["yarn_truncate"] = ctx.meta["yarn_truncate"] == "true"
     return scaled_inv_freq(ctx.get("rope_scaling", "none"), ctx.get("rotary_dim", ctx.D, int),
                            ctx.get("rope_base", 10000.0, float), ctx.get("rope_factor", 1.0, float),
-                           int(ctx.pos.max()) + 1, o, ctx.t.get("short_factor"), ctx.t.get("long_factor"))
+                           ctx.pos_max() + 1, o, ctx.t.get("short_factor"), ctx.t.get("long_factor"))
 
 
 def rotate_one(x, pos, freqs, attn, layout):
@@ -97,7 +97,7 @@ def rotate_one(x, pos, freqs, attn, layout):
 def rotate(ctx, q, k):
     freqs, attn = inv_freq(ctx)
     layout = ctx.get("rope_layout", "half")
-    return rotate_one(q, ctx.pos, freqs, attn, layout), rotate_one(k, ctx.pos, freqs, attn, layout)
+    return rotate_one(q, ctx.pos, freqs, attn, layout), rotate_one(k, ctx.kpos, freqs, attn, layout)
 
 
 def tensors(meta, H, D, npos):
@@ -217,3 +217,18 @@ def write_tables(out, write):
         t[f"s{i}_attn"] = np.array([attn], dtype=np.float64)
         t[f"s{i}_n_pos"] = np.array([n_pos], dtype=np.int64)
     write(os.path.join(out, "hf_configs.safetensors"), t)
+
+PROJ_CASES = [
+    dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2),
+    dict(name="proj_million_decode", T=1, Tk=6, H=2, D=16, positions="million", causal=True),
+    dict(name="proj_yarn_chunk", T=2, Tk=9, H=2, D=16, causal=True, positions="offset",
+         meta=scaling("yarn", rope_factor=8, original_max_position_embeddings=128)),
+    dict(name="proj_dynamic_decode", T=1, Tk=9, H=2, D=8, positions="offset", causal=True,
+         meta=scaling("dynamic", rope_factor=2, max_position_embeddings=64)),
+    # the keys reach past original_max_position_embeddings while the queries stay below it:
+    # the switch reads the maximum over both
+    dict(name="proj_longrope_keys_long", T=3, Tk=6, H=2, D=8, positions="cross", meta=scaling(
+        "longrope", original_max_position_embeddings=8, max_position_embeddings=32)),
+    dict(name="proj_partial_interleaved", T=2, Tk=5, H=3, D=6, causal=True,
+         meta={"rotary_dim": "4", "rope_layout": "interleaved"}),
+]

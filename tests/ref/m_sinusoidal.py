@@ -1,4 +1,5 @@
 """Sinusoidal (Vaswani et al.), three layouts; angles in float64."""
+PROJECTED = False  # acts on x: no projected form
 import math
 
 import torch

@@ -62,3 +62,5 @@ def write_tables(out, write):
             b = bucket(torch.tensor(rel), bool(bidir), nb, md).numpy().astype(np.int32)
             t[f"b_{nb}_{md}_{bidir}"] = b
     write(os.path.join(out, "t5_buckets.safetensors"), t)
+
+PROJ_CASES = [dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2)]

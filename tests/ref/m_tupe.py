@@ -39,15 +39,14 @@ def bias(ctx):
     pt = torch.nn.functional.layer_norm(t["pos_table"], (C,), t["pos_ln_w"], t["pos_ln_b"], 1e-5)
     pq = (pt @ t["uq"].T + t["uq_b"]).view(-1, H, D)       # (N, H, D)
     pk = (pt @ t["uk"].T + t["uk_b"]).view(-1, H, D)
-    rows = ctx.pos + 1                                       # (B, T)
-    A = ctx.scale * torch.einsum("bihd,bjhd->bhij", pq[rows], pk[rows])
+    A = ctx.scale * torch.einsum("bihd,bjhd->bhij", pq[ctx.pos + 1], pk[ctx.kpos + 1])  # row p + 1
     nb = ctx.get("num_buckets", 32, int)
-    bucket = m_t5.bucket(ctx.rel(), True, nb, ctx.get("max_distance", 128, int))   # (B, T, T)
+    bucket = m_t5.bucket(ctx.rel(), True, nb, ctx.get("max_distance", 128, int))   # (B, T, Tk)
     if ctx.get("tupe_cls", True, bool):
         a00 = ctx.scale * (pq[0] * pk[0]).sum(-1)            # (H) [CLS] to others
         a11 = ctx.scale * (pq[1] * pk[1]).sum(-1)            # (H) others to [CLS]
-        i = torch.arange(ctx.T)[:, None]
-        j = torch.arange(ctx.T)[None, :]
+        i = torch.arange(ctx.T)[:, None] + ctx.M  # token indices: [CLS] is token 0
+        j = torch.arange(ctx.Tk)[None, :]
         A = torch.where(j == 0, a11[None, :, None, None], A)
         A = torch.where(i == 0, a00[None, :, None, None], A)
         bucket = torch.where(j == 0, torch.full_like(bucket, nb), bucket)
@@ -69,4 +68,9 @@ CASES = [
     dict(name="t2", T=2, H=2, D=4),
     dict(name="t1_nocls", T=1, H=3, D=2, meta={"tupe_cls": "false"}),
     dict(name="scaled", T=5, H=2, D=4, meta={"scale": "0.7"}),
+]
+
+PROJ_CASES = [  # [CLS] is token 0: key index 0, and the first query only when Tk == T
+    dict(name="proj_cls_full", T=5, Tk=5, H=2, D=4),
+    dict(name="proj_nocls_decode", T=1, Tk=6, H=2, D=4, causal=True, meta={"tupe_cls": "false"}),
 ]

@@ -11,6 +11,8 @@ is the reference's tril(ones, -mask_shift_len) for every mem_len. Positions are 
 
 import torch
 
+READS_POSITIONS = False  # the layer: queries at M + t, keys at 0 .. M+T-1; projected: i - j
+
 
 def defaults(ctx):
     if "causal" not in ctx.meta:
@@ -27,10 +29,9 @@ def init(name, shape, rng):
 
 
 def distances(ctx):
-    """(T, Tk) m = M + i - j, clamped as the reference clamps pos_seq."""
-    i = torch.arange(ctx.T)[:, None]
-    j = torch.arange(ctx.Tk)[None, :]
-    m = ctx.M + i - j
+    """(B, T, Tk) m = i - j of the positions (the layer's M + i - j), clamped as the reference
+    clamps pos_seq."""
+    m = ctx.pos[:, :, None] - ctx.kpos[:, None, :]
     clamp = ctx.get("clamp_len", -1, int)
     if clamp > 0:
         m = m.clamp(max=clamp)
@@ -40,13 +41,13 @@ def distances(ctx):
 def score(ctx, q, k):
     C, H, D = ctx.C, ctx.H, ctx.D
     inv_freq = 1.0 / 10000.0 ** (torch.arange(0, C, 2, dtype=torch.float64) / C)   # (C/2)
-    ang = distances(ctx).to(torch.float64)[..., None] * inv_freq                   # (T, Tk, C/2)
-    R = torch.cat([ang.sin(), ang.cos()], -1)                                      # (T, Tk, C)
-    Rk = (R @ ctx.t["wr"].T).view(ctx.T, ctx.Tk, H, D)                              # (T, Tk, H, D)
+    ang = distances(ctx).to(torch.float64)[..., None] * inv_freq                   # (B, T, Tk, C/2)
+    R = torch.cat([ang.sin(), ang.cos()], -1)                                      # (B, T, Tk, C)
+    Rk = (R @ ctx.t["wr"].T).view(ctx.B, ctx.T, ctx.Tk, H, D)                       # (B, T, Tk, H, D)
     rw = ctx.t["r_w_bias"][None, :, None, :]
     rr = ctx.t["r_r_bias"][None, :, None, :]
     AC = (q + rw) @ k.transpose(-1, -2)                                            # (B, H, T, Tk)
-    BD = torch.einsum("bhid,ijhd->bhij", q + rr, Rk)
+    BD = torch.einsum("bhid,bijhd->bhij", q + rr, Rk)
     s = ctx.scale * (AC + BD)
     if ctx.get("same_length", False, bool):
         mem_len = ctx.get("mem_len", ctx.M, int)
@@ -88,4 +89,11 @@ CASES = [
     dict(name="same_length_bidir", T=4, H=2, D=4,
          meta={"causal": "false", "same_length": "true", "mem_len": "3"}, tensors=_mems(2, 8)),
     dict(name="scaled", T=4, H=2, D=4, meta={"scale": "0.3"}, tensors=_mems(2, 8)),
+]
+
+PROJ_CASES = [
+    dict(name="proj_same_length", T=3, Tk=8, H=2, D=4, meta={"same_length": "true"}),
+    dict(name="proj_same_length_short", T=3, Tk=8, H=2, D=4, meta={"same_length": "true", "mem_len": "2"}),
+    dict(name="proj_clamp", T=3, Tk=8, H=2, D=4, meta={"clamp_len": "3"}),
+    dict(name="proj_bidir", T=4, Tk=6, H=2, D=4, meta={"causal": "false"}),
 ]

@@ -23,10 +23,12 @@ def rotate(ctx, q, k):
     two_t = torch.arange(0, D, 2, dtype=torch.float64)
     freqs = 1.0 / base ** (two_t / D)
     z = (two_t + g * D) / ((1 + g) * D)
-    n = int(ctx.pos.max()) + 1
-    power = (ctx.pos - n // 2).to(torch.float64) / sb  # (B, T)
-    scale = z ** power[..., None]  # (B, T, D/2)
-    return side(q, ctx.pos, freqs, scale), side(k, ctx.pos, freqs, scale ** -1)
+    n = ctx.pos_max() + 1
+
+    def scale(pos):  # (B, n, D/2) z^(c/B), c = p - floor(n/2)
+        return z ** ((pos - n // 2).to(torch.float64) / sb)[..., None]
+
+    return side(q, ctx.pos, freqs, scale(ctx.pos)), side(k, ctx.kpos, freqs, scale(ctx.kpos) ** -1)
 
 
 CASES = [
@@ -45,3 +47,7 @@ CASES = [
     dict(name="negative", T=5, H=2, D=4, positions=[-9, -7, -6, -4, -3],
          meta={"xpos_scale_base": "8"}),
 ]
+
+PROJ_CASES = [dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2),
+              dict(name="proj_million_decode", T=1, Tk=6, H=2, D=16, positions="million", causal=True,
+                   meta={"xpos_scale_base": "100000"})]

@@ -34,14 +34,16 @@ BOOL = {"true": True, "false": False}
 
 
 class Ctx:
-    """What a hook sees: the settings (cfg, parsed), sizes, positions, tensors."""
+    """What a hook sees: the settings (cfg, parsed), sizes, positions, tensors. The queries are
+    the last T of Tk tokens: M = Tk - T (the layer's memory length)."""
 
-    def __init__(self, meta, t, B, T, M, H, Hkv, D, pos):
+    def __init__(self, meta, t, B, T, Tk, H, Hkv, D, pos, kpos):
         self.meta = dict(meta)
         self.t = t          # name -> float64 tensor (requires_grad for F32 inputs)
-        self.B, self.T, self.M, self.Tk = B, T, M, M + T
+        self.B, self.T, self.Tk, self.M = B, T, Tk, Tk - T
         self.H, self.Hkv, self.D, self.C = H, Hkv, D, H * D
-        self.pos = pos      # (B, T) int64
+        self.pos = pos      # (B, T) int64: query positions i
+        self.kpos = kpos    # (B, Tk) int64: key positions j
         self.causal = BOOL[meta.get("causal", "false")]
         self.scale = float(meta["scale"]) if "scale" in meta else 1.0 / math.sqrt(D)
 
@@ -54,26 +56,113 @@ class Ctx:
         return cast(v)
 
     def rel(self):
-        """(B, T, Tk) j - i from positions (no memory)."""
-        return self.pos[:, None, :] - self.pos[:, :, None]
+        """(B, T, Tk) j - i from the key and query positions."""
+        return self.kpos[:, None, :] - self.pos[:, :, None]
+
+    def pos_max(self):
+        """max over query and key positions (dynamic NTK, LongRoPE's switch, xPos's centre)."""
+        return int(max(self.pos.max(), self.kpos.max()))
 
 
 def method_module(name):
     return importlib.import_module("m_" + name)
 
 
-def attend(meta, tensors):
-    """meta: dict of str -> str; tensors: dict of name -> numpy array (F32/I32/I64).
-    Returns dict of name -> float64 torch tensor: y, scores, probs, and with dy: dx, d<name>."""
-    mod = method_module(meta["method"])
-    if hasattr(mod, "attend"):
-        return mod.attend(meta, tensors)
+def _inputs(tensors, no_grad):
     t = {}
     for name, a in tensors.items():
         if a.dtype.kind == "f":
-            t[name] = torch.tensor(a, dtype=torch.float64, requires_grad=name not in ("dy", "mems"))
+            t[name] = torch.tensor(a, dtype=torch.float64, requires_grad=name not in no_grad)
+        elif a.dtype.kind == "b" or name == "attn_mask":
+            t[name] = torch.tensor(a.astype(bool))
         else:
             t[name] = torch.tensor(a.astype("int64"))
+    return t
+
+
+def _index(t, name, B, n, default):
+    if name not in t:
+        return default.expand(B, n)
+    p = t[name]
+    return p.expand(B, n) if p.dim() == 1 else p
+
+
+def _core(mod, ctx, q, k, v):
+    """q (B, H, T, D), k v (B, Hkv, Tk, D) as projected -> scores, probs, o (B, H, T, D)."""
+    if hasattr(mod, "project"):
+        q, k, v = mod.project(ctx, q, k, v)
+    if hasattr(mod, "rotate"):
+        q, k = mod.rotate(ctx, q, k)
+    rep = ctx.H // ctx.Hkv
+    k = k.repeat_interleave(rep, 1)
+    v = v.repeat_interleave(rep, 1)
+    if hasattr(mod, "score"):
+        s = mod.score(ctx, q, k)
+    else:
+        s = ctx.scale * q @ k.transpose(-1, -2)
+    if hasattr(mod, "bias"):
+        s = s + mod.bias(ctx)
+    if ctx.causal:
+        i = torch.arange(ctx.T)[:, None] + ctx.M
+        j = torch.arange(ctx.Tk)[None, :]
+        s = s.masked_fill(j > i, float("-inf"))
+    if "attn_mask" in ctx.t:
+        m = ctx.t["attn_mask"]
+        m = m[None] if m.dim() == 2 else m
+        s = s.masked_fill(~m[:, None], float("-inf"))
+    p = torch.softmax(s, -1)
+    o = p @ v
+    if hasattr(mod, "value"):
+        o = o + mod.value(ctx, p)
+    return s, p, o
+
+
+def _grads(out, t, y, dy, skip):
+    grads_of = [n for n, a in t.items() if a.dtype == torch.float64 and n not in skip]
+    gs = torch.autograd.grad(out[y], [t[n] for n in grads_of], dy, allow_unused=True)
+    for n, g in zip(grads_of, gs):
+        out["dx" if n == "x" else "d" + n] = torch.zeros_like(t[n]) if g is None else g
+
+
+def attend_qkv(meta, tensors):
+    """The projected form: q, k, v (and positions, key_positions, attn_mask, do) -> o, scores,
+    probs, and with do: dq, dk, dv, d<name>."""
+    mod = method_module(meta["method"])
+    t = _inputs(tensors, ("do",))
+    q, k, v = t["q"], t["k"], t["v"]
+    batched = q.dim() == 3
+    if not batched:
+        q, k, v = q[None], k[None], v[None]
+    B, T, C = q.shape
+    Tk = k.shape[1]
+    H = int(meta["heads"])
+    D = C // H
+    Hkv = int(meta.get("kv_heads", H))
+    pos = _index(t, "positions", B, T, torch.arange(Tk - T, Tk))
+    kpos = _index(t, "key_positions", B, Tk, torch.arange(Tk))
+    ctx = Ctx(meta, t, B, T, Tk, H, Hkv, D, pos, kpos)
+    if hasattr(mod, "defaults"):
+        mod.defaults(ctx)
+    s, p, o = _core(mod, ctx, q.view(B, T, H, D).transpose(1, 2), k.view(B, Tk, Hkv, D).transpose(1, 2),
+                    v.view(B, Tk, Hkv, D).transpose(1, 2))
+    out = {"o": o.transpose(1, 2).reshape(B, T, C), "scores": s, "probs": p}
+    if not batched:
+        out = {n: a[0] for n, a in out.items()}
+    if "do" in t:
+        _grads(out, t, "o", t["do"], ("do",))
+    return {n: a.detach() for n, a in out.items()}
+
+
+def attend(meta, tensors):
+    """meta: dict of str -> str; tensors: dict of name -> numpy array (F32/I32/I64/BOOL/U8).
+    Returns dict of name -> float64 torch tensor: y, scores, probs, and with dy: dx, d<name>
+    (the projected form, with q in place of x: see attend_qkv)."""
+    if "q" in tensors:
+        return attend_qkv(meta, tensors)
+    mod = method_module(meta["method"])
+    if hasattr(mod, "attend"):
+        return mod.attend(meta, tensors)
+    t = _inputs(tensors, ("dy", "mems"))
     x = t["x"]
     batched = x.dim() == 3
     if not batched:
@@ -86,12 +175,13 @@ def attend(meta, tensors):
     if mems is not None and not batched:
         mems = mems[None]
     M = 0 if mems is None else mems.shape[1]
-    if "positions" in t:
-        pos = t["positions"]
-        pos = pos.expand(B, T) if pos.dim() == 1 else pos
-    else:
-        pos = torch.arange(T).expand(B, T)
-    ctx = Ctx(meta, t, B, T, M, H, Hkv, D, pos)
+    if getattr(mod, "READS_POSITIONS", True):
+        pos = _index(t, "positions", B, T, torch.arange(T))
+        kpos = pos
+    else:  # Transformer-XL: queries at M + t, keys (memory first) at 0 .. M+T-1
+        pos = torch.arange(M, M + T).expand(B, T)
+        kpos = torch.arange(M + T).expand(B, M + T)
+    ctx = Ctx(meta, t, B, T, M + T, H, Hkv, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)
 
@@ -104,36 +194,12 @@ def attend(meta, tensors):
     q = lin(xe, "wq", "bq").view(B, T, H, D).transpose(1, 2)
     k = lin(kvin, "wk", "bk").view(B, M + T, Hkv, D).transpose(1, 2)
     v = lin(kvin, "wv", "bv").view(B, M + T, Hkv, D).transpose(1, 2)
-    if hasattr(mod, "project"):
-        q, k, v = mod.project(ctx, q, k, v)
-    if hasattr(mod, "rotate"):
-        q, k = mod.rotate(ctx, q, k)
-    rep = H // Hkv
-    k = k.repeat_interleave(rep, 1)
-    v = v.repeat_interleave(rep, 1)
-    if hasattr(mod, "score"):
-        s = mod.score(ctx, q, k)
-    else:
-        s = ctx.scale * q @ k.transpose(-1, -2)
-    if hasattr(mod, "bias"):
-        s = s + mod.bias(ctx)
-    if ctx.causal:
-        i = torch.arange(T)[:, None] + M
-        j = torch.arange(M + T)[None, :]
-        s = s.masked_fill(j > i, float("-inf"))
-    p = torch.softmax(s, -1)
-    o = p @ v
-    if hasattr(mod, "value"):
-        o = o + mod.value(ctx, p)
+    s, p, o = _core(mod, ctx, q, k, v)
     o = o.transpose(1, 2).reshape(B, T, C)
     y = lin(o, "wo", "bo")
     out = {"y": y, "scores": s, "probs": p}
     if not batched:
         out = {n: a[0] for n, a in out.items()}
     if "dy" in t:
-        dy = t["dy"]
-        grads_of = [n for n, a in t.items() if a.dtype == torch.float64 and n not in ("dy", "mems")]
-        gs = torch.autograd.grad(out["y"], [t[n] for n in grads_of], dy, allow_unused=True)
-        for n, g in zip(grads_of, gs):
-            out["dx" if n == "x" else "d" + n] = torch.zeros_like(t[n]) if g is None else g
+        _grads(out, t, "y", t["dy"], ("dy", "mems"))
     return {n: a.detach() for n, a in out.items()}

@@ -4,7 +4,7 @@ import struct
 
 import numpy as np
 
-DTYPES = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8"}
+DTYPES = {"F32": "<f4", "F64": "<f8", "I32": "<i4", "I64": "<i8", "BOOL": "?", "U8": "u1"}
 
 
 def read_safetensors(path):

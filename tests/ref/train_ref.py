@@ -66,7 +66,10 @@ def layer(meta, t, x, pos, mems=None):
     M = 0 if mems is None else mems.shape[1]
     Hh = int(meta["heads"])
     D = Cx // Hh
-    ctx = posenc_ref.Ctx(meta, t, Bx, Tx, M, Hh, Hh, D, pos)
+    kpos = pos
+    if not getattr(mod, "READS_POSITIONS", True):  # Transformer-XL: token indices, memory first
+        pos, kpos = torch.arange(M, M + Tx).expand(Bx, Tx), torch.arange(M + Tx).expand(Bx, M + Tx)
+    ctx = posenc_ref.Ctx(meta, t, Bx, Tx, M + Tx, Hh, Hh, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)
     lin = lambda inp, w, b: inp @ t[w].T + t[b]
@@ -136,7 +139,7 @@ def model_loss(method, meta, w, tokens, targets, pos, mems=None):
     mod = posenc_ref.method_module(method)
     if method in ABSOLUTE:
         t = {n[3:]: a for n, a in w.items() if n.startswith("pe.")}
-        ctx = posenc_ref.Ctx(meta, t, B, T, 0, H, H, C // H, pos)
+        ctx = posenc_ref.Ctx(meta, t, B, T, T, H, H, C // H, pos, pos)
         if hasattr(mod, "embed"):
             x = mod.embed(ctx, x)
     shared = {}

@@ -1,0 +1,301 @@
+/* The projected form (pe_attention_forward_qkv / backward_qkv): attention over q, k, v with
+ * query and key positions and attn_mask.
+ *   - the layer is projections + the projected form, for every method that has one: y, dx and
+ *     every method tensor's gradient agree (Transformer-XL with memory included: keys at
+ *     0 .. M+T-1, queries at M + t);
+ *   - the fused path equals the reference path (asking for scores) with Tk != T, gapped key
+ *     positions, decode steps, packed documents and windows in attn_mask, for every method the
+ *     fused path takes: o, dq, dk, dv and the method's gradients;
+ *   - what the form refuses: methods on the input embedding, causal with Tk < T, a query left
+ *     with no key (both paths), a key_pos given to the layer.
+ * Nothing here is timed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "internal.h"
+
+/* y (n, out) = x (n, in) W^T + b */
+static void linear(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in, int64_t out) {
+    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    for (int64_t r = 0; b && r < n; r++)
+        for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
+}
+
+static float *frand(int64_t n, pe_rng *rng) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(rng) - 1;
+    return x;
+}
+
+static double maxabs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(a[i])) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+/* float32 sums in another order: relative to the tensor's scale */
+static int64_t close_to(const char *what, const float *got, const float *want, int64_t n) {
+    return pe_test_compare(what, got, want, n, 3e-5 * fmax(1.0, maxabs(want, n)), 1e-4);
+}
+
+/* Every method with a projected form, in the settings the layer tests use. */
+static const char *const METHODS[] = {
+    "method=none", "method=floater", "method=shaw max_rel=3", "method=xl", "method=xl same_length=true",
+    "method=t5 num_buckets=8 max_distance=12", "method=tupe num_buckets=8 max_distance=12",
+    "method=deberta position_buckets=4 max_relative_positions=8 share_att_key=false",
+    "method=rope", "method=rope rope_scaling=longrope original_max_position_embeddings=8 max_position_embeddings=32",
+    "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=8", "method=huang1 max_rel=3",
+    "method=huang2 max_rel=3", "method=huang3 max_rel=3", "method=huang4 max_rel=3", "method=alibi",
+    "method=xpos xpos_scale_base=64", "method=kerple kerple=power", "method=fire fire_init_L=8",
+};
+
+/* y of the layer against wo (o of the projected form) + bo, and every gradient. */
+static void layer_is_projections_plus_qkv(void **state) {
+    const char *settings = *state;
+    const int64_t B = 2, T = 9, H = 2, D = 4, C = H * D;
+    const int xl = strstr(settings, "method=xl") != NULL;
+    const int64_t M = xl ? 4 : 0, Tk = M + T;
+    char full[512];
+    snprintf(full, sizeof full, "%s heads=%lld causal=true", settings, (long long)H);
+    pe_attention *att = pe_test_layer(full, C);
+    pe_layer L;
+    pe_err err;
+    if (pe_layer_init(&L, att, 64, 5, &err)) fail_msg("%s", err.msg);
+    pe_rng rng = {77};
+    float *x = frand(B * T * C, &rng), *mems = frand(B * M * C, &rng), *dy = frand(B * T * C, &rng);
+    int64_t pos[B * T];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0, p = 3 * b; t < T; t++, p += 1 + (t * 5 + b) % 3) pos[b * T + t] = p;
+    /* a packed row: attn_mask with two documents in row 1 (a query's own key always kept) */
+    uint8_t mask[B * T * 13];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < Tk; j++) mask[(b * T + i) * Tk + j] = b == 0 || (j - M < 4) == (i < 4) || j >= M + i;
+
+    for (int masked = 0; masked < 2; masked++)
+        for (int path = 0; path < 2; path++) { /* 0: the reference path (scores asked for), 1: fused where allowed */
+            float *y = malloc(sizeof(float) * B * T * C), *dx = malloc(sizeof(float) * B * T * C);
+            float *scores = path ? NULL : malloc(sizeof(float) * B * H * T * Tk);
+            pe_positions at = {.pos = xl ? NULL : pos, .pos_batched = 1, .mask = masked ? mask : NULL, .mask_batched = 1};
+            pe_layer_zero_grad(&L);
+            if (pe_attention_layer_forward(att, &L.w, x, M ? mems : NULL, M, B, T, &at, y, scores, NULL, &err) ||
+                pe_attention_backward(att, &L.w, dy, dx, &L.g, &err))
+                fail_msg("%s: layer: %s", settings, err.msg);
+            float *want = malloc(sizeof(float) * L.n);
+            memcpy(want, L.block + L.n, sizeof(float) * L.n);
+
+            /* the same through the projections by hand */
+            float *kvin = malloc(sizeof(float) * B * Tk * C), *q = malloc(sizeof(float) * B * T * C);
+            float *k = malloc(sizeof(float) * B * Tk * C), *v = malloc(sizeof(float) * B * Tk * C);
+            for (int64_t b = 0; b < B; b++) {
+                memcpy(kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
+                memcpy(kvin + (b * Tk + M) * C, x + b * T * C, sizeof(float) * T * C);
+            }
+            linear(q, x, L.w.wq, L.w.bq, B * T, C, C);
+            linear(k, kvin, L.w.wk, L.w.bk, B * Tk, C, C);
+            linear(v, kvin, L.w.wv, L.w.bv, B * Tk, C, C);
+            float *o = malloc(sizeof(float) * B * T * C), *y2 = malloc(sizeof(float) * B * T * C);
+            pe_positions at2 = {.pos = xl ? NULL : pos, .pos_batched = 1, .key_pos = xl ? NULL : pos,
+                                .key_pos_batched = 1, .mask = masked ? mask : NULL, .mask_batched = 1};
+            if (pe_attention_forward_qkv(att, &L.w, q, k, v, B, T, Tk, &at2, o, scores, NULL, &err))
+                fail_msg("%s: forward_qkv: %s", settings, err.msg);
+            linear(y2, o, L.w.wo, L.w.bo, B * T, C, C);
+            int64_t bad = close_to("y", y2, y, B * T * C);
+
+            /* backward: dout = dy wo; dx = dq wq + dk wk + dv wv (the segment's keys) */
+            float *dout = malloc(sizeof(float) * B * T * C), *dq = malloc(sizeof(float) * B * T * C);
+            float *dk = malloc(sizeof(float) * B * Tk * C), *dv = malloc(sizeof(float) * B * Tk * C);
+            float *dx2 = calloc((size_t)(B * T * C), sizeof(float)), *dkv = calloc((size_t)(B * Tk * C), sizeof(float));
+            pe__gemm(0, 0, B * T, C, C, 1.0f, dy, C, L.w.wo, C, 0.0f, dout, C);
+            pe_layer_zero_grad(&L);
+            if (pe_attention_backward_qkv(att, &L.w, dout, dq, dk, dv, &L.g, &err))
+                fail_msg("%s: backward_qkv: %s", settings, err.msg);
+            pe__gemm(0, 0, B * T, C, C, 1.0f, dq, C, L.w.wq, C, 0.0f, dx2, C);
+            pe__gemm(0, 0, B * Tk, C, C, 1.0f, dk, C, L.w.wk, C, 0.0f, dkv, C);
+            pe__gemm(0, 0, B * Tk, C, C, 1.0f, dv, C, L.w.wv, C, 1.0f, dkv, C);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t e = 0; e < T * C; e++) dx2[b * T * C + e] += dkv[(b * Tk + M) * C + e];
+            bad += close_to("dx", dx2, dx, B * T * C);
+            for (int i = 0; i < L.np; i++) {
+                if (!L.g.dparam[i]) continue;
+                const int64_t at_ = L.g.dparam[i] - (L.block + L.n);
+                int64_t n = 1;
+                for (int d = 0; d < L.specs[i].ndim; d++) n *= L.specs[i].shape[d] >= 0 ? L.specs[i].shape[d] : L.w.param_rows[i];
+                char what[80];
+                snprintf(what, sizeof what, "d%s", L.specs[i].name);
+                bad += close_to(what, L.g.dparam[i], want + at_, n);
+            }
+            if (bad) fail_msg("%s (%s, %s): %lld elements differ", settings, masked ? "masked" : "no mask",
+                              path ? "fused" : "reference", (long long)bad);
+            free(y), free(dx), free(scores), free(want), free(kvin), free(q), free(k), free(v), free(o), free(y2);
+            free(dout), free(dq), free(dk), free(dv), free(dx2), free(dkv);
+        }
+    free(x), free(mems), free(dy);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
+/* ---- the fused path in the projected form --------------------------------------------------- */
+
+typedef struct qshape {
+    const char *name;
+    int64_t B, T, Tk, H, kv, D;
+    int causal;
+    int mask; /* 0 none, 1 packed documents of 37 (positions restart), 2 window of 50, 3 random */
+} qshape;
+
+static const qshape QSHAPES[] = {
+    {"decode_gapped", 2, 1, 150, 2, 0, 16, 1, 0},
+    {"chunk_gqa", 1, 37, 200, 4, 2, 20, 1, 0},
+    {"packed_causal", 1, 150, 150, 2, 0, 8, 1, 1},
+    {"window_chunk", 2, 70, 130, 3, 0, 8, 1, 2},
+    {"random_cross", 1, 20, 9, 2, 0, 8, 0, 3},
+    {"packed_bidir_batch", 2, 100, 100, 1, 0, 16, 0, 1},
+};
+
+static const char *const FUSED[] = {
+    "method=none", "method=rope", "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8",
+    "method=xpos xpos_scale_base=64", "method=alibi", "method=t5", "method=kerple kerple=log",
+    "method=fire fire_init_L=8", "method=floater", "method=shaw max_rel=5", "method=huang1 max_rel=5",
+    "method=huang3 max_rel=3", "method=huang4 max_rel=4",
+};
+
+typedef struct qrun {
+    float *o, *dq, *dk, *dv, *grads;
+} qrun;
+
+static void qkv_run(pe_attention *att, pe_layer *L, const qshape *s, const float *q, const float *k, const float *v,
+                    const pe_positions *at, const float *dout, float *scores, qrun *r) {
+    const int64_t C = s->H * s->D, Ckv = (s->kv ? s->kv : s->H) * s->D;
+    pe_err err;
+    r->o = malloc(sizeof(float) * s->B * s->T * C), r->dq = malloc(sizeof(float) * s->B * s->T * C);
+    r->dk = malloc(sizeof(float) * s->B * s->Tk * Ckv), r->dv = malloc(sizeof(float) * s->B * s->Tk * Ckv);
+    r->grads = malloc(sizeof(float) * L->n);
+    pe_layer_zero_grad(L);
+    if (pe_attention_forward_qkv(att, &L->w, q, k, v, s->B, s->T, s->Tk, at, r->o, scores, NULL, &err) ||
+        pe_attention_backward_qkv(att, &L->w, dout, r->dq, r->dk, r->dv, &L->g, &err))
+        fail_msg("%s: %s", s->name, err.msg);
+    memcpy(r->grads, L->block + L->n, sizeof(float) * L->n);
+}
+
+static void qrun_free(qrun *r) { free(r->o), free(r->dq), free(r->dk), free(r->dv), free(r->grads); }
+
+static void fused_qkv_matches_reference(void **state) {
+    const char *settings = *state;
+    int checked = 0;
+    for (size_t si = 0; si < sizeof QSHAPES / sizeof QSHAPES[0]; si++) {
+        const qshape *s = &QSHAPES[si];
+        const int64_t Hkv = s->kv ? s->kv : s->H, C = s->H * s->D, Ckv = Hkv * s->D, B = s->B, T = s->T, Tk = s->Tk;
+        char full[512];
+        snprintf(full, sizeof full, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)s->H, (long long)Hkv,
+                 s->causal ? "true" : "false");
+        pe_config cfg;
+        pe_err err;
+        pe_attention *att = NULL;
+        if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, C, &err)) {
+            if (s->kv) continue; /* no grouped-query attention for this method */
+            fail_msg("%s: %s", full, err.msg);
+        }
+        pe_layer L;
+        if (pe_layer_init(&L, att, 512, 31 + si, &err)) fail_msg("%s", err.msg);
+        pe_rng rng = {500 + si};
+        float *q = frand(B * T * C, &rng), *k = frand(B * Tk * Ckv, &rng), *v = frand(B * Tk * Ckv, &rng);
+        float *dout = frand(B * T * C, &rng);
+        int64_t *kpos = malloc(sizeof(int64_t) * B * Tk), *qpos = malloc(sizeof(int64_t) * B * T);
+        uint8_t *mask = s->mask ? malloc((size_t)(B * T * Tk)) : NULL;
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t u = 0, p = 2 + 7 * b; u < Tk; u++, p += 1 + (u * 3 + b) % 3)
+                kpos[b * Tk + u] = s->mask == 1 ? u % 37 : p; /* packed: positions restart per document */
+            for (int64_t t = 0; t < T; t++) /* the last T keys' positions, or (cross) their own */
+                qpos[b * T + t] = Tk >= T ? kpos[b * Tk + Tk - T + t] : 3 * t;
+            for (int64_t i = 0; mask && i < T; i++)
+                for (int64_t j = 0; j < Tk; j++) {
+                    const int64_t ti = Tk - T + i; /* the query's token index */
+                    uint8_t keep = s->mask == 1 ? j / 37 == ti / 37 : s->mask == 2 ? llabs(ti - j) < 50
+                                                                   : pe_rng_uniform(&rng) < 0.4f || j == i % Tk;
+                    mask[(b * T + i) * Tk + j] = keep;
+                }
+        }
+        pe_positions at = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1, .mask = mask,
+                           .mask_batched = 1};
+        float *scores = malloc(sizeof(float) * B * s->H * T * Tk);
+        qrun ref, fu;
+        qkv_run(att, &L, s, q, k, v, &at, dout, scores, &ref);
+        qkv_run(att, &L, s, q, k, v, &at, dout, NULL, &fu);
+        const double cond = fmax(1.0, maxabs(scores, B * s->H * T * Tk) / 32);
+        const double floor = 2e-6 * fmax(1.0, maxabs(ref.grads, L.n));
+        int64_t bad = pe_test_compare("o", fu.o, ref.o, B * T * C, cond * 2e-5 * fmax(1, maxabs(ref.o, B * T * C)), 1e-4) +
+                      pe_test_compare("dq", fu.dq, ref.dq, B * T * C, cond * (2e-5 * maxabs(ref.dq, B * T * C) + floor), 1e-4) +
+                      pe_test_compare("dk", fu.dk, ref.dk, B * Tk * Ckv, cond * (2e-5 * maxabs(ref.dk, B * Tk * Ckv) + floor), 1e-4) +
+                      pe_test_compare("dv", fu.dv, ref.dv, B * Tk * Ckv, cond * (2e-5 * maxabs(ref.dv, B * Tk * Ckv) + floor), 1e-4) +
+                      pe_test_compare("d(method tensors)", fu.grads, ref.grads, L.n, cond * (2e-5 * maxabs(ref.grads, L.n) + floor), 1e-4);
+        if (bad) fail_msg("%s [%s]: %lld elements differ", settings, s->name, (long long)bad);
+        qrun_free(&ref), qrun_free(&fu);
+        free(q), free(k), free(v), free(dout), free(kpos), free(qpos), free(mask), free(scores);
+        pe_layer_free(&L);
+        pe_attention_free(att);
+        checked++;
+    }
+    assert_true(checked >= 4);
+}
+
+/* ---- what the form refuses ------------------------------------------------------------------ */
+
+static void refusals(void **state) {
+    (void)state;
+    const int64_t C = 8;
+    float q[3 * 8] = {0}, k[3 * 8] = {0}, v[3 * 8] = {0}, o[3 * 8];
+    pe_err err;
+    const char *input[] = {"method=sinusoidal heads=2", "method=learned heads=2", "method=complex heads=2"};
+    for (int i = 0; i < 3; i++) {
+        pe_attention *att = pe_test_layer(input[i], C);
+        pe_layer L;
+        if (pe_layer_init(&L, att, 16, 1, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(pe_attention_forward_qkv(att, &L.w, q, k, v, 1, 3, 3, NULL, o, NULL, NULL, &err), PE_EINVAL);
+        assert_non_null(strstr(err.msg, "no projected form"));
+        pe_layer_free(&L);
+        pe_attention_free(att);
+    }
+    pe_attention *att = pe_test_layer("method=none heads=2 causal=true", C);
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 2, NULL, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "at least as many keys"));
+    /* a query with every key masked: an error on both paths */
+    uint8_t mask[3 * 3] = {1, 0, 0, 0, 0, 0, 1, 1, 1};
+    pe_positions at = {.mask = mask};
+    float scores[2 * 3 * 3];
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &at, o, scores, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "query 1 has every key masked"));
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &at, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "query 1 has every key masked"));
+    /* no backward after a failed forward, nor a layer backward after a projected forward */
+    assert_int_equal(pe_attention_backward_qkv(att, NULL, o, NULL, NULL, NULL, NULL, &err), PE_EINVAL);
+    mask[3] = 1;
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &at, o, NULL, NULL, &err), PE_OK);
+    assert_int_equal(pe_attention_backward(att, NULL, o, NULL, NULL, &err), PE_EINVAL);
+    pe_attention_free(att);
+    /* the layer's keys are its queries: no key_pos */
+    att = pe_test_layer("method=rope heads=2", C);
+    pe_layer L;
+    if (pe_layer_init(&L, att, 16, 1, &err)) fail_msg("%s", err.msg);
+    int64_t kp[3] = {0, 1, 2};
+    pe_positions bad = {.key_pos = kp};
+    assert_int_equal(pe_attention_layer_forward(att, &L.w, q, NULL, 0, 1, 3, &bad, o, NULL, NULL, &err), PE_EINVAL);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
+int main(void) {
+    enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0] };
+    struct CMUnitTest tests[NM + NF + 1];
+    int n = 0;
+    for (int i = 0; i < NM; i++)
+        tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
+    for (int i = 0; i < NF; i++)
+        tests[n++] = (struct CMUnitTest){FUSED[i], fused_qkv_matches_reference, NULL, NULL, (void *)FUSED[i]};
+    tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
+    return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
+}
