@@ -8,6 +8,7 @@
  *             with the peak memory of each
  *   denormal  the fused path with exp clamped (default), FTZ/DAZ, and gradual underflow
  *   gemm      BLAS sgemm on the attention shape against the fused attention core
+ *   packed    8 documents packed in one row (block-diagonal attn_mask) against one document
  * Like `train`, it selects OpenBLAS's AVX-512/AVX2 kernels (train/env.c) when the library
  * would run its SSE3 ones; PyTorch inherits the same OPENBLAS_CORETYPE. --readme FILE rewrites
  * the block between <!-- bench:begin --> and <!-- bench:end --> with a summary. */
@@ -377,6 +378,73 @@ static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
     return 0;
 }
 
+/* ---- (f) packed rows: documents in one row with a block-diagonal attn_mask ------------------- */
+
+/* Forward and backward of the projected form (rope, causal, H=8, D=64) over n documents of
+ * T / n tokens: packed in one row of T (positions restarting, block-diagonal mask) when
+ * packed, else one call per document; n = 1: one document of T. Median ms of reps. */
+static int packed_measure(int64_t T, int n, int packed, int reps, double *f, double *b) {
+    const int64_t H = 8, D = 64, C = H * D, L = T / n, R = packed ? T : L;
+    pe_config cfg;
+    pe_err err;
+    pe_attention *att = NULL;
+    pe_config_init(&cfg);
+    const char *keys[] = {"method", "heads", "causal"}, *vals[] = {"rope", "8", "true"};
+    if (pe_config_set_all(&cfg, 3, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err))
+        return cli_fail("bench: packed: %s", err.msg);
+    float *q = frand(T * C, 11), *k = frand(T * C, 12), *v = frand(T * C, 13), *dout = frand(T * C, 14);
+    float *o = malloc(sizeof(float) * T * C), *g = malloc(sizeof(float) * 3 * T * C);
+    int64_t *pos = malloc(sizeof(int64_t) * T);
+    uint8_t *mask = packed && n > 1 ? malloc((size_t)(T * T)) : NULL;
+    if (!q || !k || !v || !dout || !o || !g || !pos || (packed && n > 1 && !mask)) return cli_fail("bench: out of memory");
+    for (int64_t t = 0; t < T; t++) pos[t] = t % L;
+    for (int64_t i = 0; mask && i < T; i++)
+        for (int64_t j = 0; j < T; j++) mask[i * T + j] = i / L == j / L;
+    pe_positions at = {.pos = pos, .key_pos = pos, .mask = mask};
+    double fv[32], bv[32];
+    int rc = 0;
+    for (int r = -1; r < reps && !rc; r++) {
+        double tf = 0, tb = 0;
+        for (int64_t d = 0; d < T / R && !rc; d++) { /* one call, or one per document */
+            const int64_t o0 = d * R * C;
+            double t0 = now();
+            rc = pe_attention_forward_qkv(att, NULL, q + o0, k + o0, v + o0, 1, R, R, &at, o + o0, NULL, NULL, &err);
+            double t1 = now();
+            if (!rc) rc = pe_attention_backward_qkv(att, NULL, dout + o0, g, g + T * C, g + 2 * T * C, NULL, &err);
+            tf += t1 - t0, tb += now() - t1;
+        }
+        if (r >= 0) fv[r] = tf, bv[r] = tb;
+    }
+    if (rc) fprintf(stderr, "posenc: bench: packed: %s\n", err.msg);
+    else *f = median(fv, reps) * 1e3, *b = median(bv, reps) * 1e3;
+    free(q), free(k), free(v), free(dout), free(o), free(g), free(pos), free(mask);
+    pe_attention_free(att);
+    return rc ? 1 : 0;
+}
+
+static int bench_packed(const bopts *o) {
+    printf("## (f) packed rows: 8 documents in one row (positions restart, block-diagonal attn_mask), rope,"
+           " causal, H=8, D=64, projected form forward and backward, fused path, median of %d\n\n", o->reps);
+    printf("| T | one document of T: fwd / bwd ms | 8 documents of T/8 packed | 8 documents, one call each |"
+           " packed vs one document (fwd / bwd) | packed vs separate calls |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    for (int ti = 0; ti < o->nT; ti++) {
+        const int64_t T = o->T[ti];
+        if (T % 8 || T > 8192) continue;
+        double f[3], b[3];
+        if (packed_measure(T, 1, 1, o->reps, &f[0], &b[0]) || packed_measure(T, 8, 1, o->reps, &f[1], &b[1]) ||
+            packed_measure(T, 8, 0, o->reps, &f[2], &b[2]))
+            return 1;
+        printf("| %lld | %.1f / %.1f | %.1f / %.1f | %.1f / %.1f | %.2fx / %.2fx | %.2fx / %.2fx |\n", (long long)T, f[0],
+               b[0], f[1], b[1], f[2], b[2], f[1] / f[0], b[1] / b[0], f[1] / f[2], b[1] / b[2]);
+        fflush(stdout);
+        gap();
+    }
+    printf("\nTiles the mask leaves no key in are skipped, so a packed row costs about what its documents cost"
+           " (8 documents of T/8: 1/8 of the causal work of one document of T), plus one pass over the"
+           " mask.\n\n");
+    return 0;
+}
+
 /* ---- (d) denormals ----------------------------------------------------------------------------- */
 static int bench_denormal(const bopts *o, double res[4][2]) {
     static const char *const name[4] = {"exp clamped to 0 below -87, FTZ/DAZ (default)", "exp clamped, no FTZ/DAZ",
@@ -510,7 +578,7 @@ static int want(const bopts *o, const char *section) {
 
 static const char *const USAGE =
     "bench: options: --T 512,2048,8192 --methods none,rope,alibi,t5 --causal both|yes|no --reps N "
-    "--threads N --only rope,attn,denormal,gemm --no-torch --no-reference --ref-max-T N --torch-max-T N "
+    "--threads N --only rope,attn,denormal,gemm,packed --no-torch --no-reference --ref-max-T N --torch-max-T N "
     "--torch bench/torch_bench.py --quick --readme FILE";
 static const char *const HELP =
     "Prints Markdown tables of ratios measured side by side in one run:\n"
@@ -520,6 +588,8 @@ static const char *const HELP =
     "            (bench/torch_bench.py via /usr/bin/python3, T <= --torch-max-T, default 2048), peak memory\n"
     "  denormal  alibi T=2048 with and without FTZ/DAZ, exp clamped or underflowing gradually\n"
     "  gemm      BLAS sgemm 2048x2048x64 against the fused attention core, GFLOP/s\n"
+    "  packed    rope causal, projected form: 8 documents of T/8 packed in one row (attn_mask) against one\n"
+    "            document of T and against one call per document\n"
     "--only LIST picks sections; --reps N medians (T=8192: 1); --threads N for posenc, OpenBLAS and PyTorch;\n"
     "--quick: T=512,2048 and 1 rep; --readme FILE rewrites its <!-- bench:begin --> ... <!-- bench:end --> block.\n";
 
@@ -600,6 +670,7 @@ int cli_bench(int argc, char **argv) {
     torch_stop(&tp);
     if (!rc && want(&o, "denormal")) rc = bench_denormal(&o, den), did_den = !rc;
     if (!rc && want(&o, "gemm")) rc = bench_gemm(&o, &G), did_gemm = !rc;
+    if (!rc && want(&o, "packed")) rc = bench_packed(&o);
     loadavg(load1, sizeof load1);
     printf("Load average at the end: %s (%s).\n", load1, "other processes share these cores: compare ratios, not times");
     if (rc || !o.readme) return rc;

@@ -5,12 +5,13 @@
  *
  * Shapes use this legend throughout:
  *   B batch, T queries (tokens of the segment), M memory tokens (Transformer-XL),
- *   Tk keys (M + T in the layer; any number >= 1 in the projected form), H heads, Hkv key/value heads (grouped-query attention),
- *   D head_dim, C = H*D model width, Ckv = Hkv*D.
+ *   Tk keys (M + T in the layer; any number >= 1 in the projected form), H heads,
+ *   Hkv key/value heads (grouped-query attention), D head_dim, C = H*D model width,
+ *   Ckv = Hkv*D.
  * All float tensors are float32, row-major; weights use PyTorch's Linear layout
  * (weight [out, in], y = x W^T + b).
  *
- * The layer (see shared/spec/conformance.md for the contract this implements):
+ * The layer (the conformance contract, conformance.md, is what this implements):
  *   x'  = x + P[pos]                       absolute methods (embed hook)
  *   q   = x' wq^T + bq,  k = [mems; x'] wk^T + bk,  v = [mems; x'] wv^T + bv
  *   q,k = R(pos) q, R(pos) k               rotary methods (rotate hook)
@@ -19,6 +20,9 @@
  *   s   = -inf where masked;  p = softmax_j(s)
  *   o_i = sum_j p_ij (v_j + a_ij)          a: the method's value term (value hook)
  *   y   = o wo^T + bo
+ * Everything after the projections is the projected form (pe_attention_forward_qkv): the
+ * same core over the caller's q, k, v, with queries at positions i and keys at their own
+ * positions j (a KV cache, packed documents, cross-attention).
  *
  * Errors: every fallible function returns a pe_status (0 or negative) and writes a one-line
  * message naming the key or tensor into a caller-provided pe_err. The library never exits.

@@ -206,7 +206,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
-                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .w = w, .g = NULL,
+                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .fused = a->fused, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;

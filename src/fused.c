@@ -307,7 +307,11 @@ static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_e
             memset(open, 0, sizeof(int64_t) * *nkb);
             for (int64_t i = i0; i < i0 + ni; i++) {
                 const uint8_t *row = ctx->mask + (b * T + i) * Tk;
-                for (int64_t u = 0; u < Tk; u++) open[u / PE_BC] += row[u] != 0;
+                for (int64_t kb = 0, u = 0; kb < *nkb; kb++) {
+                    int64_t c = 0;
+                    for (const int64_t end = u + PE_BC < Tk ? u + PE_BC : Tk; u < end; u++) c += row[u] != 0;
+                    open[kb] += c;
+                }
             }
             for (int64_t kb = 0; kb < *nkb; kb++) {
                 const int64_t nj = Tk - kb * PE_BC < PE_BC ? Tk - kb * PE_BC : PE_BC;

@@ -57,6 +57,7 @@ typedef struct pe__ctx {
     const int64_t *kpos;      /* (B, Tk) key positions (== pos in a layer without memory) */
     int64_t pos_min, pos_max; /* over queries and keys together */
     const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
+    int fused;                /* the call runs the fused path: score and value hooks are not called */
     const pe_weights *w;
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
@@ -210,8 +211,10 @@ static inline void pe__axpy(float *y, float a, const float *x, int64_t n) {
     for (int64_t d = 0; d < n; d++) y[d] += a * x[d];
 }
 
-/* P[p] of the sinusoidal encoding (C values, double), layout PE_SIN_*. */
+/* P[p] of the sinusoidal encoding (C values, double), layout PE_SIN_*; and of its pairs
+ * t0 .. t0+n-1 alone, sc (n, 2) = (sin, cos)(p w_t). */
 void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base);
+void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double base, int64_t t0, int64_t n);
 
 /* RoPE frequencies for a configuration (rotary/rope_scaling.c): fills inv_freq[rotary_dim/2]
  * in double and returns the attention factor that multiplies cos and sin. n_pos is

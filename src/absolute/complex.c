@@ -22,6 +22,7 @@ enum { AMP, FREQ, PHASE };
 typedef struct complex_state {
     float *buf;
     float *xe, *xi, *q, *qi, *k, *ki, *v, *vi, *o, *oi, *p;
+    float *prod; /* (2, T, T) scratch of the score hooks: Sre, Sim or their gradients */
 } complex_state;
 
 static void release(pe__ctx *ctx) {
@@ -61,7 +62,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                             (long long)ctx->ids[bt], (long long)V);
     const int64_t n = ctx->B * ctx->T * ctx->C;
     complex_state *st = calloc(1, sizeof *st);
-    if (st) st->buf = malloc(sizeof(float) * (size_t)(10 * n + ctx->B * ctx->H * ctx->T * ctx->T));
+    if (st) st->buf = malloc(sizeof(float) * (size_t)(10 * n + ctx->B * ctx->H * ctx->T * ctx->T + 2 * ctx->T * ctx->T));
     if (!st || !st->buf) {
         free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the complex layer's activations");
@@ -70,6 +71,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     float **part[] = {&st->xe, &st->xi, &st->q, &st->qi, &st->k, &st->ki, &st->v, &st->vi, &st->o, &st->oi};
     for (int i = 0; i < 10; i++) *part[i] = b + i * n;
     st->p = b + 10 * n;
+    st->prod = st->p + ctx->B * ctx->H * ctx->T * ctx->T;
     ctx->state = st;
     return PE_OK;
 }
@@ -125,12 +127,11 @@ static void score_complex_forward(pe__ctx *ctx, int64_t b, int64_t h, const floa
                                   const float *k, const float *q_im, const float *k_im, float *s) {
     (void)b, (void)h;
     const int64_t T = ctx->T;
-    float *sre = malloc(sizeof(float) * T * T * 2), *sim = sre + T * T;
-    PE_ASSERT(sre);
+    const complex_state *st = ctx->state;
+    float *sre = st->prod, *sim = sre + T * T;
     complex_product(ctx, q, k, q_im, k_im, sre, sim);
     for (int64_t e = 0; e < T * T; e++)
         s[e] = (float)(ctx->cfg->scale * sqrt((double)sre[e] * sre[e] + (double)sim[e] * sim[e]));
-    free(sre);
 }
 
 /* forward was s = scale |S|, S = Q K^T with complex Q, K (no conjugate), so now, with
@@ -144,8 +145,8 @@ static void score_complex_backward(pe__ctx *ctx, int64_t b, int64_t h, const flo
                                    float *dk_im) {
     (void)b, (void)h;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C;
-    float *gre = malloc(sizeof(float) * T * T * 2), *gim = gre + T * T;
-    PE_ASSERT(gre);
+    const complex_state *st = ctx->state;
+    float *gre = st->prod, *gim = gre + T * T;
     complex_product(ctx, q, k, q_im, k_im, gre, gim);
     for (int64_t e = 0; e < T * T; e++) {
         double re = gre[e], im = gim[e], m = sqrt(re * re + im * im);
@@ -161,7 +162,6 @@ static void score_complex_backward(pe__ctx *ctx, int64_t b, int64_t h, const flo
     pe__gemm(0, 0, T, D, T, -1.0f, gre, T, k_im, C, 1.0f, dq_im, C);
     pe__gemm(1, 0, T, D, T, 1.0f, gim, T, q, C, 1.0f, dk_im, C);
     pe__gemm(1, 0, T, D, T, -1.0f, gre, T, q_im, C, 1.0f, dk_im, C);
-    free(gre);
 }
 
 /* The layer: both parts embedded and projected, one softmax of scale |S| (causal and masks

@@ -99,6 +99,9 @@ typedef struct floater_state {
     int64_t *u_tab;     /* (n_u) row of upos[u] in the table */
     int64_t *tok_u;     /* (B*T + B*Tk) index into upos of each query, then of each key */
     float *grad;        /* (n_u, 3, C) dB of each distinct position, filled by rotate_backward */
+    int have_grad;      /* rotate_backward ran since prepare */
+    double *adj;        /* scratch of finish_backward (adj_floats), kept between calls */
+    size_t adj_cap;
     double *work;       /* scratch of the solver: WORK_BLOCKS (3, C) blocks */
 } floater_state;
 
@@ -109,7 +112,7 @@ static void release(pe__ctx *ctx) {
     if (!st) return;
     free(st->key), free(st->w1), free(st->ckpt), free(st->traj), free(st->traj_y);
     free(st->tab_pos), free(st->tab_row);
-    free(st->upos), free(st->u_tab), free(st->tok_u), free(st->grad), free(st->work);
+    free(st->upos), free(st->u_tab), free(st->tok_u), free(st->grad), free(st->work), free(st->adj);
     free(st);
     ctx->state = NULL;
 }
@@ -413,6 +416,12 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* ---- the hooks ------------------------------------------------------------------------- */
 
+/* finish_backward's scratch: the dynamics' gradients (2, C, C+2), the pending rows and one
+ * segment of K steps' stages */
+static size_t adj_floats(int64_t C, int64_t K) {
+    return (size_t)(2 * C * (C + 2) + GRAD_ROWS * (4 * C + 4) + STAGES * 3 * C * K);
+}
+
 /* Makes every position of the call available in the table: validates, refreshes the cache,
  * solves what is missing. On failure the cache is left as it was. */
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
@@ -549,6 +558,17 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->n_tab += n_miss;
     free(tmp), free(miss);
     for (int64_t u = 0; u < n_u; u++) st->u_tab[u] = lower(st->tab_pos, st->n_tab, st->upos[u]);
+    /* what backward needs, so that it cannot fail: dB per position, the adjoint's scratch */
+    st->grad = calloc((size_t)(n_u * N3), sizeof(float));
+    st->have_grad = 0;
+    const size_t adj = adj_floats(C, st->K);
+    if (adj > st->adj_cap) {
+        free(st->adj);
+        st->adj = malloc(sizeof(double) * adj);
+        st->adj_cap = st->adj ? adj : 0;
+    }
+    if (!st->grad || !st->adj)
+        return pe__fail(err, PE_ENOMEM, "out of memory for the floater gradients of %lld positions", (long long)n_u);
     return PE_OK;
 }
 
@@ -577,10 +597,7 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     (void)q_in, (void)k_in;
     floater_state *st = ctx->state;
     const int64_t C = ctx->C;
-    if (!st->grad) {
-        st->grad = calloc((size_t)(st->n_u * 3 * C), sizeof(float));
-        PE_ASSERT(st->grad);
-    }
+    st->have_grad = 1;
     const int64_t BT = ctx->B * ctx->T;
     for (int64_t bt = 0; bt < BT; bt++) {
         float *g = st->grad + st->tok_u[bt] * 3 * C;
@@ -625,14 +642,13 @@ static const double *state_at(floater_state *st, int64_t i, int64_t *seg_c, doub
 static void finish_backward(pe__ctx *ctx) {
     floater_state *st = ctx->state;
     pe_grads *g = ctx->g;
-    if (!st->grad) return; /* rotate_backward did not run */
+    if (!st->have_grad) return; /* rotate_backward did not run */
     if (!g->dparam[B0] && !g->dparam[W1] && !g->dparam[B1] && !g->dparam[W2] && !g->dparam[B2]) goto done;
-    const int64_t C = st->C, N3 = 3 * C, K = st->K;
+    const int64_t C = st->C, N3 = 3 * C;
     double *lam = st->work + 17 * N3, *lam2 = st->work + 18 * N3, *vjp_work = st->work + 14 * N3;
-    double *acc = calloc((size_t)(2 * C * (C + 2)), sizeof(double));
-    double *pend = malloc(sizeof(double) * GRAD_ROWS * (4 * C + 4));
-    double *seg = malloc(sizeof(double) * STAGES * N3 * K); /* one segment's stages */
-    PE_ASSERT(acc && pend && seg);
+    double *acc = st->adj, *pend = acc + 2 * C * (C + 2); /* from prepare (adj_floats) */
+    double *seg = pend + GRAD_ROWS * (4 * C + 4);          /* one segment's stages */
+    memset(acc, 0, sizeof(double) * (size_t)(2 * C * (C + 2)));
     grads gr = {acc, acc + C * (C + 2), pend, pend + GRAD_ROWS * C, pend + 2 * GRAD_ROWS * C,
                 pend + GRAD_ROWS * (3 * C + 2), 0};
 
@@ -676,10 +692,9 @@ static void finish_backward(pe__ctx *ctx) {
             if (db) db[i] += (float)src[i * (C + 2) + C + 1];
         }
     }
-    free(acc), free(pend), free(seg);
 done:
-    free(st->grad);
-    st->grad = NULL;
+    memset(st->grad, 0, sizeof(float) * (size_t)(st->n_u * 3 * st->C));
+    st->have_grad = 0;
 }
 
 const pe__method pe__method_floater = {

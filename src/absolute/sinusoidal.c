@@ -17,26 +17,42 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 }
 
 /* Writes P[p] (C) in double. */
-void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base) {
-    int64_t half = C / 2;
-    for (int64_t t = 0; t < half; t++) {
+void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double base, int64_t t0, int64_t n) {
+    const int64_t half = C / 2;
+    for (int64_t t = t0; t < t0 + n; t++) {
         double w = layout == PE_SIN_T2T ? exp(-(double)t * log(base) / (double)(half - 1))
                                         : pow(base, -2.0 * (double)t / (double)C);
-        double sn = sin(p * w), cs = cos(p * w);
-        if (layout == PE_SIN_INTERLEAVED) row[2 * t] = sn, row[2 * t + 1] = cs;
-        else row[t] = sn, row[half + t] = cs;
+        sc[2 * (t - t0)] = sin(p * w), sc[2 * (t - t0) + 1] = cos(p * w);
+    }
+}
+
+void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base) {
+    const int64_t half = C / 2;
+    for (int64_t t = 0; t < half; t++) {
+        double sc[2];
+        pe__sinusoidal_pairs(sc, p, C, layout, base, t, 1);
+        if (layout == PE_SIN_INTERLEAVED) row[2 * t] = sc[0], row[2 * t + 1] = sc[1];
+        else row[t] = sc[0], row[half + t] = sc[1];
     }
 }
 
 static void embed_forward(pe__ctx *ctx, float *x) {
-    double *row = malloc(sizeof(double) * ctx->C);
-    PE_ASSERT(row);
+    enum { CH = 256 }; /* the row in chunks of pairs: no allocation */
+    const int64_t C = ctx->C, half = C / 2;
+    double row[2 * CH];
     for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++) {
-        pe__sinusoidal_row(row, (double)(ctx->pos[bt] + ctx->cfg->shift), ctx->C,
-                           ctx->cfg->sin_layout, ctx->cfg->sin_base);
-        for (int64_t c = 0; c < ctx->C; c++) x[bt * ctx->C + c] = (float)((double)x[bt * ctx->C + c] + row[c]);
+        const double p = (double)(ctx->pos[bt] + ctx->cfg->shift);
+        float *xr = x + bt * C;
+        for (int64_t t0 = 0; t0 < half; t0 += CH) {
+            const int64_t n = half - t0 < CH ? half - t0 : CH;
+            pe__sinusoidal_pairs(row, p, C, ctx->cfg->sin_layout, ctx->cfg->sin_base, t0, n);
+            for (int64_t t = 0; t < n; t++) {
+                int64_t a = ctx->cfg->sin_layout == PE_SIN_INTERLEAVED ? 2 * (t0 + t) : t0 + t;
+                int64_t b = ctx->cfg->sin_layout == PE_SIN_INTERLEAVED ? a + 1 : half + t0 + t;
+                xr[a] = (float)((double)xr[a] + row[2 * t]), xr[b] = (float)((double)xr[b] + row[2 * t + 1]);
+            }
+        }
     }
-    free(row);
 }
 
 const pe__method pe__method_sinusoidal = {

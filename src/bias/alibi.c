@@ -7,21 +7,17 @@
 enum { SLOPES };
 
 /* The first n slopes of a power of two p: start^(i+1), start = 2^(-8/p). */
-static void slopes_pow2(double *m, int64_t p, int64_t n) {
+/* Slope i of the geometric sequence for p heads (p a power of two). */
+static double slope_pow2(int64_t p, int64_t i) {
     double start = pow(2.0, -pow(2.0, -(log2((double)p) - 3.0)));
-    for (int64_t i = 0; i < n; i++) m[i] = start * pow(start, (double)i);
+    return start * pow(start, (double)i);
 }
 
 void pe__alibi_slopes(double *m, int64_t H) {
     int64_t p = 1;
     while (p * 2 <= H) p *= 2;
-    slopes_pow2(m, p, p);
-    if (p == H) return;
-    double *extra = malloc(sizeof(double) * 2 * p);
-    PE_ASSERT(extra);
-    slopes_pow2(extra, 2 * p, 2 * p);
-    for (int64_t i = 0; i < H - p; i++) m[p + i] = extra[2 * i]; /* [0::2][:H - p] */
-    free(extra);
+    for (int64_t i = 0; i < p; i++) m[i] = slope_pow2(p, i);
+    for (int64_t i = 0; i < H - p; i++) m[p + i] = slope_pow2(2 * p, 2 * i); /* get_slopes(2p)[0::2][:H - p] */
 }
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {

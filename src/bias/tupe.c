@@ -26,6 +26,8 @@ typedef struct tupe_state {
     float *pq, *pk; /* (U, C) pt uq^T + uq_b, pt uk^T + uk_b */
     float *dpq, *dpk; /* (U, C) their gradients, accumulated by bias_backward */
     float *cls;     /* (2, H) A[0, 0] and A[1, 1] per head, scale included */
+    float *tile;    /* (T, Tk) scratch of the bias hooks: the pair terms, their gradients */
+    float *dpt;     /* (U, C) scratch of finish_backward */
 } tupe_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -55,7 +57,7 @@ static void release(pe__ctx *ctx) {
     tupe_state *st = ctx->state;
     if (st) {
         free(st->row), free(st->xhat), free(st->rstd), free(st->pt), free(st->pq), free(st->pk);
-        free(st->dpq), free(st->dpk), free(st->cls);
+        free(st->dpq), free(st->dpk), free(st->cls), free(st->tile), free(st->dpt);
     }
     free(st);
     ctx->state = NULL;
@@ -83,7 +85,10 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->dpq = calloc(n, sizeof(float));
     st->dpk = calloc(n, sizeof(float));
     st->cls = calloc((size_t)(2 * H), sizeof(float));
-    if (!st->row || !st->xhat || !st->rstd || !st->pt || !st->pq || !st->pk || !st->dpq || !st->dpk || !st->cls)
+    st->tile = malloc(sizeof(float) * (size_t)(ctx->T * ctx->Tk));
+    st->dpt = malloc(sizeof(float) * n);
+    if (!st->row || !st->xhat || !st->rstd || !st->pt || !st->pq || !st->pk || !st->dpq || !st->dpk || !st->cls ||
+        !st->tile || !st->dpt)
         return pe__fail(err, PE_ENOMEM, "out of memory for tupe's %lld positional rows", (long long)U);
     for (int64_t u = 0; u < BT; u++) st->row[u] = ctx->pos[u] + 1;
     for (int64_t u = 0; u < BTk; u++) st->row[BT + u] = ctx->kpos[u] + 1;
@@ -140,8 +145,7 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
     const float *rel_bias = ctx->w->param[REL_BIAS];
-    float *A = malloc(sizeof(float) * ni * nj); /* (ni, nj) the tile's pair terms */
-    PE_ASSERT(A);
+    float *A = st->tile; /* (ni, nj) the tile's pair terms (tupe is not fused: ni nj <= T Tk) */
     pe__gemm(0, 1, ni, nj, D, (float)ctx->cfg->scale, st->pq + (b * T + i0) * C + h * D, C,
              st->pk + (kr + j0) * C + h * D, C, 0.0f, A, nj);
     for (int64_t i = 0; i < ni; i++)
@@ -150,7 +154,6 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
             float a = kind ? st->cls[(kind - 1) * H + h] : A[i * nj + j];
             s[i * lds + j] += a + rel_bias[bucket_of(ctx, kind, pos, kpos, i0 + i, j0 + j) * H + h];
         }
-    free(A);
 }
 
 /* forward was s += A_ij + rel_bias[b_ij, h] with A_ij = scale pq_i.pk_j (or a [CLS] constant
@@ -165,8 +168,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
     const float scale = (float)ctx->cfg->scale;
     float *drel = ctx->g->dparam[REL_BIAS];
-    float *g = malloc(sizeof(float) * ni * nj); /* (ni, nj) */
-    PE_ASSERT(g);
+    float *g = st->tile; /* (ni, nj) */
     float dcls[2] = {0, 0};
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
@@ -187,7 +189,6 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
             st->dpk[o + d] += scale * dcls[a] * st->pq[o + d];
         }
     }
-    free(g);
 }
 
 /* forward was pq = pt uq^T + uq_b, pk = pt uk^T + uk_b, pt = xhat lw + lb, xhat = LN(table[row]),
@@ -207,8 +208,7 @@ static void finish_backward(pe__ctx *ctx) {
             if (dp[UK_B]) dp[UK_B][c] += st->dpk[u * C + c];
         }
     if (dp[POS_TABLE] || dp[POS_LN_W] || dp[POS_LN_B]) {
-        float *dpt = malloc(sizeof(float) * U * C); /* (U, C) */
-        PE_ASSERT(dpt);
+        float *dpt = st->dpt; /* (U, C) */
         pe__gemm(0, 0, U, C, C, 1.0f, st->dpq, C, w->param[UQ], C, 0.0f, dpt, C);
         pe__gemm(0, 0, U, C, C, 1.0f, st->dpk, C, w->param[UK], C, 1.0f, dpt, C);
         const float *lw = w->param[POS_LN_W];
@@ -227,7 +227,6 @@ static void finish_backward(pe__ctx *ctx) {
             for (int64_t c = 0; c < C; c++)
                 dt[c] += (float)(st->rstd[u] * ((double)dy[c] * lw[c] - m1 - xh[c] * m2));
         }
-        free(dpt);
     }
     memset(st->dpq, 0, sizeof(float) * U * C);
     memset(st->dpk, 0, sizeof(float) * U * C);

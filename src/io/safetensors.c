@@ -84,11 +84,17 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
                     st = pe__fail(err, PE_EFORMAT, "%s: __metadata__ value of '%s' is not a string", path, mk);
                     goto done;
                 }
-                f->meta_keys = realloc(f->meta_keys, sizeof(char *) * (f->n_meta + 1));
-                f->meta_values = realloc(f->meta_values, sizeof(char *) * (f->n_meta + 1));
-                PE_ASSERT(f->meta_keys && f->meta_values);
-                f->meta_keys[f->n_meta] = strdup(mk);
-                f->meta_values[f->n_meta] = strdup(json_string_value(mv));
+                char **k2 = realloc(f->meta_keys, sizeof(char *) * (f->n_meta + 1));
+                if (k2) f->meta_keys = k2;
+                char **v2 = k2 ? realloc(f->meta_values, sizeof(char *) * (f->n_meta + 1)) : NULL;
+                if (v2) f->meta_values = v2;
+                char *kd = v2 ? strdup(mk) : NULL, *vd = kd ? strdup(json_string_value(mv)) : NULL;
+                if (!vd) {
+                    free(kd);
+                    st = pe__fail(err, PE_ENOMEM, "%s: out of memory for __metadata__", path);
+                    goto done;
+                }
+                f->meta_keys[f->n_meta] = kd, f->meta_values[f->n_meta] = vd;
                 f->n_meta++;
             }
             continue;

@@ -52,6 +52,20 @@ static inline int64_t row(int v, int64_t K, const int64_t *pos, const int64_t *k
     return v == HUANG1 ? (a < 0 ? -a : a) : a + K;
 }
 
+/* huang1, huang2: a (T, Tk) scratch of scale_backward, once per call (not on the fused path,
+ * which takes the terms per tile). */
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int v = variant(ctx);
+    if ((v == HUANG1 || v == HUANG2) && !ctx->fused && !(ctx->state = malloc(sizeof(float) * (size_t)(ctx->T * ctx->Tk))))
+        return pe__fail(err, PE_ENOMEM, "out of memory for a %lld x %lld score table", (long long)ctx->T, (long long)ctx->Tk);
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    free(ctx->state);
+    ctx->state = NULL;
+}
+
 /* ---- huang1, huang2: s = (scale q.k) w[row, h] ------------------------------------------ */
 
 static void scale_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
@@ -74,8 +88,7 @@ static void scale_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     const float *w = ctx->w->param[REL];
     float *dw = ctx->g->dparam[REL];
     const int v = variant(ctx);
-    float *t = malloc(sizeof(float) * T * ctx->Tk); /* (T, T) c, then ds w */
-    PE_ASSERT(t);
+    float *t = ctx->state; /* (T, Tk) c, then ds w */
     if (dw) {
         pe__score_dot_forward(ctx, q, k, t);
         for (int64_t i = 0; i < T; i++)
@@ -84,7 +97,6 @@ static void scale_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) t[i * ctx->Tk + j] = ds[i * ctx->Tk + j] * w[row(v, K, pos, kpos, i, j) * H + h];
     pe__score_dot_backward(ctx, t, q, k, dq, dk);
-    free(t);
 }
 
 /* ---- huang3: s = scale sum_d q_d k_d rel_vec[row, d] ------------------------------------ */
@@ -196,6 +208,8 @@ static void rel_vec4(const pe_config *cfg, pe__rel *r) {
         .defaults = defaults,                                                                 \
         .check = check,                                                                       \
         .params = params_fn,                                                                  \
+        .prepare = prepare,                                                                   \
+        .release = release,                                                                   \
         .score_forward = fwd,                                                                 \
         .score_backward = bwd,                                                                \
         .rel = rel_fn,                                                                        \

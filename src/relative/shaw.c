@@ -21,6 +21,20 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 2;
 }
 
+/* Scratch of the score and value hooks, two (T, 2K+1) tables, allocated once per call (none
+ * on the fused path, which computes the terms per tile). */
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t R = 2 * ctx->cfg->max_rel + 1;
+    if (!ctx->fused && !(ctx->state = malloc(sizeof(float) * (size_t)(2 * ctx->T * R))))
+        return pe__fail(err, PE_ENOMEM, "out of memory for shaw's %lld x %lld tables", (long long)ctx->T, (long long)R);
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    free(ctx->state);
+    ctx->state = NULL;
+}
+
 static inline int64_t rel_index(const pe__ctx *ctx, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
     int64_t K = ctx->cfg->max_rel;
     return pe__clip(kpos[j] - pos[i], -K, K) + K;
@@ -31,14 +45,12 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    float *qr = malloc(sizeof(float) * T * R); /* (T, R) q_i . rel_k[r] */
-    PE_ASSERT(qr);
+    float *qr = ctx->state; /* (T, R) q_i . rel_k[r] */
     pe__score_dot_forward(ctx, q, k, s);
     pe__gemm(0, 1, T, R, D, 1.0f, q, ctx->C, ctx->w->param[REL_K], D, 0.0f, qr, R);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] += scale * qr[i * R + rel_index(ctx, pos, kpos, i, j)];
-    free(qr);
 }
 
 /* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, r] = scale sum_{j: r_ij = r} ds_ij:
@@ -48,27 +60,25 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    float *g = calloc((size_t)(T * R), sizeof(float));
-    PE_ASSERT(g);
+    float *g = ctx->state; /* (T, R) */
+    memset(g, 0, sizeof(float) * T * R);
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) g[i * R + rel_index(ctx, pos, kpos, i, j)] += scale * ds[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, g, R, ctx->w->param[REL_K], D, 1.0f, dq, ctx->C);
     if (ctx->g->dparam[REL_K]) pe__gemm(1, 0, R, D, T, 1.0f, g, R, q, ctx->C, 1.0f, ctx->g->dparam[REL_K], D);
-    free(g);
 }
 
 static void value_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o) {
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) probability mass per index */
-    PE_ASSERT(pr);
+    float *pr = ctx->state; /* (T, R) probability mass per index */
+    memset(pr, 0, sizeof(float) * T * R);
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) pr[i * R + rel_index(ctx, pos, kpos, i, j)] += p[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, pr, R, ctx->w->param[REL_V], D, 1.0f, o, ctx->C);
-    free(pr);
 }
 
 /* forward was o_i += sum_j p_ij rel_v[r_ij], so now: dp_ij += do_i . rel_v[r_ij],
@@ -78,9 +88,8 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
     (void)h;
     const int64_t T = ctx->T, D = ctx->D, R = 2 * ctx->cfg->max_rel + 1;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    float *dr = malloc(sizeof(float) * T * R);        /* (T, R) do_i . rel_v[r] */
-    float *pr = calloc((size_t)(T * R), sizeof(float)); /* (T, R) */
-    PE_ASSERT(dr && pr);
+    float *dr = ctx->state, *pr = dr + T * R; /* (T, R) do_i . rel_v[r], and the mass */
+    memset(pr, 0, sizeof(float) * T * R);
     pe__gemm(0, 1, T, R, D, 1.0f, dout, ctx->C, ctx->w->param[REL_V], D, 0.0f, dr, R);
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) {
@@ -89,7 +98,6 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
             pr[i * R + r] += p[i * ctx->Tk + j];
         }
     if (ctx->g->dparam[REL_V]) pe__gemm(1, 0, R, D, T, 1.0f, pr, R, dout, ctx->C, 1.0f, ctx->g->dparam[REL_V], D);
-    free(dr), free(pr);
 }
 
 /* The same terms for the fused path: row clip(j - i, -K, K) + K of rel_k (query) and rel_v. */
@@ -103,6 +111,8 @@ const pe__method pe__method_shaw = {
     .keys = "max_rel",
     .check = check,
     .params = params,
+    .prepare = prepare,
+    .release = release,
     .score_forward = score_forward,
     .score_backward = score_backward,
     .value_forward = value_forward,

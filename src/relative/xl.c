@@ -21,6 +21,9 @@ typedef struct xl_state {
     float *R;       /* (NR, C) R_m */
     float *Rk;      /* (NR, C) R wr^T; head h owns columns h*D .. h*D+D-1 */
     float *dRk;     /* (NR, C) gradient of Rk, accumulated by score_backward */
+    float *G;       /* (T, NR) scratch of the score hooks: q_i . Rk_h[r], then its gradient g */
+    float *uk;      /* (Tk) r_w_bias_h . k_j */
+    float *vr;      /* (NR) r_r_bias_h . Rk_h[r], then gs */
 } xl_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -47,7 +50,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 static void release(pe__ctx *ctx) {
     xl_state *st = ctx->state;
-    if (st) free(st->R), free(st->Rk), free(st->dRk);
+    if (st) free(st->R), free(st->Rk), free(st->dRk), free(st->G);
     free(st);
     ctx->state = NULL;
 }
@@ -85,8 +88,10 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->R = malloc(sizeof(float) * n);
     st->Rk = malloc(sizeof(float) * n);
     st->dRk = calloc(n, sizeof(float));
+    st->G = malloc(sizeof(float) * (size_t)(ctx->T * st->NR + ctx->Tk + st->NR));
+    if (st->G) st->uk = st->G + ctx->T * st->NR, st->vr = st->uk + ctx->Tk;
     double *row = malloc(sizeof(double) * C);
-    if (!st->R || !st->Rk || !st->dRk || !row) {
+    if (!st->R || !st->Rk || !st->dRk || !st->G || !row) {
         free(row);
         return pe__fail(err, PE_ENOMEM, "out of memory for xl's %lld x %lld distance table",
                         (long long)st->NR, (long long)C);
@@ -113,10 +118,7 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     const float *u = ctx->w->param[R_W_BIAS] + h * D, *v = ctx->w->param[R_R_BIAS] + h * D;
     const float *Rk = st->Rk + h * D; /* (NR, D) row stride C */
     const float scale = (float)ctx->cfg->scale;
-    float *G = malloc(sizeof(float) * T * NR); /* (T, NR) q_i . Rk_h[r] */
-    float *uk = malloc(sizeof(float) * Tk);    /* (Tk) r_w_bias_h . k_j */
-    float *vr = malloc(sizeof(float) * NR);    /* (NR) r_r_bias_h . Rk_h[r] */
-    PE_ASSERT(G && uk && vr);
+    float *G = st->G, *uk = st->uk, *vr = st->vr; /* (T, NR), (Tk), (NR) */
     pe__score_dot_forward(ctx, q, k, s);
     pe__gemm(0, 1, T, NR, D, 1.0f, q, C, Rk, C, 0.0f, G, NR);
     for (int64_t j = 0; j < Tk; j++) {
@@ -134,7 +136,6 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
             int64_t r = dist_index(ctx, st, b, i, j);
             s[i * Tk + j] += scale * (uk[j] + G[i * NR + r] + vr[r]);
         }
-    free(G), free(uk), free(vr);
 }
 
 /* forward was s = scale (q_i.k_j + u.k_j + q_i.Rk[r_ij] + v.Rk[r_ij]) with u = r_w_bias_h,
@@ -153,9 +154,8 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     float *dv = ctx->g->dparam[R_R_BIAS] ? ctx->g->dparam[R_R_BIAS] + h * D : NULL;
     float *dRk = st->dRk + h * D;
     const float scale = (float)ctx->cfg->scale;
-    float *g = calloc((size_t)(T * NR), sizeof(float)); /* (T, NR) */
-    float *gs = calloc((size_t)NR, sizeof(float));      /* (NR) */
-    PE_ASSERT(g && gs);
+    float *g = st->G, *gs = st->vr; /* (T, NR), (NR) */
+    memset(g, 0, sizeof(float) * T * NR), memset(gs, 0, sizeof(float) * NR);
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     for (int64_t j = 0; j < Tk; j++) {
         float c = 0;
@@ -177,7 +177,6 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
             dRk[r * C + d] += gs[r] * v[d];
             if (dv) dv[d] += gs[r] * Rk[r * C + d];
         }
-    free(g), free(gs);
 }
 
 /* forward was Rk = R wr^T, so now: dwr += dRk^T R. dRk is cleared for the next backward. */

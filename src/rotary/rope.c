@@ -18,6 +18,7 @@ typedef struct {
     float *cs;        /* (B*T, r/2, 2) cos, sin of the queries; attention factor included */
     float *cs_k;      /* (B*Tk, r/2, 2) of the keys: cs itself when keys sit at the queries' positions */
     double *inv_freq; /* (r/2) */
+    double *acc;      /* (r/2) LongRoPE's factor gradient, summed by rotate_backward */
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
 } rope_state;
 
@@ -46,7 +47,8 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     const int shared = ctx->kpos == ctx->pos;
     rope_state *st = calloc(1, sizeof *st);
-    if (st) st->inv_freq = malloc(sizeof(double) * half), st->cs = malloc(sizeof(float) * n * half * 2);
+    if (st) st->inv_freq = malloc(sizeof(double) * 2 * half), st->cs = malloc(sizeof(float) * n * half * 2);
+    if (st && st->inv_freq) st->acc = st->inv_freq + half;
     if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * nk * half * 2);
     if (!st || !st->inv_freq || !st->cs || !st->cs_k) {
         if (st && !shared) free(st->cs_k);
@@ -123,13 +125,12 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim;
     float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
     if (dfactor) {
-        double *acc = pe__calloc((size_t)(rd / 2), sizeof(double)); /* sum dL/dtheta (theta - theta_min) f_t */
-        PE_ASSERT(acc);
+        double *acc = st->acc; /* sum dL/dtheta (theta - theta_min) f_t */
+        memset(acc, 0, sizeof(double) * (size_t)(rd / 2));
         factor_grad(ctx, st, st->cs, ctx->pos, n, q_in, dq, ctx->C, ctx->H, acc);
         factor_grad(ctx, st, st->cs_k, ctx->kpos, nk, k_in, dk, ctx->Ckv, ctx->Hkv, acc);
         const float *f = ctx->w->param[st->factor_table];
         for (int64_t t = 0; t < rd / 2; t++) dfactor[t] -= (float)(acc[t] / (double)f[t]);
-        free(acc);
     }
     pe__rope_rotate(dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
     pe__rope_rotate(dk, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
