@@ -100,9 +100,13 @@ static double status_mib(const char *key) {
     return v;
 }
 
+/* How every layer and kernel of the benchmark runs: --threads, and per measurement the path
+ * and the MXCSR/exp switches (set on each layer, pe_attention_set_run_options). */
+static pe_run_options RUN;
+
 static int nthreads(void) {
 #ifdef _OPENMP
-    return pe__fused.threads > 0 ? pe__fused.threads : omp_get_max_threads();
+    return RUN.threads > 0 ? RUN.threads : omp_get_max_threads();
 #else
     return 1;
 #endif
@@ -213,7 +217,8 @@ static int bench_rope(const bopts *o, torchp *tp, rope_res *R) {
     R->threads[0] = 1, R->threads[1] = nthreads();
     for (int ti = 0; ti < 2; ti++) {
         const int nth = R->threads[ti];
-        pe__fused.threads = nth;
+        pe_run_options run = RUN;
+        run.threads = nth;
         for (int r = 0; r < reps; r++) {
             double t0 = now();
             par_copy(q2, q, n, nth);
@@ -224,22 +229,21 @@ static int bench_rope(const bopts *o, torchp *tp, rope_res *R) {
         gap();
         for (int r = 0; r < reps; r++) {
             double t0 = now();
-            pe__rope_table(cs, pos, T, inv_freq, half, 1.0);
+            pe__rope_table(&run, cs, pos, T, inv_freq, half, 1.0);
             v[r] = now() - t0;
         }
         R->table[ti] = median(v, reps) * 1e3;
         for (int layout = 0; layout < 2; layout++) {
             for (int r = 0; r < reps; r++) {
                 double t0 = now();
-                pe__rope_rotate(q, T, C, H, D, D, layout, cs, 1.0f);
-                pe__rope_rotate(k, T, C, H, D, D, layout, cs, 1.0f);
+                pe__rope_rotate(&run, q, T, C, H, D, D, layout, cs, 1.0f);
+                pe__rope_rotate(&run, k, T, C, H, D, D, layout, cs, 1.0f);
                 v[r] = now() - t0;
             }
             (layout == PE_ROPE_HALF ? R->half : R->inter)[ti] = median(v, reps) * 1e3;
             gap();
         }
     }
-    pe__fused.threads = 0;
     free(q), free(k), free(q2), free(k2), free(cs), free(pos);
     R->torch = NAN;
     char req[64];
@@ -298,7 +302,9 @@ static int attn_measure(const char *method, int64_t T, int causal, int reference
     if (!x || !dy || !y || !dx) return cli_fail("bench: out of memory");
     memset(y, 0, sizeof(float) * T * C), memset(dx, 0, sizeof(float) * T * C);
     pe_layer_zero_grad(&L);
-    pe__fused.off = reference;
+    pe_run_options run = RUN;
+    run.path = reference ? PE_PATH_REFERENCE : PE_PATH_AUTO;
+    pe_attention_set_run_options(att, &run);
     malloc_measure(1);
     int tracked = peak_reset();
     double base = status_mib("VmRSS"), fv[32], bv[32];
@@ -312,7 +318,6 @@ static int attn_measure(const char *method, int64_t T, int causal, int reference
         if (r == (warm ? -1 : 0)) *mib = tracked ? status_mib("VmHWM") - base : NAN, malloc_measure(0);
         if (r >= 0) fv[r] = t1 - t0, bv[r] = t2 - t1;
     }
-    pe__fused.off = 0;
     if (rc) fprintf(stderr, "posenc: bench: %s: %s\n", method, err.msg);
     else *f = median(fv, reps) * 1e3, *b = median(bv, reps) * 1e3;
     free(x), free(dy), free(y), free(dx);
@@ -454,9 +459,9 @@ static int bench_denormal(const bopts *o, double res[4][2]) {
     printf("## (d) denormals: alibi, T=%lld, not causal (far logits reach exp(-1000)), fused path\n\n", (long long)T);
     printf("| exp and MXCSR | fwd ms | bwd ms | fwd x default | bwd x default |\n| --- | ---: | ---: | ---: | ---: |\n");
     for (int v = 0; v < 4; v++) {
-        pe__fused.no_ftz = v & 1, pe__fused.denormals = v >> 1;
+        RUN.keep_mxcsr = v & 1, RUN.denormals = v >> 1;
         int rc = attn_measure("alibi", T, 0, 0, o->reps, 1, &res[v][0], &res[v][1], &mib);
-        pe__fused.no_ftz = pe__fused.denormals = 0;
+        RUN.keep_mxcsr = RUN.denormals = 0;
         if (rc) return 1;
         printf("| %s | %.1f | %.1f | %.2f | %.2f |\n", name[v], res[v][0], res[v][1], res[v][0] / res[0][0],
                res[v][1] / res[0][1]);
@@ -507,7 +512,9 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
         }
         G->sgemm[ti] = 2.0 * T * T * D / median(tv, reps) / 1e9;
         gap();
-        pe__fused.threads = G->threads[ti];
+        pe_run_options run = RUN;
+        run.threads = G->threads[ti];
+        ctx.run = &run;
         for (int r = 0; r < reps; r++) {
             double t0 = now();
             pe__fused_forward(&ctx, m, q, k, v, o_, st, &err);
@@ -520,7 +527,7 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
             tv[r] = now() - t0;
         }
         G->bwd[ti] = 2.5 * fl / median(tv, reps) / 1e9;
-        pe__fused.threads = 0;
+        ctx.run = NULL;
         gap();
     }
 #ifdef PE_BLAS
@@ -528,7 +535,7 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
 #endif
     printf("## (e) GEMM ceiling and the fused attention core: T=2048, H=8, D=64, not causal, GFLOP/s\n\n");
     printf("| threads | BLAS sgemm 2048x2048x64 (%s) | fused forward (%s kernels) | x sgemm | fused backward | x sgemm |\n",
-           tr_env_blas_core(), pe__kernels_pick(pe__fused.isa)->name);
+           tr_env_blas_core(), pe__kernels_pick(NULL)->name);
     printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (int ti = 0; ti < 2; ti++)
         printf("| %d | %.1f | %.1f | %.2f | %.1f | %.2f |\n", G->threads[ti], G->sgemm[ti], G->fwd[ti],
@@ -636,7 +643,7 @@ int cli_bench(int argc, char **argv) {
         else return cli_fail("%s", USAGE);
     }
     if (o.threads) {
-        pe__fused.threads = o.threads;
+        RUN.threads = o.threads;
 #ifdef _OPENMP
         omp_set_num_threads(o.threads);
 #endif
@@ -655,7 +662,7 @@ int cli_bench(int argc, char **argv) {
     } else
         o.torch = 0;
     printf("# posenc bench\n\n%s, %d threads, OpenBLAS core %s, fused kernels %s; PyTorch: %s; load average at start %s\n\n",
-           cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe__kernels_pick(pe__fused.isa)->name,
+           cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe__kernels_pick(NULL)->name,
            o.torch ? tp.info : "not run", load0);
     fflush(stdout);
     rope_res RR;
@@ -683,7 +690,7 @@ int cli_bench(int argc, char **argv) {
     fprintf(md, "Measured by `make bench-readme` (`posenc bench --readme README.md`) on %s, %d threads, OpenBLAS core %s,"
                 " fused kernels %s, PyTorch %s; load average %s at the start and %s at the end: the machine was shared,"
                 " so the ratios (measured side by side in one run) are what counts, not the times.\n\n",
-            cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe__kernels_pick(pe__fused.isa)->name,
+            cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe__kernels_pick(NULL)->name,
             tp.info[0] ? tp.info : "not run", load0, load1);
     if (did_rope)
         fprintf(md, "RoPE on q and k [T=4096, H=32, D=128], in place, %d threads: %.2fx the time of a copy of the same bytes"

@@ -216,6 +216,20 @@ typedef struct pe_positions {
     int mask_batched;
 } pe_positions;
 
+/* How a layer runs, not what it computes: its path, threads and kernels. Each layer keeps
+ * its own (set before a forward), so layers in one process do not disturb each other; a
+ * zeroed struct is the default. */
+enum { PE_PATH_AUTO, PE_PATH_REFERENCE };
+typedef struct pe_run_options {
+    int path;        /* PE_PATH_AUTO: fused wherever the method allows it and no scores or
+                        probabilities are asked for; PE_PATH_REFERENCE: always the T x Tk path */
+    int threads;     /* threads of the fused path and the rotations; 0: OpenMP's default */
+    char isa[16];    /* kernels: "" the best this CPU runs, or "avx512", "avx2", "generic" */
+    int keep_mxcsr;  /* 1: no FTZ/DAZ in the fused threads (by default they flush denormals) */
+    int denormals;   /* 1: exp underflows gradually (IEEE) instead of giving 0 below -87 */
+} pe_run_options;
+void pe_attention_set_run_options(pe_attention *att, const pe_run_options *opt);
+
 /* Forward of the layer.
  *   x     (B, T, C)
  *   mems  (B, M, C) or NULL (M = 0); only methods with memory

@@ -45,6 +45,7 @@ struct pe_attention {
     size_t mask_cap;
     int has_mask;
     int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
+    pe_run_options run;
     pe__ctx ctx;
 };
 
@@ -81,6 +82,10 @@ void pe_attention_free(pe_attention *a) {
 }
 
 const pe_config *pe_attention_config(const pe_attention *a) { return &a->cfg; }
+void pe_attention_set_run_options(pe_attention *a, const pe_run_options *opt) {
+    a->run = opt ? *opt : (pe_run_options){0};
+    a->run.isa[sizeof a->run.isa - 1] = 0;
+}
 int64_t pe_attention_head_dim(const pe_attention *a) { return a->D; }
 int pe_attention_has_memory(const pe_attention *a) { return (a->m->flags & PE__MEMORY) != 0; }
 int pe_attention_is_complex(const pe_attention *a) { return (a->m->flags & PE__COMPLEX) != 0; }
@@ -206,7 +211,8 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
-                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .fused = a->fused, .w = w, .g = NULL,
+                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .fused = a->fused, .run = &a->run,
+                     .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
@@ -323,7 +329,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
         return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
     if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
-    a->fused = !scores && !probs && pe__fused_eligible(a->m);
+    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
     pe_status st = reserve(a, B, T, Tk, M, 1, (int)mask_rows(at), err);
@@ -410,7 +416,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
                         "the queries are the last T of Tk tokens", (long long)Tk, (long long)T);
     pe_weights none = {0};
     if (!w) w = &none;
-    a->fused = !scores && !probs && pe__fused_eligible(a->m);
+    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 0;
     a->M = 0;
     pe_status st = reserve(a, B, T, Tk, 0, 0, (int)mask_rows(at), err);

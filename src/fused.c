@@ -4,6 +4,8 @@
  * q, k (and v); bias hooks are called per tile through their (i0, ni, j0, nj) interface, and
  * relative-row terms (pe__rel: shaw, huang) are computed per tile here (pe__frel_*).
  *
+ * It takes the methods whose description says so (PE__FUSED).
+ *
  * Forward: tiles of PE_BR queries x PE_BC keys with an online softmax (flash attention), so
  * memory stays linear in T: the row max m and 1/l of every query are saved (stats, 2 floats
  * per row and head) with o. Backward recomputes every tile from q, k, v and those statistics.
@@ -34,49 +36,42 @@ static int omp_get_num_threads(void) { return 1; }
 #define PE_MXCSR 1
 #endif
 
-pe__fused_knobs pe__fused = {0, 0, 0, 0, NULL};
+static const pe_run_options DEFAULTS = {0};
 
-int pe__fused_eligible(const pe__method *m) {
-    if (pe__fused.off) return 0;
-    if (m->flags & (PE__MEMORY | PE__COMPLEX)) return 0;
-    if (m->mask) return 0;
-    /* score and value hooks only as relative-row terms the tiles compute (shaw, huang) */
-    if (!m->rel && (m->score_forward || m->score_backward || m->value_forward || m->value_backward)) return 0;
-    /* a bias backward that gathers tile gradients into the method's state for
-     * finish_backward (tupe) would race between threads */
-    if (m->bias_backward && m->finish_backward) return 0;
-    return 1;
-}
+int pe__fused_eligible(const pe__method *m) { return (m->flags & PE__FUSED) != 0; }
+
+static const char *isa_of(const pe_run_options *run) { return run && run->isa[0] ? run->isa : NULL; }
 
 /* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny
  * layers) stay on one thread, since starting and joining a team (whose idle threads spin on
  * a busy 2-core machine) costs more than the work. */
-static int threads(double work) {
+static int threads(const pe_run_options *run, double work) {
 #ifdef _OPENMP
     if (work < (double)(1 << 22)) return 1;
     if (omp_in_parallel()) return 1; /* e.g. the trainer's one run per core */
-    return pe__fused.threads > 0 ? pe__fused.threads : omp_get_max_threads();
+    return run && run->threads > 0 ? run->threads : omp_get_max_threads();
 #else
-    (void)work;
+    (void)run, (void)work;
     return 1;
 #endif
 }
 
-static unsigned ftz_enter(void) {
+static unsigned ftz_enter(const pe_run_options *run) {
 #ifdef PE_MXCSR
     unsigned old = _mm_getcsr();
-    if (!pe__fused.no_ftz) _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+    if (!run->keep_mxcsr) _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
     return old;
 #else
+    (void)run;
     return 0;
 #endif
 }
 
-static void ftz_leave(unsigned old) {
+static void ftz_leave(const pe_run_options *run, unsigned old) {
 #ifdef PE_MXCSR
-    if (!pe__fused.no_ftz) _mm_setcsr(old);
+    if (!run->keep_mxcsr) _mm_setcsr(old);
 #else
-    (void)old;
+    (void)run, (void)old;
 #endif
 }
 
@@ -327,7 +322,7 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
                   .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp,
                   .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
-                  .lo = pe__fused.denormals ? -104.0f : -87.0f, .ld = ctx->C,
+                  .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
                   .rel = rel->R ? rel : NULL, .dpa = dp + (rel->v ? rel->Rp : 0)};
     const int64_t Rp = rel->R ? rel->Rp : 0;
     j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * (dp + Rp);
@@ -343,11 +338,12 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
 
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err) {
-    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
+    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
+    const pe__kernels *K = pe__kernels_pick(isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
     const int64_t group = H / Hkv, dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC);
     const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
-    const int nth = threads((double)B * H * T * ctx->Tk * D);
+    const int nth = threads(run, (double)B * H * T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
@@ -369,7 +365,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
-        unsigned csr = ftz_enter();
+        unsigned csr = ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < B * Hkv; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
@@ -394,7 +390,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
                 bad = at < bad ? at : bad;
             }
         }
-        ftz_leave(csr);
+        ftz_leave(run, csr);
     }
     free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
     if (bad != INT64_MAX) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)(bad % T));
@@ -460,10 +456,11 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              const float *q, const float *k, const float *v, const float *o,
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err) {
-    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
+    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
+    const pe__kernels *K = pe__kernels_pick(isa_of(run));
     const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
     const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC), per = dp * tkp;
-    int nth = threads(2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
+    int nth = threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
@@ -501,7 +498,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
     PE_OMP(omp parallel num_threads(nth))
     {
-        unsigned csr = ftz_enter();
+        unsigned csr = ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < items; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
@@ -531,7 +528,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
             }
         }
 #undef PE_PRIVATE
-        ftz_leave(csr);
+        ftz_leave(run, csr);
     }
     if (priv)
         for (int64_t c = 0; c < copies; c++)
@@ -543,10 +540,10 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
 
 /* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
  * threads, each through the SIMD kernel. */
-void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign) {
-    const pe__kernels *K = pe__kernels_pick(pe__fused.isa);
-    const int nth = threads((double)n * nh * rd * 16); /* memory-bound: weigh it up */
+    const pe__kernels *K = pe__kernels_pick(isa_of(run));
+    const int nth = threads(run, (double)n * nh * rd * 16); /* memory-bound: weigh it up */
     PE_OMP(omp parallel num_threads(nth))
     {
         const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -558,9 +555,9 @@ void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int
 /* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
  * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
  * 4096 positions x 64 pairs took half as long as rotating q and k). */
-void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
-                    double attn) {
-    const int nth = threads((double)n * half * 256); /* sin and cos in double */
+void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t n, const double *inv_freq,
+                    int64_t half, double attn) {
+    const int nth = threads(run, (double)n * half * 256); /* sin and cos in double */
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
     for (int64_t i = 0; i < n; i++)
         for (int64_t t = 0; t < half; t++) {

@@ -58,6 +58,7 @@ typedef struct pe__ctx {
     int64_t pos_min, pos_max; /* over queries and keys together */
     const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
     int fused;                /* the call runs the fused path: score and value hooks are not called */
+    const pe_run_options *run; /* the layer's: threads and kernels of the fused path and rotations */
     const pe_weights *w;
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
@@ -75,6 +76,10 @@ enum {
     PE__PERSIST = 8,
     /* Acts on the input embedding (x or token ids), not on q and k: no projected form. */
     PE__INPUT = 16,
+    /* The fused path computes it: no score or value hook but as relative-row terms (rel), bias
+     * hooks that run per tile from any thread (their backward writes only ctx->g), no mask hook,
+     * no memory, no walk of its own. test_fused holds every method with it to the reference. */
+    PE__FUSED = 32,
 };
 
 /* Relative-row terms (shaw, huang1 .. huang4), the method's description of what its
@@ -225,19 +230,18 @@ int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
 
 /* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(pos * inv_freq) * attn,
  * angles and cos/sin in double, rounded once to float. */
-void pe__rope_table(float *cs, const int64_t *pos, int64_t n, const double *inv_freq, int64_t half,
-                    double attn);
+void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t n, const double *inv_freq,
+                    int64_t half, double attn);
 
 /* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
  * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
  * (the backward of a rotation is the rotation by -theta). SIMD and threads (fused.c). */
-void pe__rope_rotate(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
 
 /* The fused attention path (fused.c): tiled, online softmax, no (T, Tk) buffer; backward
- * recomputes tiles. Eligible: no score or value hook but as relative-row terms (rel), no mask
- * hook, no memory, not complex. stats:
- * (2, B, H, T) floats saved by forward for backward. */
+ * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved
+ * by forward for backward. Threads and kernels from ctx->run. */
 int pe__fused_eligible(const pe__method *m);
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err);
@@ -245,15 +249,6 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              const float *q, const float *k, const float *v, const float *o,
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err);
-/* Switches for tests and benchmarks; set them between calls. */
-typedef struct pe__fused_knobs {
-    int off;         /* 1: always the reference path */
-    int no_ftz;      /* 1: keep the caller's MXCSR (by default the fused threads flush denormals) */
-    int denormals;   /* 1: exp underflows gradually (IEEE) instead of giving 0 below -87 */
-    int threads;     /* 0: OpenMP's default */
-    const char *isa; /* kernels: NULL the best this CPU runs, or "avx512", "avx2", "generic" */
-} pe__fused_knobs;
-extern pe__fused_knobs pe__fused;
 
 /* Fills unset rope keys from the config.json named by cfg->hf_config (rotary/hf_config.c). */
 pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);

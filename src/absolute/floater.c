@@ -217,10 +217,12 @@ MM3_KERNEL(mm3_avx2, v4d, 4, SET4, FMA4, __builtin_fma)
 #endif
 
 /* AVX2+FMA where the fused path's kernels (kernels.c, same build condition) found AVX2 or
- * AVX-512 on this CPU; pe__fused.isa = "generic" selects the portable one in tests. */
-static mm3_fn *mm3_pick(void) {
+ * AVX-512 on this CPU; the layer's run options with isa "generic" select the portable one. */
+static mm3_fn *mm3_pick(const pe_run_options *run) {
 #ifdef FLOATER_AVX2
-    if (strcmp(pe__kernels_pick(pe__fused.isa)->name, "generic")) return mm3_avx2;
+    if (strcmp(pe__kernels_pick(run && run->isa[0] ? run->isa : NULL)->name, "generic")) return mm3_avx2;
+#else
+    (void)run;
 #endif
     return mm3_generic;
 }
@@ -451,9 +453,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         }
         st->b1 = st->w1 + C * (C + 1), st->w2 = st->b1 + C, st->b2 = st->w2 + C * (C + 1);
         st->w1t = st->b2 + C, st->w2t = st->w1t + C * C, st->w1c = st->w2t + C * C, st->w2c = st->w1c + C;
-        st->mm3 = mm3_pick();
     }
     PE_ASSERT(st->C == C);
+    st->mm3 = mm3_pick(ctx->run);
 
     /* this call's distinct positions */
     free(st->upos), free(st->u_tab), free(st->tok_u), free(st->grad);
@@ -701,7 +703,7 @@ const pe__method pe__method_floater = {
     .name = "floater",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "floater_dt floater_step",
-    .flags = PE__PERSIST,
+    .flags = PE__PERSIST | PE__FUSED,
     .check = check,
     .params = params,
     .prepare = prepare,

@@ -6,5 +6,5 @@ const pe__method pe__method_none = {
     .name = "none",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__FUSED,
 };

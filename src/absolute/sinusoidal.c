@@ -59,7 +59,7 @@ const pe__method pe__method_sinusoidal = {
     .name = "sinusoidal",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "sin_layout sin_base shift",
-    .flags = PE__GQA | PE__INPUT,
+    .flags = PE__GQA | PE__INPUT | PE__FUSED,
     .check = check,
     .embed_forward = embed_forward,
 };

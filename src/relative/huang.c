@@ -205,6 +205,7 @@ static void rel_vec4(const pe_config *cfg, pe__rel *r) {
         .name = "huang" #n,                                                                   \
         .family = PE_FAMILY_RELATIVE,                                                         \
         .keys = "max_rel",                                                                    \
+        .flags = PE__FUSED,                                                                   \
         .defaults = defaults,                                                                 \
         .check = check,                                                                       \
         .params = params_fn,                                                                  \

@@ -109,6 +109,7 @@ const pe__method pe__method_shaw = {
     .name = "shaw",
     .family = PE_FAMILY_RELATIVE,
     .keys = "max_rel",
+    .flags = PE__FUSED,
     .check = check,
     .params = params,
     .prepare = prepare,

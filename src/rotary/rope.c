@@ -64,8 +64,8 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
                                                   : ctx->cfg->hf_factors[st->factor_table];
     double attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
-    pe__rope_table(st->cs, ctx->pos, n, st->inv_freq, half, attn);
-    if (!shared) pe__rope_table(st->cs_k, ctx->kpos, nk, st->inv_freq, half, attn);
+    pe__rope_table(ctx->run, st->cs, ctx->pos, n, st->inv_freq, half, attn);
+    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, nk, st->inv_freq, half, attn);
     ctx->state = st;
     return PE_OK;
 }
@@ -86,8 +86,8 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const rope_state *st = ctx->state;
     int64_t rd = ctx->cfg->rotary_dim;
-    pe__rope_rotate(q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
-    pe__rope_rotate(k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+    pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
 
 /* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
@@ -132,8 +132,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
         const float *f = ctx->w->param[st->factor_table];
         for (int64_t t = 0; t < rd / 2; t++) dfactor[t] -= (float)(acc[t] / (double)f[t]);
     }
-    pe__rope_rotate(dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
-    pe__rope_rotate(dk, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
+    pe__rope_rotate(ctx->run, dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
+    pe__rope_rotate(ctx->run, dk, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
 }
 
 pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
@@ -167,7 +167,7 @@ const pe__method pe__method_rope = {
     .keys = "rope_layout rope_base rotary_dim rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor hf_config",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,
     .params = params,

@@ -106,8 +106,8 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const xpos_state *st = ctx->state;
     int64_t D = ctx->D;
-    pe__rope_rotate(q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
-    pe__rope_rotate(k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
+    pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
+    pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
 }
 
 /* forward was q' = s R(theta) q with a scalar s per pair, so now: dq = s R(-theta) dq', the
@@ -117,15 +117,15 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     (void)dv, (void)q_in, (void)k_in;
     const xpos_state *st = ctx->state;
     int64_t D = ctx->D;
-    pe__rope_rotate(dq, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, -1.0f);
-    pe__rope_rotate(dk, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, -1.0f);
+    pe__rope_rotate(ctx->run, dq, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, -1.0f);
+    pe__rope_rotate(ctx->run, dk, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, -1.0f);
 }
 
 const pe__method pe__method_xpos = {
     .name = "xpos",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_base xpos_scale_base xpos_gamma",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__FUSED,
     .check = check,
     .prepare = prepare,
     .release = release,

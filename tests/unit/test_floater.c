@@ -320,7 +320,7 @@ static void finite_differences(void **state) {
 
 /* ---- the kernels ---------------------------------------------------------------------- */
 
-/* The portable product kernel of the solver (pe__fused.isa "generic") and the one this CPU
+/* The portable product kernel of the solver (run option isa "generic") and the one this CPU
  * picks agree to double rounding (FMA, or none), forward and backward; widths with a vector
  * tail (C = 24) and with columns only in the tail (C = 6). The attention runs on the reference
  * path, so that only the solver differs. */
@@ -330,13 +330,14 @@ static void kernels_agree(void **state) {
     for (size_t c = 0; c < sizeof HD / sizeof HD[0]; c++) {
         run R[2];
         for (int k = 0; k < 2; k++) {
-            pe__fused.isa = k ? NULL : "generic", pe__fused.off = 1;
             run_init(&R[k], "floater_dt=0.05 causal=true", 2, 7, HD[c][0], HD[c][1], 40 + c);
+            pe_run_options opt = {.path = PE_PATH_REFERENCE};
+            snprintf(opt.isa, sizeof opt.isa, "%s", k ? "" : "generic");
+            pe_attention_set_run_options(R[k].att, &opt);
             for (int64_t i = 0; i < R[k].B * R[k].T; i++) R[k].pos[i] = 3 * i + 1; /* up to 40: 1000 steps */
             loss(&R[k]);
             backward(&R[k]);
         }
-        pe__fused.isa = NULL, pe__fused.off = 0;
         double worst = 0;
         int64_t n = R[0].B * R[0].T * R[0].C;
         for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs(R[0].y[i] - R[1].y[i]) / (1e-7 + 1e-6 * fabs(R[1].y[i])));

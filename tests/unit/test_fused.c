@@ -165,10 +165,12 @@ static void check_settings(const char *settings) {
         int nt = pe_layer_tensors(&L, names, data, grads, sizes);
         for (size_t vi = 0; vi < sizeof VARIANTS / sizeof VARIANTS[0]; vi++) {
             const variant *v = &VARIANTS[vi];
-            pe__fused = (pe__fused_knobs){0, v->no_ftz, v->denormals, v->threads, v->isa};
             if (v->isa && strcmp(pe__kernels_pick(v->isa)->name, v->isa)) continue; /* not on this CPU */
+            pe_run_options opt = {.threads = v->threads, .keep_mxcsr = v->no_ftz, .denormals = v->denormals};
+            snprintf(opt.isa, sizeof opt.isa, "%s", v->isa ? v->isa : "");
+            pe_attention_set_run_options(att, &opt);
             run(att, &L, s, x, pos, dy, NULL, &fu);
-            pe__fused = (pe__fused_knobs){0};
+            pe_attention_set_run_options(att, NULL);
             char label[700];
             snprintf(label, sizeof label, "%s [%s, %s, %d threads%s%s]", settings, s->name,
                      pe__kernels_pick(v->isa)->name, v->threads, v->no_ftz ? ", no ftz" : "", v->denormals ? ", denormals" : "");
@@ -187,11 +189,11 @@ static void check_settings(const char *settings) {
         }
         /* the same bits whatever the thread count (private gradients summed in a fixed order) */
         result one, three;
-        pe__fused.threads = 1;
+        pe_attention_set_run_options(att, &(pe_run_options){.threads = 1});
         run(att, &L, s, x, pos, dy, NULL, &one);
-        pe__fused.threads = 3;
+        pe_attention_set_run_options(att, &(pe_run_options){.threads = 3});
         run(att, &L, s, x, pos, dy, NULL, &three);
-        pe__fused.threads = 0;
+        pe_attention_set_run_options(att, NULL);
         assert_memory_equal(one.y, three.y, sizeof(float) * n);
         assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
         assert_memory_equal(one.grads, three.grads, sizeof(float) * L.n);
@@ -208,9 +210,17 @@ static void fused_matches_reference(void **state) { check_settings((const char *
 
 /* The methods the operator runs fused, and those it must not (score or value hooks that are
  * not relative-row terms, mask hooks, memory, complex-valued, or a bias backward that gathers
- * into the method's state). */
+ * into the method's state): each method's own flag says so, and the flag agrees with its
+ * hooks. PE_PATH_REFERENCE keeps one layer on the reference path while another runs fused. */
 static void eligibility(void **state) {
     (void)state;
+    for (int m = 0; m < PE_METHOD_COUNT; m++) {
+        const pe__method *d = pe__method_get(m);
+        int hooks_allow = !(d->flags & (PE__MEMORY | PE__COMPLEX)) && !d->mask && !d->walk_forward &&
+                          (d->rel || !(d->score_forward || d->score_backward || d->value_forward || d->value_backward)) &&
+                          !(d->bias_backward && d->finish_backward);
+        if (pe__fused_eligible(d) && !hooks_allow) fail_msg("%s is flagged fused but its hooks need the reference path", d->name);
+    }
     static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos", "alibi",
                                       "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang3", "huang4"};
     static const char *const no[] = {"xl", "deberta", "tupe", "complex"};
@@ -218,9 +228,24 @@ static void eligibility(void **state) {
         assert_true(pe__fused_eligible(pe__method_get(pe_method_from_name(yes[i]))));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         assert_false(pe__fused_eligible(pe__method_get(pe_method_from_name(no[i]))));
-    pe__fused.off = 1;
-    assert_false(pe__fused_eligible(pe__method_get(pe_method_from_name("rope"))));
-    pe__fused.off = 0;
+    /* two layers, one forced to the reference path: each keeps its own (the fused one saves
+     * no scores, so asking a fused layer for nothing and comparing both outputs suffices) */
+    const int64_t C = 16, T = 70;
+    pe_attention *a = pe_test_layer("method=rope heads=2 causal=true", C), *b = pe_test_layer("method=rope heads=2 causal=true", C);
+    pe_layer L;
+    pe_err err;
+    if (pe_layer_init(&L, a, 16, 3, &err)) fail_msg("%s", err.msg);
+    pe_attention_set_run_options(b, &(pe_run_options){.path = PE_PATH_REFERENCE, .isa = "generic", .threads = 1});
+    float *x = calloc((size_t)(T * C), sizeof(float)), *ya = malloc(sizeof(float) * T * C), *yb = malloc(sizeof(float) * T * C);
+    pe_rng rng = {5};
+    for (int64_t i = 0; i < T * C; i++) x[i] = 2 * pe_rng_uniform(&rng) - 1;
+    if (pe_attention_forward(a, &L.w, x, NULL, 0, NULL, 0, 1, T, ya, NULL, NULL, &err) ||
+        pe_attention_forward(b, &L.w, x, NULL, 0, NULL, 0, 1, T, yb, NULL, NULL, &err))
+        fail_msg("%s", err.msg);
+    assert_int_equal(pe_test_compare("y", ya, yb, T * C, 1e-5, 1e-4), 0);
+    free(x), free(ya), free(yb);
+    pe_layer_free(&L);
+    pe_attention_free(a), pe_attention_free(b);
 }
 
 /* The scalar rotation the SIMD kernel replaced (rope.c before it), the oracle of bit identity. */
@@ -267,9 +292,9 @@ static void rope_bit_identical(void **state) {
                         memcpy(want, x, sizeof(float) * n * ld);
                         memcpy(got, x, sizeof(float) * n * ld);
                         rope_scalar(want, n, ld, nh, D, rd, layout, cs, (float)sg);
-                        pe__fused.isa = isas[k];
-                        pe__rope_rotate(got, n, ld, nh, D, rd, layout, cs, (float)sg);
-                        pe__fused.isa = NULL;
+                        pe_run_options opt = {0};
+                        snprintf(opt.isa, sizeof opt.isa, "%s", isas[k]);
+                        pe__rope_rotate(&opt, got, n, ld, nh, D, rd, layout, cs, (float)sg);
                         if (memcmp(got, want, sizeof(float) * n * ld))
                             fail_msg("rope %s D=%lld rd=%lld layout %d sign %d differs", isas[k], (long long)D,
                                      (long long)rd, layout, sg);
