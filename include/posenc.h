@@ -205,6 +205,14 @@ int pe_attention_has_memory(const pe_attention *att);
  *            query i (PyTorch's boolean attn_mask: true = take part); combines with causal.
  *            Packed documents (positions restarting, a block-diagonal mask) and sliding
  *            windows are said with it. It is copied: it need not outlive the call.
+ *   q_lens, k_lens  (B) or NULL (projected form only): rows of different lengths, padded. Row
+ *            b's queries are its first q_lens[b] (0 .. T) rows, its keys its first k_lens[b]
+ *            (1 .. Tk); the rest is padding: padding keys are masked, padding queries give
+ *            o = 0, get no gradient and are never an error, and padding positions are not
+ *            read (nor counted in max(positions)). causal then aligns each row bottom-right
+ *            on its own lengths (key j masked after query i + k_lens[b] - q_lens[b], as
+ *            FlashAttention's variable-length kernels), and the default query positions are
+ *            k_lens[b] - q_lens[b] + t.
  * Methods take their terms from positions (i - j for relative and bias methods, rotations
  * at i and j), never from token indices; token indices only order the causal mask. */
 typedef struct pe_positions {
@@ -214,6 +222,7 @@ typedef struct pe_positions {
     int key_pos_batched;
     const uint8_t *mask;
     int mask_batched;
+    const int64_t *q_lens, *k_lens;
 } pe_positions;
 
 /* How a layer runs, not what it computes: its path, threads and kernels. Each layer keeps
@@ -268,10 +277,10 @@ pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const fl
  *   o     (B, T, H*D) out: heads concatenated, no output projection
  *   scores, probs (B, H, T, Tk) or NULL: as the layer (asking for them runs the T x Tk path)
  * causal masks key index j > i + (Tk - T) (FlashAttention's bottom-right alignment) and
- * needs Tk >= T. A query left with no key is an error. Rows of a batch have equal T and Tk:
- * rows of different lengths are padded and the padding keys masked with attn_mask, or packed
- * into one row with restarting positions and a block-diagonal mask. Methods that act on the
- * input embedding (sinusoidal, learned, complex) refuse this form. */
+ * needs Tk >= T (per row: k_lens >= q_lens). A query left with no key is an error. Rows of
+ * different lengths are padded (q_lens, k_lens of pe_positions), or packed into one row with
+ * restarting positions and a block-diagonal mask. Methods that act on the input embedding
+ * (sinusoidal, learned, complex) refuse this form. */
 pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const float *q,
                                    const float *k, const float *v, int64_t B, int64_t T, int64_t Tk,
                                    const pe_positions *at, float *o, float *scores, float *probs,

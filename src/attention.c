@@ -115,10 +115,10 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
         n = 0;
     }
-    if ((size_t)(B * (T + Tk)) > a->pos_cap) {
+    if ((size_t)(B * (T + Tk + 2)) > a->pos_cap) { /* positions, then the rows' lengths */
         free(a->pos);
-        a->pos = malloc(sizeof(int64_t) * B * (T + Tk));
-        a->pos_cap = a->pos ? (size_t)(B * (T + Tk)) : 0;
+        a->pos = malloc(sizeof(int64_t) * B * (T + Tk + 2));
+        a->pos_cap = a->pos ? (size_t)(B * (T + Tk + 2)) : 0;
         if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
     }
     if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
@@ -174,32 +174,46 @@ void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const 
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
 }
 
-/* The call's positions into a->pos: queries (B, T) from qp (NULL: q_default + t), keys
- * (B, Tk) from kp (NULL: 0 .. Tk-1; kp == qp: the queries' own); the mask copied. Then the
- * context every hook sees, and the method's prepare. */
+/* The call's positions into a->pos: queries (B, T) from at->pos (NULL: q_default + t, or per
+ * row k_len - q_len + t), keys (B, Tk) from at->key_pos (NULL: 0 .. Tk-1; keys_are_queries: the
+ * queries' own); padding entries (past a row's lengths) take the row's first key position, so
+ * that no hook reads them and max(positions) is over real tokens. The mask and lengths are
+ * copied. Then the context every hook sees, and the method's prepare. */
 static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
                        const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     const int64_t *qp = at ? at->pos : NULL, *kp = at ? at->key_pos : NULL;
-    int64_t *pos = a->pos, *kpos = a->pos + B * T;
-    int64_t pmin = INT64_MAX, pmax = INT64_MIN;
+    const int lens = at && (at->q_lens || at->k_lens);
+    int64_t *pos = a->pos, *kpos = a->pos + B * T, *qlen = kpos + B * Tk, *klen = qlen + B;
+    for (int64_t b = 0; b < B; b++) {
+        qlen[b] = lens && at->q_lens ? at->q_lens[b] : T;
+        klen[b] = lens && at->k_lens ? at->k_lens[b] : Tk;
+        if (qlen[b] < 0 || qlen[b] > T || klen[b] < 1 || klen[b] > Tk)
+            return pe__fail(err, PE_EINVAL, "row %lld: lengths %lld queries and %lld keys, expected 0 .. %lld and 1 .. %lld",
+                            (long long)b, (long long)qlen[b], (long long)klen[b], (long long)T, (long long)Tk);
+        if (a->cfg.causal && klen[b] < qlen[b])
+            return pe__fail(err, PE_EINVAL, "row %lld: causal attention needs as many keys as queries (%lld keys, %lld queries)",
+                            (long long)b, (long long)klen[b], (long long)qlen[b]);
+    }
     for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++) {
-            int64_t pv = !qp ? q_default + t : qp[(at->pos_batched ? b * T : 0) + t];
-            pos[b * T + t] = pv;
-            pmin = pv < pmin ? pv : pmin, pmax = pv > pmax ? pv : pmax;
-        }
+        for (int64_t t = 0; t < T; t++)
+            pos[b * T + t] = qp ? qp[(at->pos_batched ? b * T : 0) + t] : (lens ? klen[b] - qlen[b] : q_default) + t;
     if (keys_are_queries) {
         kpos = pos;
     } else {
         for (int64_t b = 0; b < B; b++)
-            for (int64_t u = 0; u < Tk; u++) {
-                int64_t pv = !kp ? u : kp[(at->key_pos_batched ? b * Tk : 0) + u];
-                kpos[b * Tk + u] = pv;
-                pmin = pv < pmin ? pv : pmin, pmax = pv > pmax ? pv : pmax;
-            }
+            for (int64_t u = 0; u < Tk; u++) kpos[b * Tk + u] = kp ? kp[(at->key_pos_batched ? b * Tk : 0) + u] : u;
+    }
+    int64_t pmin = INT64_MAX, pmax = INT64_MIN;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t fill = kpos[b * Tk];
+        for (int64_t t = qlen[b]; lens && t < T; t++) pos[b * T + t] = fill;
+        for (int64_t u = klen[b]; lens && u < Tk; u++) kpos[b * Tk + u] = fill;
+        for (int64_t t = 0; t < T; t++) pmin = pos[b * T + t] < pmin ? pos[b * T + t] : pmin, pmax = pos[b * T + t] > pmax ? pos[b * T + t] : pmax;
+        for (int64_t u = 0; u < Tk && !keys_are_queries; u++)
+            pmin = kpos[b * Tk + u] < pmin ? kpos[b * Tk + u] : pmin, pmax = kpos[b * Tk + u] > pmax ? kpos[b * Tk + u] : pmax;
     }
     a->has_mask = at && at->mask;
     if (a->has_mask)
@@ -211,8 +225,8 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
-                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .fused = a->fused, .run = &a->run,
-                     .w = w, .g = NULL,
+                     .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
+                     .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
@@ -221,9 +235,13 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
 
 int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s) {
     const int64_t T = ctx->T, Tk = ctx->Tk;
+    int64_t Tb, Tkb, qoff; /* the row's own lengths: padding after them */
+    pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
+    for (int64_t i = 0; i < T; i++)
+        for (int64_t j = i < Tb ? Tkb : 0; j < Tk; j++) s[i * Tk + j] = -INFINITY;
     if (ctx->cfg->causal)
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t j = ctx->qoff + i + 1; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+        for (int64_t i = 0; i < Tb; i++)
+            for (int64_t j = qoff + i + 1; j < Tkb; j++) s[i * Tk + j] = -INFINITY;
     if (ctx->mask) {
         const uint8_t *mk = ctx->mask + b * T * Tk;
         for (int64_t e = 0; e < T * Tk; e++)
@@ -232,8 +250,8 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
     if (m && m->mask)
         for (int64_t i = 0; i < T; i++)
             for (int64_t j = 0; j < Tk; j++)
-                if (m->mask(ctx, i, j)) s[i * Tk + j] = -INFINITY;
-    for (int64_t i = 0; i < T; i++) {
+                if (m->mask(ctx, b, i, j)) s[i * Tk + j] = -INFINITY;
+    for (int64_t i = 0; i < Tb; i++) { /* padding queries have no key, by design */
         int64_t j = 0;
         while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
         if (j == Tk) return i;
@@ -329,6 +347,8 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
         return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
     if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
+    if (at && (at->q_lens || at->k_lens))
+        return pe__fail(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
     a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;

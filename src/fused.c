@@ -180,7 +180,7 @@ void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_
 
 int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj) {
     const pe__frel *f = j->rel;
-    const int64_t *pos = j->ctx->pos + j->b * j->T, *kpos = j->ctx->kpos + j->b * j->Tk, Ke = f->Ke;
+    const int64_t *pos = j->ctx->pos + j->b * j->ctx->T, *kpos = j->ctx->kpos + j->b * j->ctx->Tk, Ke = f->Ke;
     int32_t same = f->map[rel_offset(kpos[j0], pos[i0], Ke)];
     for (int64_t r = 0; r < ni; r++) {
         const int64_t pi = pos[i0 + r];
@@ -320,7 +320,7 @@ static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_e
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
-                  .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp,
+                  .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp, .ldm = ctx->Tk,
                   .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
                   .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
                   .rel = rel->R ? rel : NULL, .dpa = dp + (rel->v ? rel->Rp : 0)};
@@ -377,12 +377,20 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         for (int64_t it = 0; it < B * H * nq; it++) {
             const int64_t bh = it / nq, blk = nq - 1 - it % nq, b = bh / H, h = bh % H;
             const int64_t kv = b * Hkv + h / group;
-            j.b = b, j.h = h, j.i0 = blk * PE_BR, j.ni = T - j.i0 < PE_BR ? T - j.i0 : PE_BR;
+            pe__row_lens(ctx, b, &j.T, &j.Tk, &j.qoff);
+            j.b = b, j.h = h, j.i0 = blk * PE_BR;
+            const int64_t nfull = T - j.i0 < PE_BR ? T - j.i0 : PE_BR; /* the block's rows, padding included */
+            j.ni = j.T - j.i0 < nfull ? j.T - j.i0 : nfull;
             j.nkb = nkb, j.mask = tiles ? ctx->mask + b * T * ctx->Tk : NULL, j.tiles = tiles ? tiles + b * nq * nkb : NULL;
             j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
             j.kt = kt + kv * per, j.v = vr + kv * per, j.kr = kr ? kr + kv * per : NULL;
             j.kc = rel.kc ? rel.kc + kv * tkp * rel.Rp : NULL;
             j.m = stats + bh * T, j.il = stats + (B * H + bh) * T;
+            for (int64_t i = j.i0 + (j.ni > 0 ? j.ni : 0); i < j.i0 + nfull; i++) { /* padding queries: o = 0 */
+                memset(j.out + i * C, 0, sizeof(float) * D);
+                j.m[i] = -INFINITY, j.il[i] = 0.0f;
+            }
+            if (j.ni <= 0) continue;
             int64_t r = K->forward(&j);
             if (r >= 0) {
                 int64_t at = bh * T + j.i0 + r;
@@ -427,6 +435,7 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
         if (f->c) j->kc = f->kc + bg * j->tkp * f->Rp, memset(j->hc, 0, sizeof(float) * j->tkp * f->Rp);
     }
     if (t->tiles) j->mask = ctx->mask + b * T * Tk, j->tiles = t->tiles + b * ((T + PE_BR - 1) / PE_BR) * j->nkb;
+    pe__row_lens(ctx, b, &j->T, &j->Tk, &j->qoff); /* the kernel walks row b's own queries and keys */
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
         const int64_t at = b * T * C + h * D;
         j->b = b, j->h = h;

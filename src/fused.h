@@ -41,12 +41,12 @@ typedef struct pe__fjob {
     pe__ctx *ctx; /* what the bias hooks see (backward: the thread's copy, private gradients) */
     pe__bias_fwd_fn bias;
     pe__bias_bwd_fn bias_bwd;
-    int64_t b, h, T, Tk, qoff, D, dp, tkp;
+    int64_t b, h, T, Tk, qoff, D, dp, tkp; /* T, Tk, qoff: row b's own (per-row lengths), the rest padding */
     int causal; /* key index j > qoff + i masked */
     /* attn_mask of row b (T, Tk), 0 = masked, or NULL; tiles (ceil(T/PE_BR), ceil(Tk/PE_BC)) of
      * row b: 0 every entry masked (the tile is skipped), 1 some, 2 none */
     const uint8_t *mask, *tiles;
-    int64_t nkb;
+    int64_t nkb, ldm; /* ldm: the mask's row stride (the call's Tk) */
     float scale; /* folded into the packed queries */
     float lo;    /* exp(x) is 0 below lo: -87 keeps every value normal, -104 underflows gradually */
     /* q, o, dout, dq rows of this head: (T, D) with row stride ld */

@@ -57,6 +57,7 @@ typedef struct pe__ctx {
     const int64_t *kpos;      /* (B, Tk) key positions (== pos in a layer without memory) */
     int64_t pos_min, pos_max; /* over queries and keys together */
     const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
+    const int64_t *q_len, *k_len; /* (B) valid queries and keys of each row (padding after), or NULL */
     int fused;                /* the call runs the fused path: score and value hooks are not called */
     const pe_run_options *run; /* the layer's: threads and kernels of the fused path and rotations */
     const pe_weights *w;
@@ -137,7 +138,7 @@ typedef struct pe__method {
 
     /* 1 when the method masks key j for query i (token indices: query i is token qoff + i
      * of the keys), beyond the core's causal mask and attn_mask. */
-    int (*mask)(const pe__ctx *ctx, int64_t i, int64_t j);
+    int (*mask)(const pe__ctx *ctx, int64_t b, int64_t i, int64_t j);
 
     /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
     void (*rel)(const pe_config *cfg, pe__rel *r);
@@ -197,6 +198,13 @@ void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n,
 static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
 }
+/* Row b's valid queries, keys and causal offset (all of them without per-row lengths). */
+static inline void pe__row_lens(const pe__ctx *ctx, int64_t b, int64_t *T, int64_t *Tk, int64_t *qoff) {
+    *T = ctx->q_len ? ctx->q_len[b] : ctx->T;
+    *Tk = ctx->k_len ? ctx->k_len[b] : ctx->Tk;
+    *qoff = *Tk - *T;
+}
+
 /* The largest |offset| between two positions of the call when a table per offset pays (t5's
  * buckets, fire's biases), or -1: not past 2^22, nor longer than the (B, T, Tk) entries it
  * replaces (two tokens a million positions apart). `signed_offsets`: the table has 2 span + 1 rows. */

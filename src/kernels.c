@@ -257,7 +257,7 @@ static void mask_tile(const pe__fjob *j, float *s, int64_t ni, int64_t i0, int64
         if (from < 0) from = 0;
         for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
         if (!partial) continue;
-        const uint8_t *mk = j->mask + (i0 + r) * j->Tk + j0;
+        const uint8_t *mk = j->mask + (i0 + r) * j->ldm + j0;
         for (int64_t c = 0; c < from; c++)
             if (!mk[c]) s[r * PE_BC + c] = -INFINITY;
     }

@@ -123,11 +123,11 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* What entry (i, j) (token indices; query i is token qoff + i) takes: 0 the pair's own term,
- * 1 A[0, 0], 2 A[1, 1]. [CLS] is token 0. */
-static inline int cls_kind(const pe__ctx *ctx, int64_t i, int64_t j) {
+/* What entry (i, j) (token indices; query i is token qoff + i of its row) takes: 0 the pair's
+ * own term, 1 A[0, 0], 2 A[1, 1]. [CLS] is token 0. */
+static inline int cls_kind(const pe__ctx *ctx, int64_t qoff, int64_t i, int64_t j) {
     if (!ctx->cfg->tupe_cls) return 0;
-    return ctx->qoff + i == 0 ? 1 : j == 0 ? 2 : 0;
+    return qoff + i == 0 ? 1 : j == 0 ? 2 : 0;
 }
 
 static inline int64_t bucket_of(const pe__ctx *ctx, int kind, const int64_t *pos, const int64_t *kpos, int64_t i,
@@ -144,13 +144,15 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
+    int64_t Tb, Tkb, qoff;
+    pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
     const float *rel_bias = ctx->w->param[REL_BIAS];
     float *A = st->tile; /* (ni, nj) the tile's pair terms (tupe is not fused: ni nj <= T Tk) */
     pe__gemm(0, 1, ni, nj, D, (float)ctx->cfg->scale, st->pq + (b * T + i0) * C + h * D, C,
              st->pk + (kr + j0) * C + h * D, C, 0.0f, A, nj);
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
-            int kind = cls_kind(ctx, i0 + i, j0 + j);
+            int kind = cls_kind(ctx, qoff, i0 + i, j0 + j);
             float a = kind ? st->cls[(kind - 1) * H + h] : A[i * nj + j];
             s[i * lds + j] += a + rel_bias[bucket_of(ctx, kind, pos, kpos, i0 + i, j0 + j) * H + h];
         }
@@ -166,13 +168,15 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H, U = st->U;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
     const int64_t kr = ctx->B * T + b * ctx->Tk; /* the keys' first row */
+    int64_t Tb, Tkb, qoff;
+    pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
     const float scale = (float)ctx->cfg->scale;
     float *drel = ctx->g->dparam[REL_BIAS];
     float *g = st->tile; /* (ni, nj) */
     float dcls[2] = {0, 0};
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
-            int kind = cls_kind(ctx, i0 + i, j0 + j);
+            int kind = cls_kind(ctx, qoff, i0 + i, j0 + j);
             float d = ds[i * lds + j];
             if (drel) drel[bucket_of(ctx, kind, pos, kpos, i0 + i, j0 + j) * H + h] += d;
             if (kind) dcls[kind - 1] += d;

@@ -189,11 +189,13 @@ static void finish_backward(pe__ctx *ctx) {
 }
 
 /* same_length: every query sees at most mem_len keys before itself (token indices: query i
- * is key qoff + i; mem_len defaults to qoff, the layer's memory length). */
-static int mask(const pe__ctx *ctx, int64_t i, int64_t j) {
+ * is key qoff + i of its row; mem_len defaults to qoff, the layer's memory length). */
+static int mask(const pe__ctx *ctx, int64_t b, int64_t i, int64_t j) {
     if (!ctx->cfg->same_length) return 0;
-    int64_t mem_len = ctx->cfg->mem_len < 0 ? ctx->qoff : ctx->cfg->mem_len;
-    return j <= ctx->qoff + i - mem_len;
+    int64_t T, Tk, qoff;
+    pe__row_lens(ctx, b, &T, &Tk, &qoff);
+    int64_t mem_len = ctx->cfg->mem_len < 0 ? qoff : ctx->cfg->mem_len;
+    return j <= qoff + i - mem_len;
 }
 
 const pe__method pe__method_xl = {

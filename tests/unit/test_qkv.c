@@ -243,6 +243,80 @@ static void fused_qkv_matches_reference(void **state) {
     assert_true(checked >= 4);
 }
 
+/* ---- per-row lengths: a padded batch is its rows run alone ---------------------------------- */
+
+static const char *const PADDED[] = {
+    /* not dynamic NTK or LongRoPE: their frequencies follow max(positions) of the whole call */
+    "method=none", "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8", "method=alibi",
+    "method=t5", "method=shaw max_rel=3", "method=huang3 max_rel=3", "method=xl same_length=true mem_len=3",
+    "method=tupe num_buckets=8 max_distance=12", "method=deberta position_buckets=4 max_relative_positions=8 share_att_key=false",
+    "method=floater", "method=xpos xpos_scale_base=64", "method=fire fire_init_L=8",
+};
+
+/* Rows of lengths (q_lens, k_lens) padded to (T, Tk) with garbage in the padding, against one
+ * call per row on its own tokens: o and dq, dk, dv of the real tokens, zeros in the padding,
+ * the method's gradients summed over the rows; both paths, causal and not. */
+static void padded_rows_are_rows(void **state) {
+    const char *settings = *state;
+    enum { B = 3 };
+    const int64_t H = 2, D = 8, C = H * D, T = 70, Tk = 100;
+    const int64_t qlen[B] = {70, 0, 33}, klen[B] = {100, 5, 64};
+    for (int causal = 0; causal < 2; causal++)
+        for (int path = 0; path < 2; path++) {
+            char full[512];
+            snprintf(full, sizeof full, "%s heads=%lld causal=%s", settings, (long long)H, causal ? "true" : "false");
+            pe_attention *att = pe_test_layer(full, C), *one = pe_test_layer(full, C);
+            pe_layer L;
+            pe_err err;
+            if (pe_layer_init(&L, att, 512, 9, &err)) fail_msg("%s", err.msg);
+            if (path) {
+                pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_REFERENCE});
+                pe_attention_set_run_options(one, &(pe_run_options){.path = PE_PATH_REFERENCE});
+            }
+            pe_rng rng = {99};
+            float *q = frand(B * T * C, &rng), *k = frand(B * Tk * C, &rng), *v = frand(B * Tk * C, &rng);
+            float *dout = frand(B * T * C, &rng);
+            int64_t kpos[B * 100], qpos[B * 70];
+            for (int64_t b = 0; b < B; b++) {
+                for (int64_t u = 0, p = 4 * b; u < Tk; u++, p += 1 + (u + b) % 2) kpos[b * Tk + u] = u < klen[b] ? p : -1000;
+                for (int64_t t = 0; t < T; t++) /* the last q_len keys' positions; garbage in the padding */
+                    qpos[b * T + t] = t < qlen[b] ? kpos[b * Tk + klen[b] - qlen[b] + t] : 123456789;
+            }
+            pe_positions at = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1, .q_lens = qlen,
+                               .k_lens = klen};
+            qrun pad;
+            const qshape sp = {"padded", B, T, Tk, H, 0, D, causal, 0};
+            qkv_run(att, &L, &sp, q, k, v, &at, dout, NULL, &pad);
+            float *sum = calloc((size_t)L.n, sizeof(float));
+            int64_t bad = 0;
+            for (int64_t b = 0; b < B; b++) {
+                const int64_t Tb = qlen[b], Tkb = klen[b];
+                for (int64_t i = Tb; i < T; i++)
+                    for (int64_t e = 0; e < C; e++) bad += pad.o[(b * T + i) * C + e] != 0 || pad.dq[(b * T + i) * C + e] != 0;
+                for (int64_t u = Tkb; u < Tk; u++)
+                    for (int64_t e = 0; e < C; e++) bad += pad.dk[(b * Tk + u) * C + e] != 0 || pad.dv[(b * Tk + u) * C + e] != 0;
+                if (Tb == 0) continue;
+                qrun r;
+                const qshape s1 = {"row", 1, Tb, Tkb, H, 0, D, causal, 0};
+                pe_positions at1 = {.pos = qpos + b * T, .key_pos = kpos + b * Tk};
+                float *qb = malloc(sizeof(float) * Tb * C), *kb = k + b * Tk * C, *vb = v + b * Tk * C;
+                float *db = malloc(sizeof(float) * Tb * C);
+                memcpy(qb, q + b * T * C, sizeof(float) * Tb * C), memcpy(db, dout + b * T * C, sizeof(float) * Tb * C);
+                qkv_run(one, &L, &s1, qb, kb, vb, &at1, db, NULL, &r);
+                bad += close_to("o", pad.o + b * T * C, r.o, Tb * C) + close_to("dq", pad.dq + b * T * C, r.dq, Tb * C) +
+                       close_to("dk", pad.dk + b * Tk * C, r.dk, Tkb * C) + close_to("dv", pad.dv + b * Tk * C, r.dv, Tkb * C);
+                for (size_t e = 0; e < (size_t)L.n; e++) sum[e] += r.grads[e];
+                qrun_free(&r), free(qb), free(db);
+            }
+            bad += close_to("d(method tensors)", pad.grads, sum, L.n);
+            if (bad) fail_msg("%s (%s, %s): %lld elements differ", settings, causal ? "causal" : "full",
+                              path ? "reference" : "fused", (long long)bad);
+            qrun_free(&pad), free(sum), free(q), free(k), free(v), free(dout);
+            pe_layer_free(&L);
+            pe_attention_free(att), pe_attention_free(one);
+        }
+}
+
 /* ---- what the form refuses ------------------------------------------------------------------ */
 
 static void refusals(void **state) {
@@ -276,6 +350,14 @@ static void refusals(void **state) {
     mask[3] = 1;
     assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &at, o, NULL, NULL, &err), PE_OK);
     assert_int_equal(pe_attention_backward(att, NULL, o, NULL, NULL, &err), PE_EINVAL);
+    /* per-row lengths: in range, causal rows with as many keys as queries, projected form only */
+    int64_t ql[1] = {4}, kl[1] = {3};
+    pe_positions lens = {.q_lens = ql, .k_lens = kl};
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &lens, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "lengths"));
+    ql[0] = 3, kl[0] = 2;
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &lens, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "as many keys as queries"));
     pe_attention_free(att);
     /* the layer's keys are its queries: no key_pos */
     att = pe_test_layer("method=rope heads=2", C);
@@ -284,18 +366,24 @@ static void refusals(void **state) {
     int64_t kp[3] = {0, 1, 2};
     pe_positions bad = {.key_pos = kp};
     assert_int_equal(pe_attention_layer_forward(att, &L.w, q, NULL, 0, 1, 3, &bad, o, NULL, NULL, &err), PE_EINVAL);
+    int64_t ql2[1] = {2};
+    pe_positions lens2 = {.q_lens = ql2};
+    assert_int_equal(pe_attention_layer_forward(att, &L.w, q, NULL, 0, 1, 3, &lens2, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "projected form"));
     pe_layer_free(&L);
     pe_attention_free(att);
 }
 
 int main(void) {
-    enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0] };
-    struct CMUnitTest tests[NM + NF + 1];
+    enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0] };
+    struct CMUnitTest tests[NM + NF + NP + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
     for (int i = 0; i < NF; i++)
         tests[n++] = (struct CMUnitTest){FUSED[i], fused_qkv_matches_reference, NULL, NULL, (void *)FUSED[i]};
+    for (int i = 0; i < NP; i++)
+        tests[n++] = (struct CMUnitTest){PADDED[i], padded_rows_are_rows, NULL, NULL, (void *)PADDED[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
