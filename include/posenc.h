@@ -306,6 +306,12 @@ pe_status pe_attention_forward_ids(pe_attention *att, const pe_weights *w, const
                                    float *y, float *y_imag, float *scores, float *probs,
                                    pe_err *err);
 
+/* The same with positions and attn_mask as pe_attention_layer_forward (key_pos and the
+ * lengths must be NULL). */
+pe_status pe_attention_layer_forward_ids(pe_attention *att, const pe_weights *w, const int64_t *ids,
+                                         int64_t B, int64_t T, const pe_positions *at, float *y,
+                                         float *y_imag, float *scores, float *probs, pe_err *err);
+
 /* Backward of the last forward_ids: dy, dy_imag (B, T, C), either may be NULL (zero), not
  * both. There is no dx: ids have no gradient. g: accumulated (+=). */
 pe_status pe_attention_backward_ids(pe_attention *att, const pe_weights *w, const float *dy,

@@ -318,7 +318,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
                 st = pe__fail(err, PE_ETENSOR, "tensor 'positions': shape %s, expected [%lld]%s", got,
                               (long long)T, batched ? " or [B, T]" : "");
             }
-        } else if (strcmp(nm, "attn_mask") == 0 && !cx) {
+        } else if (strcmp(nm, "attn_mask") == 0) {
             mask = t; /* checked below, once the memory length is known */
         } else if (strcmp(nm, "dy") == 0) {
             dy = t;
@@ -362,8 +362,9 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
           *probs = outs[2 + cx].data;
     if (cx) {
         if (!(ids64 = to_i64(x))) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
-        st = pe_attention_forward_ids(att, &w, ids64, pos64, pos && pos->ndim == 2, B, T, y, y_im,
-                                      scores, probs, err);
+        pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2,
+                           .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};
+        st = pe_attention_layer_forward_ids(att, &w, ids64, B, T, &at, y, y_im, scores, probs, err);
     } else {
         pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2,
                            .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};

@@ -401,6 +401,13 @@ pe_status pe_attention_forward(pe_attention *a, const pe_weights *w, const float
 pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const int64_t *ids,
                                    const int64_t *pos, int pos_batched, int64_t B, int64_t T,
                                    float *y, float *y_imag, float *scores, float *probs, pe_err *err) {
+    pe_positions at = {.pos = pos, .pos_batched = pos_batched};
+    return pe_attention_layer_forward_ids(a, w, ids, B, T, &at, y, y_imag, scores, probs, err);
+}
+
+pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, const int64_t *ids, int64_t B,
+                                         int64_t T, const pe_positions *at, float *y, float *y_imag,
+                                         float *scores, float *probs, pe_err *err) {
     if (!pe_attention_is_complex(a)) {
         a->have_forward = 0;
         return pe__fail(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
@@ -408,13 +415,15 @@ pe_status pe_attention_forward_ids(pe_attention *a, const pe_weights *w, const i
     if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
     if (!ids || !y || !y_imag || !w || !w->wq || !w->wk || !w->wv || !w->wo)
         return pe__fail(err, PE_EINVAL, "ids, y, y_imag and the weights wq, wk, wv, wo are required");
+    if (at && (at->key_pos || at->q_lens || at->k_lens))
+        return pe__fail(err, PE_EINVAL, "a layer on token ids takes positions and attn_mask only");
     a->layer = 1;
     a->M = 0;
-    pe_positions at = {.pos = pos, .pos_batched = pos_batched};
-    pe_status st = reserve(a, B, T, T, 0, 1, 0, err);
+    a->fused = 0;
+    pe_status st = reserve(a, B, T, T, 0, 1, (int)mask_rows(at), err);
     if (st) return st;
     memcpy(a->ids, ids, sizeof(int64_t) * B * T); /* before prepare, which checks them */
-    if ((st = begin(a, w, B, T, T, &at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)))
+    if ((st = begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)))
         return st;
     a->have_forward = 1;
     return PE_OK;

@@ -5,7 +5,6 @@ both parts, s = scale |Qre Kre^T - Qim Kim^T + i (Qre Kim^T + Qim Kre^T)| with s
 1/sqrt(2 D), one softmax for both value streams, y = o_re wo^T + bo, y_imag = o_im wo^T + bo.
 The gradient of |S| at S = 0 is taken as 0 (sqrt behind a where, so no NaN)."""
 PROJECTED = False  # acts on token ids: no projected form
-MASKS = False      # its own layer walk (attend below) takes no attn_mask
 import math
 
 import numpy as np
@@ -46,6 +45,8 @@ def attend(meta, tensors):
     for name, a in tensors.items():
         if a.dtype.kind == "f":
             t[name] = torch.tensor(a, dtype=torch.float64, requires_grad=name not in ("dy", "dy_imag"))
+        elif name == "attn_mask":
+            t[name] = torch.tensor(a.astype(bool))
         else:
             t[name] = torch.tensor(a.astype("int64"))
     ids = t["ids"]
@@ -57,7 +58,10 @@ def attend(meta, tensors):
     pos = pos.expand(B, T) if pos.dim() == 1 else pos
     D = t["wq"].shape[1] // int(meta["heads"])
     scale = float(meta["scale"]) if "scale" in meta else 1.0 / math.sqrt(2 * D)
-    res = forward(t, ids, pos, int(meta["heads"]), scale, meta.get("causal", "false") == "true")
+    mask = t.get("attn_mask")
+    if mask is not None and mask.dim() == 2:
+        mask = mask.expand(B, T, T)
+    res = forward(t, ids, pos, int(meta["heads"]), scale, meta.get("causal", "false") == "true", mask)
     if not batched:
         res = {n: a[0] for n, a in res.items()}
     if "dy" in t or "dy_imag" in t:
@@ -69,9 +73,10 @@ def attend(meta, tensors):
     return {n: a.detach() for n, a in res.items()}
 
 
-def forward(t, ids, pos, H, scale, causal):
-    """The layer with autograd intact: t name -> float64 tensor, ids and pos (B, T).
-    Returns y, y_imag (B, T, C), scores and probs (B, H, T, T)."""
+def forward(t, ids, pos, H, scale, causal, mask=None):
+    """The layer with autograd intact: t name -> float64 tensor, ids and pos (B, T), mask
+    (B, T, T) bool (True takes part) or None. Returns y, y_imag (B, T, C), scores and probs
+    (B, H, T, T)."""
     B, T = ids.shape
     C = t["wq"].shape[1]
     D = C // H
@@ -96,6 +101,8 @@ def forward(t, ids, pos, H, scale, causal):
     s = scale * torch.where(m2 > 0, torch.where(m2 > 0, m2, torch.ones_like(m2)).sqrt(), torch.zeros_like(m2))
     if causal:
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if mask is not None:
+        s = s.masked_fill(~mask[:, None], float("-inf"))
     p = torch.softmax(s, -1)
 
     def out(o):
