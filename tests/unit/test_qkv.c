@@ -317,6 +317,78 @@ static void padded_rows_are_rows(void **state) {
         }
 }
 
+/* ---- finite differences of the projected form's backward ----------------------------------- */
+
+typedef struct fd_run {
+    pe_attention *att;
+    pe_layer *L;
+    float *q, *k, *v, *o, *r;
+    int64_t B, T, Tk, C;
+    const pe_positions *at;
+} fd_run;
+
+static double fd_loss(void *p) { /* sum o * r, in double */
+    fd_run *R = p;
+    pe_err err;
+    if (pe_attention_forward_qkv(R->att, &R->L->w, R->q, R->k, R->v, R->B, R->T, R->Tk, R->at, R->o, NULL, NULL, &err))
+        fail_msg("forward_qkv: %s", err.msg);
+    double s = 0;
+    for (int64_t i = 0; i < R->B * R->T * R->C; i++) s += (double)R->o[i] * R->r[i];
+    return s;
+}
+
+/* dq, dk, dv and every method tensor's gradient against 4-point central differences: a chunk
+ * of 3 queries against 7 keys at gapped positions, a random mask, two rows, causal. */
+static void qkv_finite_differences(void **state) {
+    const char *settings = *state;
+    const int64_t B = 2, T = 3, Tk = 7, H = 2, D = 4, C = H * D;
+    char full[512];
+    snprintf(full, sizeof full, "%s heads=%lld causal=true", settings, (long long)H);
+    pe_attention *att = pe_test_layer(full, C);
+    pe_layer L;
+    pe_err err;
+    if (pe_layer_init(&L, att, 64, 21, &err)) fail_msg("%s", err.msg);
+    pe_rng rng = {8};
+    float *q = frand(B * T * C, &rng), *k = frand(B * Tk * C, &rng), *v = frand(B * Tk * C, &rng);
+    float *r = frand(B * T * C, &rng), *o = malloc(sizeof(float) * B * T * C);
+    float *dq = malloc(sizeof(float) * B * T * C), *dk = malloc(sizeof(float) * B * Tk * C), *dv = malloc(sizeof(float) * B * Tk * C);
+    int64_t kpos[2 * 7], qpos[2 * 3];
+    uint8_t mask[2 * 3 * 7];
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t u = 0, p = 1 + b; u < Tk; u++, p += 1 + (u + 2 * b) % 3) kpos[b * Tk + u] = p;
+        for (int64_t t = 0; t < T; t++) qpos[b * T + t] = kpos[b * Tk + Tk - T + t];
+        for (int64_t e = 0; e < T * Tk; e++) mask[b * T * Tk + e] = pe_rng_uniform(&rng) < 0.6f || e % Tk == Tk - T + e / Tk;
+    }
+    pe_positions at = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1, .mask = mask, .mask_batched = 1};
+    fd_run R = {att, &L, q, k, v, o, r, B, T, Tk, C, &at};
+    fd_loss(&R);
+    pe_layer_zero_grad(&L);
+    if (pe_attention_backward_qkv(att, &L.w, r, dq, dk, dv, &L.g, &err)) fail_msg("backward_qkv: %s", err.msg);
+    double worst = 0;
+    typedef struct { const char *name; float *x, *g; int64_t n; } fd_tensor;
+    fd_tensor t[3 + PE_MAX_PARAMS] = {
+        {"q", q, dq, B * T * C}, {"k", k, dk, B * Tk * C}, {"v", v, dv, B * Tk * C}};
+    int nt = 3;
+    for (int i = 0; i < L.np; i++) {
+        if (!L.g.dparam[i]) continue;
+        int64_t n = 1;
+        for (int d = 0; d < L.specs[i].ndim; d++) n *= L.specs[i].shape[d] >= 0 ? L.specs[i].shape[d] : L.w.param_rows[i];
+        t[nt++] = (fd_tensor){L.specs[i].name, (float *)L.w.param[i], L.g.dparam[i], n};
+    }
+    for (int i = 0; i < nt; i++) {
+        double w = 0;
+        for (int64_t e = 0; e < t[i].n; e++)
+            w = fmax(w, pe_test_fd_element(&t[i].x[e], t[i].g[e], 1e-2f * fmaxf(1.0f, fabsf(t[i].x[e])), fd_loss, &R, w,
+                                           settings, t[i].name, e));
+        worst = fmax(worst, w);
+    }
+    fprintf(stderr, "  %-60s worst %.3g x tolerance\n", settings, worst);
+    assert_true(worst <= 1);
+    free(q), free(k), free(v), free(r), free(o), free(dq), free(dk), free(dv);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
 /* ---- what the form refuses ------------------------------------------------------------------ */
 
 static void refusals(void **state) {
@@ -376,7 +448,7 @@ static void refusals(void **state) {
 
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0] };
-    struct CMUnitTest tests[NM + NF + NP + 1];
+    struct CMUnitTest tests[2 * NM + NF + NP + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
@@ -384,6 +456,8 @@ int main(void) {
         tests[n++] = (struct CMUnitTest){FUSED[i], fused_qkv_matches_reference, NULL, NULL, (void *)FUSED[i]};
     for (int i = 0; i < NP; i++)
         tests[n++] = (struct CMUnitTest){PADDED[i], padded_rows_are_rows, NULL, NULL, (void *)PADDED[i]};
+    for (int i = 0; i < NM; i++)
+        tests[n++] = (struct CMUnitTest){METHODS[i], qkv_finite_differences, NULL, NULL, (void *)METHODS[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
