@@ -119,11 +119,17 @@ test: all
 	@$(MAKE) --no-print-directory unit cli-test conformance reference python-test
 	@$(MAKE) --no-print-directory asan
 
+# The contract's public cases: the project's copy (tests/conformance, with doc/spec), and those of
+# ../shared/conformance too when a checkout has it beside it (it may hold cases the copy lacks).
+CONF   := tests/conformance
+SHARED := $(patsubst %/check.py,%,$(wildcard ../shared/conformance/check.py))
+
 # reference: the PyTorch reference of tests/ref against the public conformance cases (the
 # layer, then the projected form and attn_mask)
 reference:
-	$(PY) tests/ref/check_reference.py ../shared/conformance/cases
-	$(PY) tests/ref/check_reference.py ../shared/conformance/cases-keys
+	@for d in $(CONF)/cases $(CONF)/cases-keys $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys); do \
+	    echo "== $$d"; $(PY) tests/ref/check_reference.py $$d | tail -1; \
+	    $(PY) tests/ref/check_reference.py $$d > /dev/null || exit 1; done
 
 # python-test: the Python package (python/) with pytest: tests/python against the library, the reference, the public cases
 python-test: $(BUILD)/libposenc.so $(BUILD)/posenc
@@ -142,12 +148,12 @@ cli-test: $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 
-# conformance: the public cases of ../shared/conformance for every implemented method, its
-# projected-form and attn_mask cases (cases-keys), and tests/fixtures, through the shared checker
+# conformance: the public cases for every implemented method, the projected-form and attn_mask
+# cases (cases-keys), tests/fixtures, and ../shared's cases where present, through the checker
 conformance: $(BUILD)/posenc
-	@bash tests/conformance.sh $(BUILD)/posenc ../shared/conformance/cases
-	@for d in ../shared/conformance/cases-keys tests/fixtures; do \
-	    $(PY) ../shared/conformance/check.py $(BUILD)/posenc $$d > $(BUILD)/conformance.log 2>&1; rc=$$?; \
+	@bash tests/conformance.sh $(BUILD)/posenc $(CONF)/cases
+	@for d in $(CONF)/cases-keys tests/fixtures $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys); do \
+	    $(PY) $(CONF)/check.py $(BUILD)/posenc $$d > $(BUILD)/conformance.log 2>&1; rc=$$?; \
 	    echo "$$d: $$(tail -1 $(BUILD)/conformance.log)"; \
 	    [ $$rc -eq 0 ] || { grep -v '^PASS' $(BUILD)/conformance.log; exit 1; }; done
 

@@ -11,7 +11,7 @@
  * All float tensors are float32, row-major; weights use PyTorch's Linear layout
  * (weight [out, in], y = x W^T + b).
  *
- * The layer (the conformance contract, conformance.md, is what this implements):
+ * The layer (doc/spec/conformance.md is the contract this implements):
  *   x'  = x + P[pos]                       absolute methods (embed hook)
  *   q   = x' wq^T + bq,  k = [mems; x'] wk^T + bk,  v = [mems; x'] wv^T + bv
  *   q,k = R(pos) q, R(pos) k               rotary methods (rotate hook)
@@ -94,7 +94,7 @@ enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
 enum { PE_POS_ATT_C2P = 1, PE_POS_ATT_P2C = 2 };
 
 /* The settings of one layer. Field names are the contract's key names
- * (shared/spec/methods.md). Initialise with pe_config_init, set from text with
+ * (doc/spec/methods.md). Initialise with pe_config_init, set from text with
  * pe_config_set; `set` records which keys were given, so method defaults apply to the rest
  * when the layer is created. */
 typedef struct pe_config {

@@ -1,4 +1,4 @@
-/* pe_attend: the conformance contract by name (shared/spec/conformance.md). Checks every
+/* pe_attend: the conformance contract by name (doc/spec/conformance.md). Checks every
  * tensor's name, dtype and shape against the layer's configuration, runs forward (and
  * backward when dy is given) and returns the contract's outputs. Complex-valued layers
  * (method complex) read `ids` in place of `x`, take an optional `dy_imag` and write `y_imag`
@@ -116,7 +116,7 @@ void pe_tensors_free(pe_tensor *t, int n) {
 /* The tensors the projected form refuses: the layer's input, projections and memory. */
 static const char *const LAYER_ONLY[] = {"x", "ids", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mems", "dy", "dy_imag", NULL};
 
-/* The projected form (shared/spec/conformance.md, "The projected form"): q, k, v with
+/* The projected form (doc/spec/conformance.md, "The projected form"): q, k, v with
  * positions, key_positions and attn_mask; o, scores, probs and with `do` dq, dk, dv, d<name>. */
 static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in, pe_tensor **outs_p, int *n_outs_p,
                             pe_err *err) {

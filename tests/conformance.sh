@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The public conformance cases of every method this build implements (`posenc methods`), and
-# posenc's own fixtures, through shared/conformance/check.py.
-#   bash tests/conformance.sh build/posenc ../shared/conformance/cases
+# The public conformance cases of every method this build implements (`posenc methods`),
+# method by method, through the checker beside the cases (tests/conformance/check.py).
+#   bash tests/conformance.sh build/posenc tests/conformance/cases
 set -uo pipefail
 bin=$1 cases=$2
 py=/usr/bin/python3

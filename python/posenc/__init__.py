@@ -9,7 +9,7 @@ only dependency. The PyTorch modules are in `posenc.torch` (imported separately)
     out["y"], out["scores"], out["probs"], out["dx"], out["dwq"]
     posenc.encode({"method": "sinusoidal"}, {"positions": np.arange(16)}, width=64)["P"]
 
-Settings are the contract's keys (shared/spec/conformance.md, methods.md) with str, bool,
+Settings are the contract's keys (doc/spec/conformance.md, methods.md) with str, bool,
 int or float values; tensors are numpy arrays under the contract's names (float32; positions
 and ids int32 or int64). Errors of the library raise PosencError with its one-line message.
 """

@@ -5,7 +5,7 @@
     y = att(x)                      # x [B, T, 64] or [T, 64]; positions=..., need_weights=...
     y.sum().backward()              # .grad of wq..wo, bq..bo and the method's tensors
 
-Attention is one self-attention layer of the contract (shared/spec/conformance.md) that owns
+Attention is one self-attention layer of the contract (doc/spec/conformance.md) that owns
 its projections (PyTorch Linear layout) and its method's tensors, created under the
 contract's names (att.wq, att.rel_bias, att.pos_table, ...). Encoders (SinusoidalEncoding,
 LearnedEncoding, FloaterEncoding, ComplexEmbedding, and Encoding for any absolute method)

@@ -14,7 +14,7 @@ import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 REF = os.path.join(ROOT, "tests", "ref")
-CASES = os.path.join(ROOT, "..", "shared", "conformance", "cases")
+CASES = os.path.join(ROOT, "tests", "conformance", "cases")
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, REF)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -18,8 +18,7 @@ from read_safetensors import read_safetensors  # noqa: E402
 
 
 def main():
-    case_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared",
-                                                                    "conformance", "cases")
+    case_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "conformance", "cases")
     passed = failed = skipped = 0
     for case in sorted(glob.glob(os.path.join(case_dir, "*.safetensors"))):
         if case.endswith(".expected.safetensors"):

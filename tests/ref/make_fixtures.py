@@ -29,7 +29,7 @@ GENERIC = [
 ]
 
 
-# The projected form (q, k, v; shared/spec/conformance.md) for every method that acts on q and k:
+# The projected form (q, k, v; doc/spec/conformance.md) for every method that acts on q and k:
 # the whole sequence, decode steps and chunks against a cache (bottom-right causal alignment),
 # fewer keys than queries, gapped and far key positions, batches, odd heads; then attn_mask.
 PROJ_GENERIC = [

@@ -1,6 +1,6 @@
 """posenc's PyTorch reference of one attention layer, in float64 with autograd.
 
-Independent of the C code: written from shared/spec/ and the upstream implementations each
+Independent of the C code: written from doc/spec/ and the upstream implementations each
 method names. tests/ref/make_fixtures.py runs it to write the committed fixtures that the C
 tests compare against.
 
