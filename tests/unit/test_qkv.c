@@ -42,6 +42,18 @@ static int64_t close_to(const char *what, const float *got, const float *want, i
     return pe_test_compare(what, got, want, n, 3e-5 * fmax(1.0, maxabs(want, n)), 1e-4);
 }
 
+/* A layer of `settings` with H heads over width C, causal or not, and its random tensors (rows:
+ * those of tables with free rows). */
+static pe_attention *layer_of(const char *settings, int64_t H, int64_t C, int causal, uint64_t seed, int64_t rows,
+                              pe_layer *L) {
+    char full[512];
+    pe_err err;
+    snprintf(full, sizeof full, "%s heads=%lld causal=%s", settings, (long long)H, causal ? "true" : "false");
+    pe_attention *att = pe_test_layer(full, C);
+    if (L && pe_layer_init(L, att, rows, seed, &err)) fail_msg("%s", err.msg);
+    return att;
+}
+
 /* Every method with a projected form, in the settings the layer tests use. */
 static const char *const METHODS[] = {
     "method=none", "method=floater", "method=shaw max_rel=3", "method=xl", "method=xl same_length=true",
@@ -59,12 +71,9 @@ static void layer_is_projections_plus_qkv(void **state) {
     const int64_t B = 2, T = 9, H = 2, D = 4, C = H * D;
     const int xl = strstr(settings, "method=xl") != NULL;
     const int64_t M = xl ? 4 : 0, Tk = M + T;
-    char full[512];
-    snprintf(full, sizeof full, "%s heads=%lld causal=true", settings, (long long)H);
-    pe_attention *att = pe_test_layer(full, C);
     pe_layer L;
     pe_err err;
-    if (pe_layer_init(&L, att, 64, 5, &err)) fail_msg("%s", err.msg);
+    pe_attention *att = layer_of(settings, H, C, 1, 5, 64, &L);
     pe_rng rng = {77};
     float *x = frand(B * T * C, &rng), *mems = frand(B * M * C, &rng), *dy = frand(B * T * C, &rng);
     int64_t pos[B * T];
@@ -263,12 +272,8 @@ static void padded_rows_are_rows(void **state) {
     const int64_t qlen[B] = {70, 0, 33}, klen[B] = {100, 5, 64};
     for (int causal = 0; causal < 2; causal++)
         for (int path = 0; path < 2; path++) {
-            char full[512];
-            snprintf(full, sizeof full, "%s heads=%lld causal=%s", settings, (long long)H, causal ? "true" : "false");
-            pe_attention *att = pe_test_layer(full, C), *one = pe_test_layer(full, C);
             pe_layer L;
-            pe_err err;
-            if (pe_layer_init(&L, att, 512, 9, &err)) fail_msg("%s", err.msg);
+            pe_attention *att = layer_of(settings, H, C, causal, 9, 512, &L), *one = layer_of(settings, H, C, causal, 9, 0, NULL);
             if (path) {
                 pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_REFERENCE});
                 pe_attention_set_run_options(one, &(pe_run_options){.path = PE_PATH_REFERENCE});
@@ -342,12 +347,9 @@ static double fd_loss(void *p) { /* sum o * r, in double */
 static void qkv_finite_differences(void **state) {
     const char *settings = *state;
     const int64_t B = 2, T = 3, Tk = 7, H = 2, D = 4, C = H * D;
-    char full[512];
-    snprintf(full, sizeof full, "%s heads=%lld causal=true", settings, (long long)H);
-    pe_attention *att = pe_test_layer(full, C);
     pe_layer L;
     pe_err err;
-    if (pe_layer_init(&L, att, 64, 21, &err)) fail_msg("%s", err.msg);
+    pe_attention *att = layer_of(settings, H, C, 1, 21, 64, &L);
     pe_rng rng = {8};
     float *q = frand(B * T * C, &rng), *k = frand(B * Tk * C, &rng), *v = frand(B * Tk * C, &rng);
     float *r = frand(B * T * C, &rng), *o = malloc(sizeof(float) * B * T * C);
