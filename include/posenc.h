@@ -152,13 +152,28 @@ void pe_method_keys(pe_method m, char *buf, size_t len);
 #define PE_MAX_PARAMS 12
 #define PE_MAX_DIMS 4
 
-/* What a method needs: name, shape (shape[0] == -1: any number of rows) and whether it
- * may be absent. */
+/* How the method's reference initialises a tensor: the one description that posenc.torch and
+ * the trainer draw from (each with its own random numbers).
+ *   NORMAL a       N(0, a^2)                     UNIFORM a b   U(a, b)
+ *   CONST a        every element a               XAVIER        xavier_normal (fan_in shape[1], fan_out shape[0])
+ *   LINEAR a       U(+-1/sqrt(a)): torch.nn.Linear's weight and bias with fan_in a
+ *   ALIBI_SLOPES   the reference's get_slopes(rows)
+ *   COMPLEX_FREQ   freq[v, d] = 10000^(-2 floor(d/2) / C) for every row v (complex-order) */
+enum { PE_INIT_NORMAL = 1, PE_INIT_UNIFORM, PE_INIT_CONST, PE_INIT_XAVIER, PE_INIT_LINEAR, PE_INIT_ALIBI_SLOPES,
+       PE_INIT_COMPLEX_FREQ };
+typedef struct pe_init {
+    int kind;
+    double a, b;
+} pe_init;
+
+/* What a method needs: name, shape (shape[0] == -1: any number of rows), whether it may be
+ * absent, and its reference initialisation (N(0, 0.02) where the reference says nothing). */
 typedef struct pe_param_spec {
     const char *name;
     int ndim;
     int64_t shape[PE_MAX_DIMS];
     int optional;
+    pe_init init;
 } pe_param_spec;
 
 /* The layer's weights and the method's tensors, all caller-owned; the layer only reads

@@ -65,8 +65,11 @@ pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C,
     a->C = C;
     a->D = C / a->H;
     a->Ckv = a->Hkv * a->D;
+    memset(a->specs, 0, sizeof a->specs);
     a->nparams = a->m->params ? a->m->params(&a->cfg, a->H, a->D, a->specs) : 0;
     PE_ASSERT(a->nparams <= PE_MAX_PARAMS);
+    for (int i = 0; i < a->nparams; i++) /* what the references use for tables they say nothing of */
+        if (!a->specs[i].init.kind) a->specs[i].init = (pe_init){PE_INIT_NORMAL, 0.02, 0};
     *out = a;
     return PE_OK;
 }

@@ -317,6 +317,17 @@ static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_e
     return t;
 }
 
+/* Whether query i of row b keeps a key under causal, attn_mask and the row's lengths: when it
+ * does, a row the kernel found empty had scores that are not finite. */
+static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
+    int64_t T, Tk, qoff;
+    pe__row_lens(ctx, b, &T, &Tk, &qoff);
+    const int64_t end = ctx->cfg->causal && qoff + i + 1 < Tk ? qoff + i + 1 : Tk;
+    for (int64_t j = 0; j < end; j++)
+        if (!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) return 1;
+    return 0;
+}
+
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
@@ -401,7 +412,13 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         ftz_leave(run, csr);
     }
     free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
-    if (bad != INT64_MAX) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)(bad % T));
+    if (bad != INT64_MAX) {
+        const int64_t b = bad / T / H, i = bad % T;
+        if (row_has_key(ctx, b, i))
+            return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
+                                            "method's terms)", (long long)i, (long long)b);
+        return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
+    }
     return PE_OK;
 }
 

@@ -77,24 +77,6 @@ static int has_word(const char *list, const char *word) {
     return 0;
 }
 
-/* Initial values of method tensors by name: what the references start from. Tensors not
- * listed: matrices and tables normal(0, 0.02), vectors zero. */
-enum { INIT_NORMAL, INIT_ZERO, INIT_ONE, INIT_UNIFORM };
-static const struct init_rule {
-    const char *method, *tensor; /* method "*": any */
-    int kind;
-    float a, b;
-} INITS[] = {
-    {"*", "rel_bias", INIT_ZERO, 0, 0},       {"*", "pos_ln_w", INIT_ONE, 0, 0},
-    {"huang1", "rel_scale", INIT_ONE, 0, 0},  {"huang2", "rel_scale", INIT_ONE, 0, 0},
-    {"huang3", "rel_vec", INIT_ONE, 0, 0},    {"*", "fire_c", INIT_ONE, 0, 0},
-    {"*", "fire_L", INIT_ONE, 0, 0},          {"*", "short_factor", INIT_ONE, 0, 0},
-    {"*", "long_factor", INIT_ONE, 0, 0},     {"*", "floater_b0", INIT_ZERO, 0, 0},
-    /* complex-order's embeddings are nn.Embedding: N(0, 1) */
-    {"complex", "amp", INIT_NORMAL, 1, 0},    {"complex", "freq", INIT_NORMAL, 1, 0},
-    /* chijames/KERPLE: p ~ U(0, 2), a ~ U(0, 1) */
-    {"*", "kerple_r1", INIT_UNIFORM, 0, 2},   {"*", "kerple_r2", INIT_UNIFORM, 0, 1},
-};
 /* Lower bounds kept after every update (the references' in-place clamps). */
 static const struct { const char *tensor; float min; } BOUNDS[] = {
     {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
@@ -229,6 +211,7 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
             t = add_tensor(m, name, specs[i].ndim, shape, specs[i].ndim >= 2, err);
             if (t < 0) return PE_EINVAL;
             m->t[t].method = 1;
+            m->t[t].init = specs[i].init;
             for (size_t b = 0; b < sizeof BOUNDS / sizeof BOUNDS[0]; b++)
                 if (!strcmp(BOUNDS[b].tensor, specs[i].name)) m->t[t].min = BOUNDS[b].min;
             if (shared && conv && has_word(conv->layernormed, specs[i].name)) {
@@ -248,35 +231,63 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
     return PE_OK;
 }
 
+/* Draws a method tensor from its reference initialisation (pe_init, the library's one
+ * description of it; posenc.torch draws the same with torch's generator). */
+static void init_method_tensor(const tr_tensor *t, int64_t C, float *p, pe_rng *rng) {
+    const pe_init *in = &t->init;
+    const int64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->numel, rows = t->numel / cols;
+    double m[PE_MAX_ROPE_PAIRS];
+    switch (in->kind) {
+    case PE_INIT_UNIFORM:
+        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(in->a + (in->b - in->a) * pe_rng_uniform(rng));
+        break;
+    case PE_INIT_CONST:
+        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)in->a;
+        break;
+    case PE_INIT_XAVIER: /* fan_in the columns, fan_out the rows */
+        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(sqrt(2.0 / (double)(rows + cols)) * pe_rng_normal(rng));
+        break;
+    case PE_INIT_LINEAR:
+        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)((2 * pe_rng_uniform(rng) - 1) / sqrt(in->a));
+        break;
+    case PE_INIT_ALIBI_SLOPES: /* optional tensors are absent in the trainer; for completeness */
+        pe__alibi_slopes(m, t->numel < PE_MAX_ROPE_PAIRS ? t->numel : PE_MAX_ROPE_PAIRS);
+        for (int64_t e = 0; e < t->numel && e < PE_MAX_ROPE_PAIRS; e++) p[e] = (float)m[e];
+        break;
+    case PE_INIT_COMPLEX_FREQ:
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t d = 0; d < cols; d++) p[r * cols + d] = (float)pow(10000.0, -2.0 * (double)(d / 2) / (double)C);
+        break;
+    default:
+        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(in->a * pe_rng_normal(rng));
+    }
+}
+
 static void init_values(tr_model *m, uint64_t seed) {
     pe_rng rng = {seed};
     for (int i = 0; i < m->nt; i++) {
         tr_tensor *t = &m->t[i];
         float *p = m->params + t->off;
         const char *base = strrchr(t->name, '.') ? strrchr(t->name, '.') + 1 : t->name;
-        int kind = t->ndim >= 2 ? INIT_NORMAL : INIT_ZERO;
-        float std = 0.02f, a = 0, b = 0;
-        if (!t->method && !strcmp(base, "weight") && t->ndim == 1) kind = INIT_ONE; /* LayerNorm gains */
+        if (t->method) {
+            tr_tensor ti = *t;
+            /* the recipe's two choices on top of the references: learned position tables at
+             * half the scaled tokens' size, GPT-2's wpe : wte ratio (0.01 : 0.02) (at the
+             * references' N(0, 0.02) against tokens scaled by sqrt(C) the model ignores them
+             * for the first thousand steps); FLOATER's initial value B(0) at 0 (its reference
+             * N(0, 1) made one seed of three reach NaN logits at 8x the training length) */
+            if (!strcmp(base, "pos_table") && m->place == TR_PLACE_INPUT) ti.init = (pe_init){PE_INIT_NORMAL, 0.5, 0};
+            if (!strcmp(base, "floater_b0")) ti.init = (pe_init){PE_INIT_CONST, 0, 0};
+            init_method_tensor(&ti, m->cfg.C, p, &rng);
+            continue;
+        }
+        int kind_one = !strcmp(base, "weight") && t->ndim == 1; /* LayerNorm gains */
+        float std = 0.02f;
         if (!strcmp(t->name, "wte")) std = 1.0f / sqrtf((float)m->cfg.C); /* fairseq: N(0, 1/C) */
-        /* learned position tables at half the scaled tokens' size, GPT-2's wpe : wte ratio
-         * (0.01 : 0.02); at fairseq's N(0, 1/C) they are 8x weaker than the tokens and the
-         * model ignores them for the first thousand steps */
-        if (t->method && !strcmp(base, "pos_table") && m->place == TR_PLACE_INPUT) std = 0.5f;
         if (strstr(t->name, "mlp.proj.weight") || strstr(t->name, "attn.wo"))
             std = 0.02f / sqrtf(2.0f * (float)m->cfg.layers); /* GPT-2's scaling of residual outputs */
-        if (t->method)
-            for (size_t r = 0; r < sizeof INITS / sizeof INITS[0]; r++)
-                if ((!strcmp(INITS[r].method, "*") || !strcmp(INITS[r].method, m->cfg.method)) &&
-                    !strcmp(INITS[r].tensor, base))
-                    kind = INITS[r].kind, a = INITS[r].a, b = INITS[r].b, std = kind == INIT_NORMAL ? a : std;
-        for (int64_t e = 0; e < t->numel; e++) {
-            switch (kind) {
-            case INIT_NORMAL: p[e] = std * pe_rng_normal(&rng); break;
-            case INIT_ZERO: p[e] = 0; break;
-            case INIT_ONE: p[e] = 1; break;
-            default: p[e] = a + (b - a) * pe_rng_uniform(&rng); break;
-            }
-        }
+        for (int64_t e = 0; e < t->numel; e++)
+            p[e] = t->ndim >= 2 ? std * pe_rng_normal(&rng) : kind_one ? 1.0f : 0.0f;
     }
 }
 

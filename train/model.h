@@ -62,6 +62,7 @@ typedef struct tr_tensor {
     int decay;   /* AdamW weight decay applies (matrices and tables, not gains and biases) */
     float min;   /* clamped to >= min after each update (-INFINITY: free) */
     int method;  /* a tensor of the positional encoding (the library's name is the last part) */
+    pe_init init; /* a method tensor's reference initialisation (pe_param_spec) */
 } tr_tensor;
 
 typedef struct tr_model tr_model;

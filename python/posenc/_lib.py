@@ -46,9 +46,18 @@ class PeTensor(ctypes.Structure):
                 ("shape", ctypes.c_int64 * PE_MAX_DIMS), ("data", ctypes.c_void_p)]
 
 
+class PeInit(ctypes.Structure):
+    _fields_ = [("kind", ctypes.c_int), ("a", ctypes.c_double), ("b", ctypes.c_double)]
+
+
 class PeParamSpec(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int),
-                ("shape", ctypes.c_int64 * PE_MAX_DIMS), ("optional", ctypes.c_int)]
+                ("shape", ctypes.c_int64 * PE_MAX_DIMS), ("optional", ctypes.c_int), ("init", PeInit)]
+
+
+# pe_init kinds (include/posenc.h): how a method's reference initialises a tensor
+INIT_KINDS = {1: "normal", 2: "uniform", 3: "const", 4: "xavier", 5: "linear", 6: "alibi_slopes",
+              7: "complex_freq"}
 
 
 LIBNAME = "libposenc.so" if sys.platform != "darwin" else "libposenc.dylib"
@@ -215,6 +224,12 @@ class Layer:
         n = lib.pe_attention_params(self.ptr, specs)
         return [(s.name.decode(), tuple(s.shape[d] for d in range(s.ndim)), bool(s.optional))
                 for s in specs[:n]]
+
+    def inits(self):
+        """{name: (kind, a, b)}: each tensor's reference initialisation (pe_init)."""
+        specs = (PeParamSpec * _MAX_SPECS)()
+        n = lib.pe_attention_params(self.ptr, specs)
+        return {s.name.decode(): (INIT_KINDS[s.init.kind], s.init.a, s.init.b) for s in specs[:n]}
 
 
 def _call(fn, settings, tensors, *extra):

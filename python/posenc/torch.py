@@ -18,7 +18,8 @@ two calls and a module may be called any number of times before backward). Tenso
 on the CPU; float32 is what the library computes in, float64 inputs are accepted (computed
 in float32, results and gradients returned in float64, which is what gradcheck needs).
 
-Initialisation (each method's reference; projections as torch.nn.Linear):
+Initialisation (each method's reference, as the library describes it in pe_param_spec.init, the
+one description the trainer draws from too; projections as torch.nn.Linear):
   learned   pos_table ~ N(0, 0.02)                          BERT (initializer_range)
   shaw      rel_k, rel_v ~ U(+-sqrt(3 / (2K+1)))            tensor2tensor uniform_unit_scaling
   t5        rel_bias ~ N(0, dim^-1/2)                       HF T5PreTrainedModel._init_weights
@@ -237,50 +238,28 @@ def _linear_default(t, fan_in):
 
 
 def init_tensor(method, name, t, settings, dim, heads):
-    """Fills parameter t (method `method`, tensor `name`) as the method's reference does
-    (see the module docstring). Returns t."""
-    s = {k: str(v) for k, v in settings.items()}
-    n = lambda std: nn.init.normal_(t, 0.0, std)  # noqa: E731
-    if name in ("pos_table", "r_w_bias", "r_r_bias", "wr", "uq", "uk", "rel_embeddings",
-                "pos_key_w", "pos_query_w"):
-        return n(0.02)
-    if name in ("uq_b", "uk_b", "pos_key_b", "pos_query_b", "pos_ln_b", "phase",
-                "floater_b1", "floater_b2"):
-        return nn.init.zeros_(t)
-    if name in ("pos_ln_w", "short_factor", "long_factor", "rel_scale"):
-        return nn.init.ones_(t)
-    if name in ("rel_k", "rel_v"):
-        a = math.sqrt(3.0 / t.shape[0])
-        return nn.init.uniform_(t, -a, a)
-    if name == "rel_bias":
-        return n(dim ** -0.5 if method == "t5" else 0.02)
-    if name == "rel_vec":
-        return n(0.02) if method == "huang4" else nn.init.ones_(t)
-    if name == "alibi_slopes":
-        with torch.no_grad():
+    """Fills parameter t (method `method`, tensor `name`) as the method's reference does: the
+    library's description of it (pe_param_spec.init, the one the trainer draws from too),
+    drawn with torch's generator. Returns t."""
+    s = {k: _lib.text(v) for k, v in settings.items()}
+    s.update(method=method, heads=str(heads))
+    kind, a, b = _lib.Layer(s, dim).inits()[name]
+    with torch.no_grad():
+        if kind == "normal":
+            return nn.init.normal_(t, 0.0, a)
+        if kind == "uniform":
+            return nn.init.uniform_(t, a, b)
+        if kind == "const":
+            return nn.init.constant_(t, a)
+        if kind == "xavier":
+            return nn.init.xavier_normal_(t)
+        if kind == "linear":  # torch.nn.Linear.reset_parameters: U(+-1/sqrt(fan_in))
+            return nn.init.uniform_(t, -1 / math.sqrt(a), 1 / math.sqrt(a))
+        if kind == "alibi_slopes":
             return t.copy_(torch.tensor(_get_slopes(t.shape[0])))
-    if name in ("kerple_r1", "kerple_r2"):
-        log = s.get("kerple", "log") == "log"
-        hi = 2.0 if (name == "kerple_r1") == log else 1.0
-        return nn.init.uniform_(t, 0.0, hi)
-    if name in ("fire_w1", "fire_w2"):
-        return _linear_default(t, t.shape[1])
-    if name in ("fire_b1", "fire_b2"):
-        return _linear_default(t, 1 if name == "fire_b1" else 32)
-    if name == "fire_c":
-        return nn.init.constant_(t, 0.1)
-    if name == "fire_L":
-        return nn.init.constant_(t, 1.0)
-    if name == "floater_b0" or name == "amp":
-        return n(1.0)
-    if name in ("floater_w1", "floater_w2"):
-        return nn.init.xavier_normal_(t)
-    if name == "freq":
-        C = t.shape[-1]
+        C = t.shape[-1]  # complex_freq: 10000^(-2 floor(d/2) / C) on every row
         d = torch.arange(C, dtype=torch.float64)
-        with torch.no_grad():
-            return t.copy_((10000.0 ** (-2 * torch.div(d, 2, rounding_mode="floor") / C)).expand_as(t))
-    return n(0.02)
+        return t.copy_((10000.0 ** (-2 * torch.div(d, 2, rounding_mode="floor") / C)).expand_as(t))
 
 
 # ---- modules -----------------------------------------------------------------------------

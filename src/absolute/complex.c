@@ -39,9 +39,9 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg;
-    s[AMP] = (pe_param_spec){"amp", 2, {-1, H * D}, 0};
-    s[FREQ] = (pe_param_spec){"freq", 2, {-1, H * D}, 0};
-    s[PHASE] = (pe_param_spec){"phase", 2, {-1, H * D}, 1};
+    s[AMP] = (pe_param_spec){"amp", 2, {-1, H * D}, 0, {PE_INIT_NORMAL, 1, 0}};
+    s[FREQ] = (pe_param_spec){"freq", 2, {-1, H * D}, 0, {PE_INIT_COMPLEX_FREQ, 0, 0}};
+    s[PHASE] = (pe_param_spec){"phase", 2, {-1, H * D}, 1, {PE_INIT_CONST, 0, 0}};
     return 3;
 }
 

@@ -128,11 +128,11 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg;
     int64_t C = H * D;
-    s[B0] = (pe_param_spec){"floater_b0", 2, {3, C}, 0};
-    s[W1] = (pe_param_spec){"floater_w1", 2, {C, C + 1}, 0};
-    s[B1] = (pe_param_spec){"floater_b1", 1, {C}, 0};
-    s[W2] = (pe_param_spec){"floater_w2", 2, {C, C + 1}, 0};
-    s[B2] = (pe_param_spec){"floater_b2", 1, {C}, 0};
+    s[B0] = (pe_param_spec){"floater_b0", 2, {3, C}, 0, {PE_INIT_NORMAL, 1, 0}};
+    s[W1] = (pe_param_spec){"floater_w1", 2, {C, C + 1}, 0, {PE_INIT_XAVIER, 0, 0}};
+    s[B1] = (pe_param_spec){"floater_b1", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
+    s[W2] = (pe_param_spec){"floater_w2", 2, {C, C + 1}, 0, {PE_INIT_XAVIER, 0, 0}};
+    s[B2] = (pe_param_spec){"floater_b2", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
     return 5;
 }
 

@@ -6,7 +6,7 @@ enum { POS_TABLE };
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg;
-    s[POS_TABLE] = (pe_param_spec){"pos_table", 2, {-1, H * D}, 0};
+    s[POS_TABLE] = (pe_param_spec){"pos_table", 2, {-1, H * D}, 0, {0}};
     return 1;
 }
 

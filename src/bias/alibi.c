@@ -22,7 +22,7 @@ void pe__alibi_slopes(double *m, int64_t H) {
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg, (void)D;
-    s[SLOPES] = (pe_param_spec){"alibi_slopes", 1, {H}, 1};
+    s[SLOPES] = (pe_param_spec){"alibi_slopes", 1, {H}, 1, {PE_INIT_ALIBI_SLOPES, 0, 0}};
     return 1;
 }
 

@@ -19,12 +19,12 @@ enum { WIDTH = 32 }; /* the MLP's hidden width */
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg, (void)D;
-    s[W1] = (pe_param_spec){"fire_w1", 2, {WIDTH, 1}, 0};
-    s[B1] = (pe_param_spec){"fire_b1", 1, {WIDTH}, 0};
-    s[W2] = (pe_param_spec){"fire_w2", 2, {H, WIDTH}, 0};
-    s[B2] = (pe_param_spec){"fire_b2", 1, {H}, 0};
-    s[FC] = (pe_param_spec){"fire_c", 1, {1}, 0};
-    s[FL] = (pe_param_spec){"fire_L", 1, {1}, 0};
+    s[W1] = (pe_param_spec){"fire_w1", 2, {WIDTH, 1}, 0, {PE_INIT_LINEAR, 1, 0}};
+    s[B1] = (pe_param_spec){"fire_b1", 1, {WIDTH}, 0, {PE_INIT_LINEAR, 1, 0}};
+    s[W2] = (pe_param_spec){"fire_w2", 2, {H, WIDTH}, 0, {PE_INIT_LINEAR, WIDTH, 0}};
+    s[B2] = (pe_param_spec){"fire_b2", 1, {H}, 0, {PE_INIT_LINEAR, WIDTH, 0}};
+    s[FC] = (pe_param_spec){"fire_c", 1, {1}, 0, {PE_INIT_CONST, 0.1, 0}};
+    s[FL] = (pe_param_spec){"fire_L", 1, {1}, 0, {PE_INIT_CONST, 1, 0}};
     return 6;
 }
 

@@ -11,8 +11,10 @@ enum { R1, R2 };
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg, (void)D;
-    s[R1] = (pe_param_spec){"kerple_r1", 1, {H}, 0};
-    s[R2] = (pe_param_spec){"kerple_r2", 1, {H}, 0};
+    /* chijames/KERPLE: log r1 ~ U(0, 2), r2 ~ U(0, 1); power the other way round */
+    const int power = cfg->kerple == PE_KERPLE_POWER;
+    s[R1] = (pe_param_spec){"kerple_r1", 1, {H}, 0, {PE_INIT_UNIFORM, 0, power ? 1 : 2}};
+    s[R2] = (pe_param_spec){"kerple_r2", 1, {H}, 0, {PE_INIT_UNIFORM, 0, power ? 2 : 1}};
     return 2;
 }
 

@@ -42,14 +42,14 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     int64_t C = H * D;
-    s[POS_TABLE] = (pe_param_spec){"pos_table", 2, {-1, C}, 0};
-    s[POS_LN_W] = (pe_param_spec){"pos_ln_w", 1, {C}, 0};
-    s[POS_LN_B] = (pe_param_spec){"pos_ln_b", 1, {C}, 0};
-    s[UQ] = (pe_param_spec){"uq", 2, {C, C}, 0};
-    s[UQ_B] = (pe_param_spec){"uq_b", 1, {C}, 0};
-    s[UK] = (pe_param_spec){"uk", 2, {C, C}, 0};
-    s[UK_B] = (pe_param_spec){"uk_b", 1, {C}, 0};
-    s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets + 1, H}, 0};
+    s[POS_TABLE] = (pe_param_spec){"pos_table", 2, {-1, C}, 0, {0}};
+    s[POS_LN_W] = (pe_param_spec){"pos_ln_w", 1, {C}, 0, {PE_INIT_CONST, 1, 0}};
+    s[POS_LN_B] = (pe_param_spec){"pos_ln_b", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
+    s[UQ] = (pe_param_spec){"uq", 2, {C, C}, 0, {0}};
+    s[UQ_B] = (pe_param_spec){"uq_b", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
+    s[UK] = (pe_param_spec){"uk", 2, {C, C}, 0, {0}};
+    s[UK_B] = (pe_param_spec){"uk_b", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
+    s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets + 1, H}, 0, {0}};
     return 8;
 }
 

@@ -30,19 +30,21 @@ static int variant(const pe__ctx *ctx) {
 
 static int params_scale_abs(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)D;
-    s[REL] = (pe_param_spec){"rel_scale", 2, {cfg->max_rel + 1, H}, 0};
+    s[REL] = (pe_param_spec){"rel_scale", 2, {cfg->max_rel + 1, H}, 0, {PE_INIT_CONST, 1, 0}};
     return 1;
 }
 
 static int params_scale(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)D;
-    s[REL] = (pe_param_spec){"rel_scale", 2, {2 * cfg->max_rel + 1, H}, 0};
+    s[REL] = (pe_param_spec){"rel_scale", 2, {2 * cfg->max_rel + 1, H}, 0, {PE_INIT_CONST, 1, 0}};
     return 1;
 }
 
 static int params_vec(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)H;
-    s[REL] = (pe_param_spec){"rel_vec", 2, {2 * cfg->max_rel + 1, D}, 0};
+    /* huang3 starts as plain attention (the paper gives no init); huang4 as HF BERT: N(0, 0.02) */
+    s[REL] = (pe_param_spec){"rel_vec", 2, {2 * cfg->max_rel + 1, D}, 0,
+                             cfg->method == PE_METHOD_HUANG3 ? (pe_init){PE_INIT_CONST, 1, 0} : (pe_init){PE_INIT_NORMAL, 0.02, 0}};
     return 1;
 }
 

@@ -16,8 +16,10 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)H;
-    s[REL_K] = (pe_param_spec){"rel_k", 2, {2 * cfg->max_rel + 1, D}, 0};
-    s[REL_V] = (pe_param_spec){"rel_v", 2, {2 * cfg->max_rel + 1, D}, 0};
+    /* tensor2tensor: uniform_unit_scaling, U(+-sqrt(3 / rows)) */
+    const double a = sqrt(3.0 / (double)(2 * cfg->max_rel + 1));
+    s[REL_K] = (pe_param_spec){"rel_k", 2, {2 * cfg->max_rel + 1, D}, 0, {PE_INIT_UNIFORM, -a, a}};
+    s[REL_V] = (pe_param_spec){"rel_v", 2, {2 * cfg->max_rel + 1, D}, 0, {PE_INIT_UNIFORM, -a, a}};
     return 2;
 }
 

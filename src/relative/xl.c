@@ -42,9 +42,9 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)cfg;
-    s[R_W_BIAS] = (pe_param_spec){"r_w_bias", 2, {H, D}, 0};
-    s[R_R_BIAS] = (pe_param_spec){"r_r_bias", 2, {H, D}, 0};
-    s[WR] = (pe_param_spec){"wr", 2, {H * D, H * D}, 0};
+    s[R_W_BIAS] = (pe_param_spec){"r_w_bias", 2, {H, D}, 0, {0}};
+    s[R_R_BIAS] = (pe_param_spec){"r_r_bias", 2, {H, D}, 0, {0}};
+    s[WR] = (pe_param_spec){"wr", 2, {H * D, H * D}, 0, {0}};
     return 3;
 }
 

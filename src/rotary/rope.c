@@ -36,8 +36,8 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     (void)H, (void)D;
     if (cfg->rope_scaling != PE_ROPE_LONGROPE) return 0;
     int from_config = cfg->hf_factor_count > 0; /* tables read from hf_config */
-    s[SHORT_FACTOR] = (pe_param_spec){"short_factor", 1, {cfg->rotary_dim / 2}, from_config};
-    s[LONG_FACTOR] = (pe_param_spec){"long_factor", 1, {cfg->rotary_dim / 2}, from_config};
+    s[SHORT_FACTOR] = (pe_param_spec){"short_factor", 1, {cfg->rotary_dim / 2}, from_config, {PE_INIT_CONST, 1, 0}};
+    s[LONG_FACTOR] = (pe_param_spec){"long_factor", 1, {cfg->rotary_dim / 2}, from_config, {PE_INIT_CONST, 1, 0}};
     return 2;
 }
 

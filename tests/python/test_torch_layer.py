@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 import torch
-from conftest import CLI, REF_METHODS, ROOT, assert_close, need_method, public_cases
+from conftest import CLI, LIB_METHODS, REF_METHODS, ROOT, assert_close, need_method, public_cases
 from read_safetensors import read_safetensors
 
 import posenc.torch as pt
@@ -219,3 +219,23 @@ def test_floater_and_complex_encoders():
         assert torch.allclose(im, r * torch.sin(w * p + th), atol=1e-5)
         (re.sum() + im.sum()).backward()
         assert emb.amp.grad is not None and emb.phase.grad is not None
+
+
+@pytest.mark.parametrize("method", [m for m in LIB_METHODS if m != "none"])
+def test_init_follows_the_library(method):
+    """Every method tensor starts as the library describes it (pe_param_spec.init): constants
+    exactly, uniforms within their bounds, normals near their spread."""
+    from posenc import _lib
+    settings = {"method": method, "heads": 4}
+    keys = {"kerple": {"kerple": "power"}, "deberta": {"share_att_key": False}}.get(method, {})
+    opt = {"alibi": ["alibi_slopes"], "deberta": ["pos_key_b", "pos_query_b"]}.get(method, [])
+    att = pt.Attention(64, 4, method, rows=40, optional=opt, **keys)
+    inits = _lib.Layer({**settings, **keys}, 64).inits()
+    for name in att.tensor_names:
+        t, (kind, a, b) = getattr(att, name).detach().double(), inits[name]
+        if kind == "const":
+            assert torch.all(t == torch.tensor(a, dtype=torch.float32).double()), name
+        elif kind == "uniform":
+            assert t.min() >= a and t.max() <= b, name
+        elif kind == "normal" and t.numel() >= 64:
+            assert 0.7 * a < t.std() < 1.3 * a, (name, float(t.std()), a)

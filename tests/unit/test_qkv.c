@@ -419,6 +419,11 @@ static void refusals(void **state) {
     assert_non_null(strstr(err.msg, "query 1 has every key masked"));
     assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &at, o, NULL, NULL, &err), PE_EINVAL);
     assert_non_null(strstr(err.msg, "query 1 has every key masked"));
+    /* non-finite scores are said as such, not as masked keys (fused path) */
+    float qn[3 * 8] = {0};
+    qn[8] = NAN;
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, qn, k, v, 1, 3, 3, NULL, o, NULL, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "not finite"));
     /* no backward after a failed forward, nor a layer backward after a projected forward */
     assert_int_equal(pe_attention_backward_qkv(att, NULL, o, NULL, NULL, NULL, NULL, &err), PE_EINVAL);
     mask[3] = 1;
