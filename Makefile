@@ -1,4 +1,5 @@
 # posenc: `make` builds the library, the tool and the tests into build/; `make test` runs them.
+.DEFAULT_GOAL := all
 CC      ?= cc
 PREFIX  ?= /usr/local
 BUILD   ?= build
