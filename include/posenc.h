@@ -305,6 +305,29 @@ pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const
 pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,
                                     float *dq, float *dk, float *dv, pe_grads *g, pe_err *err);
 
+/* ---- rotation on caller buffers (rope, xpos) ------------------------------------------ */
+/* What the layer does to q or k, on the caller's rows: an engine that keeps rotated keys in its
+ * cache, or rotates q and k in its own kernels. which: PE_ROTATE_Q or PE_ROTATE_K (xPos scales
+ * them apart; rope alike).
+ *   x        n rows at row stride ld floats, each nh heads of head_dim (H for q, Hkv for k);
+ *            only the first rotary_dim of each head move
+ *   pos      (n) the rows' positions
+ *   lo, hi   the positions of the whole attention the rows belong to, queries and keys
+ *            together: dynamic NTK and LongRoPE choose their frequencies from hi + 1 and xPos
+ *            centres its scale on them, as the layer does with its positions; give the same to
+ *            the q and the k of one attention. lo <= pos[r] <= hi.
+ *   backward 0: x <- R x; 1: x <- R^T x, the backward (the rotation by -theta, same scale)
+ * Angles and cos/sin in double, rounded once (exact at 10^6), SIMD and threads as the layer. */
+enum { PE_ROTATE_Q, PE_ROTATE_K };
+pe_status pe_attention_rotate(pe_attention *att, const pe_weights *w, float *x, int64_t n, int64_t ld, int64_t nh,
+                              const int64_t *pos, int64_t lo, int64_t hi, int which, int backward, pe_err *err);
+/* The table those rotations use, for callers who apply it themselves: cs (n, rotary_dim/2, 2)
+ * = (cos, sin)(pos[r] theta_t) times the scaling's attention factor (xPos: times its scale of
+ * q or k); *rotary_dim and *layout (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) say how it pairs. */
+pe_status pe_attention_rotary_table(pe_attention *att, const pe_weights *w, const int64_t *pos, int64_t n,
+                                    int64_t lo, int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout,
+                                    pe_err *err);
+
 /* ---- complex-valued layers (method complex) ------------------------------------------- */
 /* A complex-valued layer reads token ids instead of x and has two outputs: the real part y
  * and the imaginary part y_imag. pe_attention_forward refuses it (and the *_ids calls refuse

@@ -548,6 +548,73 @@ pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const 
     return st;
 }
 
+/* The rotary table of n rows at positions pos in a context of their own (the layer's saved
+ * forward is left alone): run f on it, then release. */
+static pe_status with_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
+                                   int64_t hi, int which,
+                                   pe_status (*f)(void *arg, const float *cs, int64_t rd, int layout), void *arg,
+                                   pe_err *err) {
+    if (!a->m->rotary_table)
+        return pe__fail(err, PE_EINVAL, "method %s rotates nothing (rotations on caller buffers: rope, xpos)", a->m->name);
+    if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
+        return pe__fail(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
+    for (int64_t r = 0; r < n; r++)
+        if (pos[r] < lo || pos[r] > hi)
+            return pe__fail(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
+                            (long long)pos[r], (long long)r, (long long)lo, (long long)hi);
+    pe_weights none = {0};
+    if (!w) w = &none;
+    for (int i = 0; i < a->nparams; i++)
+        if (!w->param[i] && !a->specs[i].optional)
+            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+    pe__ctx ctx = {.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
+                   .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
+    pe_status st = a->m->prepare(&ctx, err);
+    if (st) return st;
+    int64_t rd;
+    int layout;
+    const float *cs = a->m->rotary_table(&ctx, which, &rd, &layout);
+    st = f(arg, cs, rd, layout);
+    a->m->release(&ctx);
+    return st;
+}
+
+typedef struct rotate_arg {
+    pe_attention *a;
+    float *x, *cs_out;
+    int64_t n, ld, nh, *rd_out;
+    int *layout_out, backward;
+} rotate_arg;
+
+static pe_status rotate_with(void *p, const float *cs, int64_t rd, int layout) {
+    rotate_arg *r = p;
+    pe__rope_rotate(&r->a->run, r->x, r->n, r->ld, r->nh, r->a->D, rd, layout, cs, r->backward ? -1.0f : 1.0f);
+    return PE_OK;
+}
+
+static pe_status copy_table(void *p, const float *cs, int64_t rd, int layout) {
+    rotate_arg *r = p;
+    memcpy(r->cs_out, cs, sizeof(float) * (size_t)(r->n * rd));
+    *r->rd_out = rd, *r->layout_out = layout;
+    return PE_OK;
+}
+
+pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, int64_t n, int64_t ld, int64_t nh,
+                              const int64_t *pos, int64_t lo, int64_t hi, int which, int backward, pe_err *err) {
+    if (!x || nh < 1 || ld < nh * a->D)
+        return pe__fail(err, PE_EINVAL, "rotate: need x, nh >= 1 heads and a row stride ld >= nh * head_dim (%lld)",
+                        (long long)(nh * a->D));
+    rotate_arg r = {.a = a, .x = x, .n = n, .ld = ld, .nh = nh, .backward = backward};
+    return with_rotary_table(a, w, pos, n, lo, hi, which, rotate_with, &r, err);
+}
+
+pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
+                                    int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout, pe_err *err) {
+    if (!cs || !rotary_dim || !layout) return pe__fail(err, PE_EINVAL, "rotary_table: need cs, rotary_dim and layout");
+    rotate_arg r = {.a = a, .n = n, .cs_out = cs, .rd_out = rotary_dim, .layout_out = layout};
+    return with_rotary_table(a, w, pos, n, lo, hi, which, copy_table, &r, err);
+}
+
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {
     pe__gemm(0, 1, ctx->T, ctx->Tk, ctx->D, (float)ctx->cfg->scale, q, ctx->C, k, ctx->Ckv, 0.0f,
              s, ctx->Tk);

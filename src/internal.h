@@ -140,6 +140,11 @@ typedef struct pe__method {
      * of the keys), beyond the core's causal mask and attn_mask. */
     int (*mask)(const pe__ctx *ctx, int64_t b, int64_t i, int64_t j);
 
+    /* A rotary method's exact table after prepare, for rotations on caller buffers: the
+     * (rows, rd/2, 2) cos, sin (scale included) of the queries (which 0) or keys (which 1),
+     * rows in ctx->pos order; *rd and *layout say what it rotates. */
+    const float *(*rotary_table)(const pe__ctx *ctx, int which, int64_t *rd, int *layout);
+
     /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
     void (*rel)(const pe_config *cfg, pe__rel *r);
 

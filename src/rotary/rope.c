@@ -81,6 +81,12 @@ static void release(pe__ctx *ctx) {
 
 /* The rotation itself, pe__rope_rotate, is the SIMD kernel of kernels.c (threads: fused.c). */
 
+static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int *layout) {
+    const rope_state *st = ctx->state;
+    *rd = ctx->cfg->rotary_dim, *layout = ctx->cfg->rope_layout;
+    return which ? st->cs_k : st->cs;
+}
+
 /* q at the query positions, k at the key positions. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
@@ -175,4 +181,5 @@ const pe__method pe__method_rope = {
     .release = release,
     .rotate_forward = rotate_forward,
     .rotate_backward = rotate_backward,
+    .rotary_table = rotary_table,
 };

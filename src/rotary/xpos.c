@@ -101,6 +101,12 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
+static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int *layout) {
+    const xpos_state *st = ctx->state;
+    *rd = ctx->D, *layout = PE_ROPE_INTERLEAVED;
+    return which ? st->cs_k : st->cs_q;
+}
+
 /* q' = z^(c/B) R(theta) q at the query positions, k' = z^(-c/B) R(theta) k at the keys'. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
@@ -131,4 +137,5 @@ const pe__method pe__method_xpos = {
     .release = release,
     .rotate_forward = rotate_forward,
     .rotate_backward = rotate_backward,
+    .rotary_table = rotary_table,
 };

@@ -391,6 +391,75 @@ static void qkv_finite_differences(void **state) {
     pe_attention_free(att);
 }
 
+/* ---- rotation on caller buffers ------------------------------------------------------------- */
+
+static const char *const ROTARY[] = {
+    "method=rope", "method=rope rope_layout=interleaved rotary_dim=6 rope_base=500",
+    "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8",
+    "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=8",
+    "method=rope rope_scaling=longrope original_max_position_embeddings=8 max_position_embeddings=32",
+    "method=xpos xpos_scale_base=64",
+};
+
+/* q and k rotated by pe_attention_rotate, then plain attention (none), equal the rotary
+ * layer's projected form; the backward rotation is the transpose (<R x, y> = <x, R^T y>); the
+ * table is the exact one. GQA, gapped positions, a span past LongRoPE's switch. */
+static void rotation_on_caller_buffers(void **state) {
+    const char *settings = *state;
+    const int64_t T = 3, Tk = 9, H = 4, Hkv = 2, D = 8, C = H * D, Ckv = Hkv * D;
+    char full[512];
+    snprintf(full, sizeof full, "%s kv_heads=2", settings);
+    pe_layer L;
+    pe_err err;
+    pe_attention *rot = layer_of(full, H, C, 1, 3, 64, &L), *plain = layer_of("method=none kv_heads=2", H, C, 1, 3, 0, NULL);
+    pe_rng rng = {41};
+    float *q = frand(T * C, &rng), *k = frand(Tk * Ckv, &rng), *v = frand(Tk * Ckv, &rng);
+    float *o1 = malloc(sizeof(float) * T * C), *o2 = malloc(sizeof(float) * T * C);
+    int64_t kpos[9], qpos[3];
+    for (int64_t u = 0, p = 2; u < Tk; u++, p += 1 + u % 3) kpos[u] = p;
+    for (int64_t t = 0; t < T; t++) qpos[t] = kpos[Tk - T + t];
+    pe_positions at = {.pos = qpos, .key_pos = kpos};
+    if (pe_attention_forward_qkv(rot, &L.w, q, k, v, 1, T, Tk, &at, o1, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    const int64_t lo = kpos[0], hi = kpos[Tk - 1];
+    if (pe_attention_rotate(rot, &L.w, q, T, C, H, qpos, lo, hi, PE_ROTATE_Q, 0, &err) ||
+        pe_attention_rotate(rot, &L.w, k, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err))
+        fail_msg("rotate: %s", err.msg);
+    if (pe_attention_forward_qkv(plain, NULL, q, k, v, 1, T, Tk, &at, o2, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(close_to("o", o2, o1, T * C), 0);
+    /* the backward is the transpose: <R x, y> = <x, R^T y> over k's rows */
+    float *x = frand(Tk * Ckv, &rng), *y = frand(Tk * Ckv, &rng), *rx = malloc(sizeof(float) * Tk * Ckv);
+    float *ry = malloc(sizeof(float) * Tk * Ckv);
+    memcpy(rx, x, sizeof(float) * Tk * Ckv), memcpy(ry, y, sizeof(float) * Tk * Ckv);
+    if (pe_attention_rotate(rot, &L.w, rx, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err) ||
+        pe_attention_rotate(rot, &L.w, ry, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 1, &err))
+        fail_msg("rotate: %s", err.msg);
+    double a = 0, b = 0;
+    for (int64_t e = 0; e < Tk * Ckv; e++) a += (double)rx[e] * y[e], b += (double)x[e] * ry[e];
+    assert_true(fabs(a - b) <= 1e-5 * (1 + fabs(a)));
+    /* the table: rope without scaling at 10^6 is cos, sin of the exact angle */
+    if (!strcmp(settings, "method=rope")) {
+        int64_t p6[2] = {999999, 1000000}, rd;
+        int layout;
+        float cs[2 * 8];
+        if (pe_attention_rotary_table(rot, &L.w, p6, 2, 0, 1000000, PE_ROTATE_K, cs, &rd, &layout, &err))
+            fail_msg("%s", err.msg);
+        assert_int_equal(rd, D);
+        assert_int_equal(layout, PE_ROPE_HALF);
+        for (int r = 0; r < 2; r++)
+            for (int t = 0; t < 4; t++) {
+                double ang = (double)p6[r] * pow(10000.0, -2.0 * t / (double)D);
+                assert_true(fabs(cs[(r * 4 + t) * 2] - cos(ang)) < 1e-7 && fabs(cs[(r * 4 + t) * 2 + 1] - sin(ang)) < 1e-7);
+            }
+        /* refused: a position outside the span, a method without a rotation */
+        assert_int_equal(pe_attention_rotate(rot, &L.w, k, Tk, Ckv, Hkv, kpos, lo + 1, hi, PE_ROTATE_K, 0, &err), PE_EPOS);
+        assert_int_equal(pe_attention_rotate(plain, NULL, k, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err), PE_EINVAL);
+        assert_non_null(strstr(err.msg, "rotates nothing"));
+    }
+    free(q), free(k), free(v), free(o1), free(o2), free(x), free(y), free(rx), free(ry);
+    pe_layer_free(&L);
+    pe_attention_free(rot), pe_attention_free(plain);
+}
+
 /* ---- what the form refuses ------------------------------------------------------------------ */
 
 static void refusals(void **state) {
@@ -454,8 +523,9 @@ static void refusals(void **state) {
 }
 
 int main(void) {
-    enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0] };
-    struct CMUnitTest tests[2 * NM + NF + NP + 1];
+    enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0],
+           NR = sizeof ROTARY / sizeof ROTARY[0] };
+    struct CMUnitTest tests[2 * NM + NF + NP + NR + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
@@ -465,6 +535,8 @@ int main(void) {
         tests[n++] = (struct CMUnitTest){PADDED[i], padded_rows_are_rows, NULL, NULL, (void *)PADDED[i]};
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], qkv_finite_differences, NULL, NULL, (void *)METHODS[i]};
+    for (int i = 0; i < NR; i++)
+        tests[n++] = (struct CMUnitTest){ROTARY[i], rotation_on_caller_buffers, NULL, NULL, (void *)ROTARY[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
