@@ -279,20 +279,26 @@ typedef struct arow {
     double f[3], b[3], mib[3]; /* ms, ms, MiB; NAN: not run */
 } arow;
 
+/* The benchmark's layers: 8 heads of 64 (C = 512), the method's defaults. */
+static pe_status bench_layer(const char *method, int causal, pe_attention **att, pe_err *err) {
+    pe_config cfg;
+    pe_config_init(&cfg);
+    const char *keys[] = {"method", "heads", "causal"}, *vals[] = {method, "8", causal ? "true" : "false"};
+    *att = NULL;
+    pe_status st = pe_config_set_all(&cfg, 3, keys, vals, err);
+    return st ? st : pe_attention_init(att, &cfg, 512, err);
+}
+
 /* One layer's forward and backward (median of reps after a warm-up that also gives the peak
  * memory; warm == 0: the first run is timed too): H=8, D=64, batch 1, random weights; alibi
  * with its reference slopes. */
 static int attn_measure(const char *method, int64_t T, int causal, int reference, int reps, int warm,
                         double *f, double *b, double *mib) {
-    const int64_t H = 8, D = 64, C = H * D;
-    pe_config cfg;
+    const int64_t C = 512;
     pe_err err;
-    pe_attention *att = NULL;
+    pe_attention *att;
     pe_layer L;
-    pe_config_init(&cfg);
-    const char *keys[] = {"method", "heads", "causal"}, *vals[] = {method, "8", causal ? "true" : "false"};
-    if (pe_config_set_all(&cfg, 3, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err) ||
-        pe_layer_init(&L, att, T + 1, 3, &err)) {
+    if (bench_layer(method, causal, &att, &err) || pe_layer_init(&L, att, T + 1, 3, &err)) {
         pe_attention_free(att);
         return cli_fail("bench: %s: %s", method, err.msg);
     }
@@ -389,14 +395,10 @@ static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
  * T / n tokens: packed in one row of T (positions restarting, block-diagonal mask) when
  * packed, else one call per document; n = 1: one document of T. Median ms of reps. */
 static int packed_measure(int64_t T, int n, int packed, int reps, double *f, double *b) {
-    const int64_t H = 8, D = 64, C = H * D, L = T / n, R = packed ? T : L;
-    pe_config cfg;
+    const int64_t C = 512, L = T / n, R = packed ? T : L;
     pe_err err;
-    pe_attention *att = NULL;
-    pe_config_init(&cfg);
-    const char *keys[] = {"method", "heads", "causal"}, *vals[] = {"rope", "8", "true"};
-    if (pe_config_set_all(&cfg, 3, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err))
-        return cli_fail("bench: packed: %s", err.msg);
+    pe_attention *att;
+    if (bench_layer("rope", 1, &att, &err)) return cli_fail("bench: packed: %s", err.msg);
     float *q = frand(T * C, 11), *k = frand(T * C, 12), *v = frand(T * C, 13), *dout = frand(T * C, 14);
     float *o = malloc(sizeof(float) * T * C), *g = malloc(sizeof(float) * 3 * T * C);
     int64_t *pos = malloc(sizeof(int64_t) * T);
@@ -479,13 +481,9 @@ typedef struct gemm_res {
 
 static int bench_gemm(const bopts *o, gemm_res *G) {
     const int64_t T = 2048, H = 8, D = 64, C = H * D;
-    pe_config cfg;
     pe_err err;
-    pe_attention *att = NULL;
-    pe_config_init(&cfg);
-    const char *keys[] = {"method", "heads", "causal"}, *vals[] = {"none", "8", "false"};
-    if (pe_config_set_all(&cfg, 3, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err))
-        return cli_fail("bench: %s", err.msg);
+    pe_attention *att;
+    if (bench_layer("none", 0, &att, &err)) return cli_fail("bench: %s", err.msg);
     float *q = frand(T * C, 7), *k = frand(T * C, 8), *v = frand(T * C, 9), *dout = frand(T * C, 10);
     float *o_ = calloc((size_t)(T * C), 4), *st = calloc((size_t)(2 * H * T), 4), *g = calloc((size_t)(3 * T * C), 4);
     float *sc = calloc((size_t)(T * T), 4);

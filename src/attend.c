@@ -113,6 +113,17 @@ void pe_tensors_free(pe_tensor *t, int n) {
     free(t);
 }
 
+/* The outputs become the caller's on success; on failure nothing stays allocated. */
+static pe_status hand_out(pe_status st, pe_tensor *outs, int n_outs, pe_tensor **outs_p, int *n_outs_p) {
+    if (st) {
+        pe_tensors_free(outs, n_outs);
+        return st;
+    }
+    *outs_p = outs;
+    *n_outs_p = n_outs;
+    return PE_OK;
+}
+
 /* The tensors the projected form refuses: the layer's input, projections and memory. */
 static const char *const LAYER_ONLY[] = {"x", "ids", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mems", "dy", "dy_imag", NULL};
 
@@ -220,13 +231,7 @@ done:
     free(pos64);
     free(kpos64);
     pe_attention_free(att);
-    if (st) {
-        pe_tensors_free(outs, n_outs);
-        return st;
-    }
-    *outs_p = outs;
-    *n_outs_p = n_outs;
-    return PE_OK;
+    return hand_out(st, outs, n_outs, outs_p, n_outs_p);
 }
 
 pe_status pe_attend(int n_keys, const char *const *keys, const char *const *values, int n_in,
@@ -308,16 +313,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         }
         if (known) continue;
         if (strcmp(nm, "positions") == 0) {
-            pos = t;
-            if (t->dtype != PE_I32 && t->dtype != PE_I64)
-                st = pe__fail(err, PE_ETENSOR, "tensor 'positions': dtype %s, expected I32 or I64", pe_dtype_name(t->dtype));
-            else if (!((t->ndim == 1 && t->shape[0] == T) ||
-                       (batched && t->ndim == 2 && t->shape[0] == B && t->shape[1] == T))) {
-                char got[96];
-                shape_str(got, sizeof got, t->ndim, t->shape);
-                st = pe__fail(err, PE_ETENSOR, "tensor 'positions': shape %s, expected [%lld]%s", got,
-                              (long long)T, batched ? " or [B, T]" : "");
-            }
+            st = check_index(pos = t, batched, B, T, "T", err);
         } else if (strcmp(nm, "attn_mask") == 0) {
             mask = t; /* checked below, once the memory length is known */
         } else if (strcmp(nm, "dy") == 0) {
@@ -402,13 +398,7 @@ done:
     free(pos64);
     free(ids64);
     pe_attention_free(att);
-    if (st) {
-        pe_tensors_free(outs, n_outs);
-        return st;
-    }
-    *outs_p = outs;
-    *n_outs_p = n_outs;
-    return PE_OK;
+    return hand_out(st, outs, n_outs, outs_p, n_outs_p);
 }
 
 /* ---- pe_encode: the absolute encoding, by name ------------------------------------------ */
@@ -545,11 +535,5 @@ done:
     free(pos64);
     free(ids64);
     pe_attention_free(att);
-    if (st) {
-        pe_tensors_free(outs, n_outs);
-        return st;
-    }
-    *outs_p = outs;
-    *n_outs_p = n_outs;
-    return PE_OK;
+    return hand_out(st, outs, n_outs, outs_p, n_outs_p);
 }

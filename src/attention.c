@@ -80,6 +80,7 @@ void pe_attention_free(pe_attention *a) {
     free(a->mem);
     free(a->pos);
     free(a->mask);
+    free(a->ctx.tiles);
     free(a->ids);
     free(a);
 }
@@ -102,21 +103,21 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
                          int masked, pe_err *err) {
     const int64_t C = a->C, Ckv = a->Ckv, H = a->H;
-    int rot = a->m->rotate_forward != NULL;
+    const int rot = a->m->rotate_forward != NULL, walk = a->m->walk_forward != NULL;
     size_t n = (size_t)(B * T * C) * 2 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
     if (layer) n += (size_t)(B * T * C);
     if (M) n += (size_t)(B * Tk * C);
     if (rot) n += (size_t)(B * T * C) + (size_t)(B * Tk * Ckv);
+    if (walk) n = 0; /* the method's walk keeps its own activations; it needs the ids */
+    if (walk) {
+        free(a->ids);
+        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
+    }
     if (n > a->mem_floats) {
         free(a->mem);
         a->mem = malloc(n * sizeof(float));
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
-    }
-    if (a->m->walk_forward) { /* the method's walk keeps its own activations */
-        free(a->ids);
-        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
-        n = 0;
     }
     if ((size_t)(B * (T + Tk + 2)) > a->pos_cap) { /* positions, then the rows' lengths */
         free(a->pos);
@@ -197,7 +198,8 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
             return pe__fail(err, PE_EINVAL, "row %lld: lengths %lld queries and %lld keys, expected 0 .. %lld and 1 .. %lld",
                             (long long)b, (long long)qlen[b], (long long)klen[b], (long long)T, (long long)Tk);
         if (a->cfg.causal && klen[b] < qlen[b])
-            return pe__fail(err, PE_EINVAL, "row %lld: causal attention needs as many keys as queries (%lld keys, %lld queries)",
+            return pe__fail(err, PE_EINVAL, "row %lld: causal attention needs at least as many keys as queries (%lld keys, "
+                            "%lld queries): the queries are the last of the row's tokens",
                             (long long)b, (long long)klen[b], (long long)qlen[b]);
     }
     for (int64_t b = 0; b < B; b++)
@@ -226,6 +228,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     pe__ctx *ctx = &a->ctx;
     void *kept = (a->m->flags & PE__PERSIST) ? ctx->state : NULL; /* the method's cache */
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
+    free(ctx->tiles); /* the last call's mask census */
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
@@ -336,8 +339,6 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
     return PE_OK;
 }
 
-static int64_t mask_rows(const pe_positions *at) { return at && at->mask ? 1 : 0; }
-
 /* The layer: x' = x + P[pos], the projections, the projected form's core, wo. */
 static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const float *mems, int64_t M,
                          int64_t B, int64_t T, const pe_positions *at, float *y, float *scores, float *probs,
@@ -355,7 +356,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
-    pe_status st = reserve(a, B, T, Tk, M, 1, (int)mask_rows(at), err);
+    pe_status st = reserve(a, B, T, Tk, M, 1, at && at->mask, err);
     if (st) return st;
     a->M = M;
     /* Transformer-XL's memory is more keys: queries at M + t, keys at 0 .. Tk-1; it reads no
@@ -423,7 +424,7 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
     a->layer = 1;
     a->M = 0;
     a->fused = 0;
-    pe_status st = reserve(a, B, T, T, 0, 1, (int)mask_rows(at), err);
+    pe_status st = reserve(a, B, T, T, 0, 1, at && at->mask, err);
     if (st) return st;
     memcpy(a->ids, ids, sizeof(int64_t) * B * T); /* before prepare, which checks them */
     if ((st = begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)))
@@ -443,15 +444,12 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
         return pe__fail(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
                         (long long)T, (long long)Tk);
     if (!q || !k || !v || !o) return pe__fail(err, PE_EINVAL, "q, k, v and o are required");
-    if (a->cfg.causal && Tk < T)
-        return pe__fail(err, PE_EINVAL, "causal attention needs at least as many keys as queries (%lld keys, %lld queries): "
-                        "the queries are the last T of Tk tokens", (long long)Tk, (long long)T);
     pe_weights none = {0};
     if (!w) w = &none;
     a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
     a->layer = 0;
     a->M = 0;
-    pe_status st = reserve(a, B, T, Tk, 0, 0, (int)mask_rows(at), err);
+    pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
     if (st || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err))) return st;
     memcpy(a->q, q, sizeof(float) * B * T * a->C);
     memcpy(a->k, k, sizeof(float) * B * Tk * a->Ckv);
@@ -548,12 +546,13 @@ pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const 
     return st;
 }
 
-/* The rotary table of n rows at positions pos in a context of their own (the layer's saved
- * forward is left alone): run f on it, then release. */
-static pe_status with_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
-                                   int64_t hi, int which,
-                                   pe_status (*f)(void *arg, const float *cs, int64_t rd, int layout), void *arg,
-                                   pe_err *err) {
+/* The rotary table of n rows at positions pos, in a context of its own (the layer's saved
+ * forward is left alone): *cs, *rd, *layout from the method's rotary_table hook. The caller
+ * releases ctx (a->m->release) when done with *cs. */
+static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
+                              int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
+                              pe_err *err) {
+    static const pe_weights none = {0};
     if (!a->m->rotary_table)
         return pe__fail(err, PE_EINVAL, "method %s rotates nothing (rotations on caller buffers: rope, xpos)", a->m->name);
     if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
@@ -562,41 +561,15 @@ static pe_status with_rotary_table(pe_attention *a, const pe_weights *w, const i
         if (pos[r] < lo || pos[r] > hi)
             return pe__fail(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
                             (long long)pos[r], (long long)r, (long long)lo, (long long)hi);
-    pe_weights none = {0};
     if (!w) w = &none;
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
-    pe__ctx ctx = {.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
-                   .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
-    pe_status st = a->m->prepare(&ctx, err);
-    if (st) return st;
-    int64_t rd;
-    int layout;
-    const float *cs = a->m->rotary_table(&ctx, which, &rd, &layout);
-    st = f(arg, cs, rd, layout);
-    a->m->release(&ctx);
+    *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
+                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
+    pe_status st = a->m->prepare(ctx, err);
+    if (!st) *cs = a->m->rotary_table(ctx, which, rd, layout);
     return st;
-}
-
-typedef struct rotate_arg {
-    pe_attention *a;
-    float *x, *cs_out;
-    int64_t n, ld, nh, *rd_out;
-    int *layout_out, backward;
-} rotate_arg;
-
-static pe_status rotate_with(void *p, const float *cs, int64_t rd, int layout) {
-    rotate_arg *r = p;
-    pe__rope_rotate(&r->a->run, r->x, r->n, r->ld, r->nh, r->a->D, rd, layout, cs, r->backward ? -1.0f : 1.0f);
-    return PE_OK;
-}
-
-static pe_status copy_table(void *p, const float *cs, int64_t rd, int layout) {
-    rotate_arg *r = p;
-    memcpy(r->cs_out, cs, sizeof(float) * (size_t)(r->n * rd));
-    *r->rd_out = rd, *r->layout_out = layout;
-    return PE_OK;
 }
 
 pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, int64_t n, int64_t ld, int64_t nh,
@@ -604,15 +577,27 @@ pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, in
     if (!x || nh < 1 || ld < nh * a->D)
         return pe__fail(err, PE_EINVAL, "rotate: need x, nh >= 1 heads and a row stride ld >= nh * head_dim (%lld)",
                         (long long)(nh * a->D));
-    rotate_arg r = {.a = a, .x = x, .n = n, .ld = ld, .nh = nh, .backward = backward};
-    return with_rotary_table(a, w, pos, n, lo, hi, which, rotate_with, &r, err);
+    pe__ctx ctx;
+    const float *cs;
+    int64_t rd;
+    int layout;
+    pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &cs, &rd, &layout, err);
+    if (st) return st;
+    pe__rope_rotate(&a->run, x, n, ld, nh, a->D, rd, layout, cs, backward ? -1.0f : 1.0f);
+    a->m->release(&ctx);
+    return PE_OK;
 }
 
 pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
                                     int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout, pe_err *err) {
     if (!cs || !rotary_dim || !layout) return pe__fail(err, PE_EINVAL, "rotary_table: need cs, rotary_dim and layout");
-    rotate_arg r = {.a = a, .n = n, .cs_out = cs, .rd_out = rotary_dim, .layout_out = layout};
-    return with_rotary_table(a, w, pos, n, lo, hi, which, copy_table, &r, err);
+    pe__ctx ctx;
+    const float *table;
+    pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &table, rotary_dim, layout, err);
+    if (st) return st;
+    memcpy(cs, table, sizeof(float) * (size_t)(n * *rotary_dim));
+    a->m->release(&ctx);
+    return PE_OK;
 }
 
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {

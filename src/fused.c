@@ -283,12 +283,13 @@ static size_t scratch_floats(int64_t dp, int64_t Rp) {
 }
 
 /* The attn_mask's tiles (B, ceil(T / PE_BR), ceil(Tk / PE_BC)): 0 every entry masked, 1 some,
- * 2 none; NULL without a mask (or out of memory: then *st is set). One pass over the mask. */
-static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *err) {
+ * 2 none; NULL without a mask (or out of memory: then *st is set). One pass over the mask per
+ * call: forward leaves the census in ctx->tiles for backward. */
+static uint8_t *mask_tiles(pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *err) {
     const int64_t T = ctx->T, Tk = ctx->Tk, nqb = (T + PE_BR - 1) / PE_BR;
     *nkb = (Tk + PE_BC - 1) / PE_BC;
     *st = PE_OK;
-    if (!ctx->mask) return NULL;
+    if (!ctx->mask || ctx->tiles) return ctx->tiles;
     uint8_t *t = malloc((size_t)(ctx->B * nqb * *nkb));
     int64_t *open = malloc(sizeof(int64_t) * *nkb);
     if (!t || !open) {
@@ -314,7 +315,7 @@ static uint8_t *mask_tiles(const pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_e
             }
         }
     free(open);
-    return t;
+    return ctx->tiles = t;
 }
 
 /* Whether query i of row b keeps a key under causal, attn_mask and the row's lengths: when it
@@ -370,7 +371,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     float *kr = rel.e ? falloc((size_t)(B * Hkv * per)) : NULL; /* the erow product's pairs read k rows */
     float *scratch = falloc(sc * nth);
     if (!kt || !vr || !scratch || (rel.e && !kr)) {
-        free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
+        free(kt), free(vr), free(kr), free(scratch), free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
     }
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
@@ -411,7 +412,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         ftz_leave(run, csr);
     }
-    free(kt), free(vr), free(kr), free(scratch), free(relbuf), free(tiles);
+    free(kt), free(vr), free(kr), free(scratch), free(relbuf);
     if (bad != INT64_MAX) {
         const int64_t b = bad / T / H, i = bad % T;
         if (row_has_key(ctx, b, i))
@@ -518,7 +519,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *packed = falloc((size_t)(3 * items * per)), *scratch = falloc(sc * nth);
     float *priv = priv_n && copies ? calloc((size_t)(priv_n * copies), sizeof(float)) : NULL;
     if (!packed || !scratch || (priv_n && copies && !priv)) {
-        free(packed), free(scratch), free(priv), free(relbuf), free(tiles);
+        free(packed), free(scratch), free(priv), free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     }
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
@@ -560,7 +561,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
                 for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
-    free(packed), free(scratch), free(priv), free(relbuf), free(tiles);
+    free(packed), free(scratch), free(priv), free(relbuf);
     return PE_OK;
 }
 

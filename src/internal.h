@@ -59,6 +59,8 @@ typedef struct pe__ctx {
     const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
     const int64_t *q_len, *k_len; /* (B) valid queries and keys of each row (padding after), or NULL */
     int fused;                /* the call runs the fused path: score and value hooks are not called */
+    uint8_t *tiles;           /* the fused path's census of mask tiles, made once per call (forward,
+                                 reused by backward); the core frees it */
     const pe_run_options *run; /* the layer's: threads and kernels of the fused path and rotations */
     const pe_weights *w;
     pe_grads *g; /* NULL in forward */

@@ -70,6 +70,31 @@ def packed_positions(T):
     return np.concatenate([np.arange(n) for n in DOCS])[-T:].astype(np.int64)
 
 
+def case_meta(mod, spec, *extra):
+    """The case's settings: method and heads, the module's BASE_META, then extra dicts
+    (PROJ_META), the spec's own (None drops a key), causal and kv_heads."""
+    H = spec["H"]
+    meta = {"method": mod.__name__[2:], "heads": str(H)}
+    meta.update(getattr(mod, "BASE_META", {}))
+    for e in extra:
+        meta.update(e)
+    meta.update(spec.get("meta", {}))
+    meta = {k: v for k, v in meta.items() if v is not None}  # None: drop a BASE_META key
+    if spec.get("causal"):
+        meta["causal"] = "true"
+    if spec.get("kv_heads", H) != H:
+        meta["kv_heads"] = str(spec["kv_heads"])
+    return meta
+
+
+def method_tensors(mod, meta, spec, npos, rng, u):
+    """The method's tensors (and the optional ones the spec adds), by its init or uniform."""
+    shapes = mod.tensors(meta, spec["H"], spec["D"], npos) if hasattr(mod, "tensors") else {}
+    shapes.update(spec.get("tensors", {}))
+    init = getattr(mod, "init", None)
+    return {name: init(name, shape, rng) if init else u(*shape, a=0.5) for name, shape in shapes.items()}
+
+
 def build_qkv(mod, spec, seed):
     """A projected-form case: q, k, v with positions, key_positions, attn_mask and do."""
     rng = np.random.default_rng(seed)
@@ -77,15 +102,7 @@ def build_qkv(mod, spec, seed):
     B = spec.get("B")
     Hkv = spec.get("kv_heads", H)
     C, Ckv = H * D, Hkv * D
-    meta = {"method": mod.__name__[2:], "heads": str(H)}
-    meta.update(getattr(mod, "BASE_META", {}))
-    meta.update(getattr(mod, "PROJ_META", {}))
-    meta.update(spec.get("meta", {}))
-    meta = {k: v for k, v in meta.items() if v is not None}
-    if spec.get("causal"):
-        meta["causal"] = "true"
-    if Hkv != H:
-        meta["kv_heads"] = str(Hkv)
+    meta = case_meta(mod, spec, getattr(mod, "PROJ_META", {}))
     lead = (B,) if B else ()
     nb = B or 1
     u = lambda *shape, a=1.0: (a * (2 * rng.random(shape) - 1)).astype(np.float32)
@@ -109,11 +126,7 @@ def build_qkv(mod, spec, seed):
     if qpos is not None:
         t["positions"] = qpos if (B or qpos.ndim == 1) else qpos[0]
     npos = int(max(kpos.max() if kpos is not None else Tk - 1, qpos.max() if qpos is not None else Tk - 1) + 1)
-    shapes = mod.tensors(meta, H, D, npos) if hasattr(mod, "tensors") else {}
-    shapes.update(spec.get("tensors", {}))
-    for name, shape in shapes.items():
-        init = getattr(mod, "init", None)
-        t[name] = init(name, shape, rng) if init else u(*shape, a=0.5)
+    t.update(method_tensors(mod, meta, spec, npos, rng, u))
     if spec.get("mask"):
         m = mask_of(spec["mask"], nb, T, Tk, rng, spec.get("mask_dtype"))
         t["attn_mask"] = m if (B or m.ndim == 2) else m[0]
@@ -159,14 +172,7 @@ def build(mod, spec, seed):
     B = spec.get("B")
     Hkv = spec.get("kv_heads", H)
     C, Ckv = H * D, Hkv * D
-    meta = {"method": mod.__name__[2:], "heads": str(H)}
-    meta.update(getattr(mod, "BASE_META", {}))
-    meta.update(spec.get("meta", {}))
-    meta = {k: v for k, v in meta.items() if v is not None}  # None: drop a BASE_META key
-    if spec.get("causal"):
-        meta["causal"] = "true"
-    if Hkv != H:
-        meta["kv_heads"] = str(Hkv)
+    meta = case_meta(mod, spec)
     lead = (B,) if B else ()
     t = {}
     u = lambda *shape, a=1.0: (a * (2 * rng.random(shape) - 1)).astype(np.float32)
@@ -179,12 +185,7 @@ def build(mod, spec, seed):
     if pos is not None:
         t["positions"] = pos if (B and pos.ndim == 2) else (pos[0] if pos.ndim == 2 else pos)
     npos = int((pos.max() if pos is not None else T - 1) + 1)
-    shapes = mod.tensors(meta, H, D, npos) if hasattr(mod, "tensors") else {}
-    shapes.update(spec.get("tensors", {}))  # optional tensors a case adds
-    if shapes:
-        for name, shape in shapes.items():
-            init = getattr(mod, "init", None)
-            t[name] = init(name, shape, rng) if init else u(*shape, a=0.5)
+    t.update(method_tensors(mod, meta, spec, npos, rng, u))
     for name, v in spec.get("values", {}).items():  # exact values a case needs (e.g. a tie)
         t[name] = np.asarray(v, dtype=np.float32)
     if spec.get("mask"):

@@ -124,6 +124,14 @@ def _grads(out, t, y, dy, skip):
         out["dx" if n == "x" else "d" + n] = torch.zeros_like(t[n]) if g is None else g
 
 
+def layer_positions(mod, pos, B, T, M):
+    """The layer's query and key positions: its positions for both, or for a method that reads
+    none (Transformer-XL) queries at M + t and keys (memory first) at 0 .. M+T-1."""
+    if getattr(mod, "READS_POSITIONS", True):
+        return pos, pos
+    return torch.arange(M, M + T).expand(B, T), torch.arange(M + T).expand(B, M + T)
+
+
 def attend_qkv(meta, tensors):
     """The projected form: q, k, v (and positions, key_positions, attn_mask, do) -> o, scores,
     probs, and with do: dq, dk, dv, d<name>."""
@@ -175,12 +183,7 @@ def attend(meta, tensors):
     if mems is not None and not batched:
         mems = mems[None]
     M = 0 if mems is None else mems.shape[1]
-    if getattr(mod, "READS_POSITIONS", True):
-        pos = _index(t, "positions", B, T, torch.arange(T))
-        kpos = pos
-    else:  # Transformer-XL: queries at M + t, keys (memory first) at 0 .. M+T-1
-        pos = torch.arange(M, M + T).expand(B, T)
-        kpos = torch.arange(M + T).expand(B, M + T)
+    pos, kpos = layer_positions(mod, _index(t, "positions", B, T, torch.arange(T)), B, T, M)
     ctx = Ctx(meta, t, B, T, M + T, H, Hkv, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)

@@ -66,9 +66,7 @@ def layer(meta, t, x, pos, mems=None):
     M = 0 if mems is None else mems.shape[1]
     Hh = int(meta["heads"])
     D = Cx // Hh
-    kpos = pos
-    if not getattr(mod, "READS_POSITIONS", True):  # Transformer-XL: token indices, memory first
-        pos, kpos = torch.arange(M, M + Tx).expand(Bx, Tx), torch.arange(M + Tx).expand(Bx, M + Tx)
+    pos, kpos = posenc_ref.layer_positions(mod, pos, Bx, Tx, M)
     ctx = posenc_ref.Ctx(meta, t, Bx, Tx, M + Tx, Hh, Hh, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)
