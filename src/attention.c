@@ -99,6 +99,23 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
     return a->nparams;
 }
 
+/* The positions (B, T) and (B, Tk), the rows' lengths and the attn_mask copy of a call. */
+static pe_status reserve_positions(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
+    if ((size_t)(B * (T + Tk + 2)) > a->pos_cap) { /* positions, then the rows' lengths */
+        free(a->pos);
+        a->pos = malloc(sizeof(int64_t) * B * (T + Tk + 2));
+        a->pos_cap = a->pos ? (size_t)(B * (T + Tk + 2)) : 0;
+        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
+    }
+    if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
+        free(a->mask);
+        a->mask = malloc((size_t)(B * T * Tk));
+        a->mask_cap = a->mask ? (size_t)(B * T * Tk) : 0;
+        if (!a->mask) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
+    }
+    return PE_OK;
+}
+
 /* Carves the saved-activation block for (B, T, Tk); M > 0: the layer's memory. */
 static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
                          int masked, pe_err *err) {
@@ -119,19 +136,8 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
     }
-    if ((size_t)(B * (T + Tk + 2)) > a->pos_cap) { /* positions, then the rows' lengths */
-        free(a->pos);
-        a->pos = malloc(sizeof(int64_t) * B * (T + Tk + 2));
-        a->pos_cap = a->pos ? (size_t)(B * (T + Tk + 2)) : 0;
-        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
-    }
-    if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
-        free(a->mask);
-        a->mask = malloc((size_t)(B * T * Tk));
-        a->mask_cap = a->mask ? (size_t)(B * T * Tk) : 0;
-        if (!a->mask) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
-    }
-    if (!n) return PE_OK;
+    pe_status st = reserve_positions(a, B, T, Tk, masked, err);
+    if (st || !n) return st;
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
     CARVE(q, B * T * C);
@@ -460,6 +466,37 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     return PE_OK;
 }
 
+pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
+                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
+                                  const pe_positions *at, float *o, pe_err *err) {
+    a->have_forward = 0;
+    pe_weights none = {0};
+    if (!w) w = &none;
+    pe_status st;
+    const int masked = at && at->mask;
+    if (a->run.path == PE_PATH_AUTO && pe__decode_eligible(a->m, a->H, a->Hkv, T, masked)) {
+        a->fused = 1, a->layer = 0, a->M = 0;
+        if ((st = reserve_positions(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
+            return st;
+        return pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, err);
+    }
+    float *buf = NULL; /* the projected form reads (B, Tk, Ckv) */
+    const int64_t Ckv = a->Ckv;
+    if (B > 1 && kv_stride != Tk * Ckv) {
+        if (!(buf = malloc(sizeof(float) * (size_t)(2 * B * Tk * Ckv))))
+            return pe__fail(err, PE_ENOMEM, "out of memory for %lld cached keys", (long long)(B * Tk));
+        for (int64_t b = 0; b < B; b++) {
+            memcpy(buf + b * Tk * Ckv, k + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
+            memcpy(buf + (B + b) * Tk * Ckv, v + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
+        }
+        k = buf, v = buf + B * Tk * Ckv;
+    }
+    st = pe_attention_forward_qkv(a, w, q, k, v, B, T, Tk, at, o, NULL, NULL, err);
+    a->have_forward = 0;
+    free(buf);
+    return st;
+}
+
 pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const float *dout, float *dq,
                                     float *dk, float *dv, pe_grads *g, pe_err *err) {
     if (!a->have_forward || a->layer)
@@ -546,13 +583,43 @@ pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const 
     return st;
 }
 
+pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                                int64_t hi, pe__ctx *ctx, pe_err *err) {
+    static const pe_weights none = {0};
+    if (!w) w = &none;
+    ctx->state = NULL;
+    for (int i = 0; i < a->nparams; i++)
+        if (!w->param[i] && !a->specs[i].optional)
+            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+    *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
+                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
+    return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
+}
+
+void pe__attention_release(pe_attention *a, pe__ctx *ctx) {
+    if (a->m->release && ctx->state) a->m->release(ctx);
+}
+
+pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                              int64_t hi, float *x, float *q, float *k, float *v, pe_err *err) {
+    if (!(x && a->m->embed_forward) && !((q || k) && a->m->rotate_forward)) return PE_OK;
+    pe__ctx ctx;
+    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, &ctx, err);
+    if (!st && x && a->m->embed_forward) a->m->embed_forward(&ctx, x);
+    if (!st && (q || k) && a->m->rotate_forward) a->m->rotate_forward(&ctx, q, k, v);
+    pe__attention_release(a, &ctx);
+    return st;
+}
+
+const pe__method *pe__attention_method(const pe_attention *a) { return a->m; }
+const pe_run_options *pe__attention_run(const pe_attention *a) { return &a->run; }
+
 /* The rotary table of n rows at positions pos, in a context of its own (the layer's saved
  * forward is left alone): *cs, *rd, *layout from the method's rotary_table hook. The caller
- * releases ctx (a->m->release) when done with *cs. */
+ * releases ctx (pe__attention_release) when done with *cs. */
 static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
                               int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
                               pe_err *err) {
-    static const pe_weights none = {0};
     if (!a->m->rotary_table)
         return pe__fail(err, PE_EINVAL, "method %s rotates nothing (rotations on caller buffers: rope, xpos)", a->m->name);
     if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
@@ -561,13 +628,7 @@ static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_
         if (pos[r] < lo || pos[r] > hi)
             return pe__fail(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
                             (long long)pos[r], (long long)r, (long long)lo, (long long)hi);
-    if (!w) w = &none;
-    for (int i = 0; i < a->nparams; i++)
-        if (!w->param[i] && !a->specs[i].optional)
-            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
-    *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
-                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
-    pe_status st = a->m->prepare(ctx, err);
+    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, ctx, err);
     if (!st) *cs = a->m->rotary_table(ctx, which, rd, layout);
     return st;
 }
@@ -584,7 +645,7 @@ pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, in
     pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &cs, &rd, &layout, err);
     if (st) return st;
     pe__rope_rotate(&a->run, x, n, ld, nh, a->D, rd, layout, cs, backward ? -1.0f : 1.0f);
-    a->m->release(&ctx);
+    pe__attention_release(a, &ctx);
     return PE_OK;
 }
 
@@ -596,7 +657,7 @@ pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const 
     pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &table, rotary_dim, layout, err);
     if (st) return st;
     memcpy(cs, table, sizeof(float) * (size_t)(n * *rotary_dim));
-    a->m->release(&ctx);
+    pe__attention_release(a, &ctx);
     return PE_OK;
 }
 

@@ -423,6 +423,58 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     return PE_OK;
 }
 
+int pe__decode_eligible(const pe__method *m, int64_t H, int64_t Hkv, int64_t T, int masked) {
+    return pe__fused_eligible(m) && !m->rel && !m->rotate_forward && !masked && H / Hkv * T <= PE_BR;
+}
+
+pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
+                             int64_t kv_stride, float *o, pe_err *err) {
+    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
+    const pe__kernels *K = pe__kernels_pick(isa_of(run));
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, group = H / Hkv;
+    const int64_t dp = round_up(D, PE_DALIGN), sc = 2 * PE_BR * dp + PE_BR * PE_BC + 2 * PE_BR;
+    const int nth = threads(run, (double)B * H * T * ctx->Tk * D * 4); /* memory-bound: weigh it up */
+    float *scratch = falloc((size_t)(sc * nth));
+    if (!scratch) return pe__fail(err, PE_ENOMEM, "out of memory for the decode scratch");
+    int64_t bad = INT64_MAX; /* the first (b, h, i) with every key masked */
+    PE_OMP(omp parallel num_threads(nth))
+    {
+        unsigned csr = ftz_enter(run);
+        float *w = scratch + sc * omp_get_thread_num();
+        pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .group = group, .D = D, .dp = dp, .causal = ctx->cfg->causal,
+                      .scale = (float)ctx->cfg->scale, .lo = run->denormals ? -104.0f : -87.0f, .ld = C,
+                      .ldk = ctx->Ckv, .qs = w, .acc = w + PE_BR * dp, .s = w + 2 * PE_BR * dp};
+        j.m = j.s + PE_BR * PE_BC, j.l = j.m + PE_BR;
+        PE_OMP(omp for schedule(dynamic, 1))
+        for (int64_t bg = 0; bg < B * Hkv; bg++) {
+            const int64_t b = bg / Hkv, g = bg % Hkv;
+            pe__row_lens(ctx, b, &j.T, &j.Tk, &j.qoff);
+            j.b = b, j.g = g;
+            j.q = q + b * T * C, j.out = o + b * T * C;
+            j.k = k + b * kv_stride + g * D, j.v = v + b * kv_stride + g * D;
+            for (int64_t h = g * group; h < (g + 1) * group; h++) /* padding queries: o = 0 */
+                for (int64_t i = j.T; i < T; i++) memset(j.out + i * C + h * D, 0, sizeof(float) * D);
+            if (j.T == 0) continue;
+            int64_t r = K->decode(&j);
+            if (r >= 0) {
+                int64_t at = (b * H + g * group + r / j.T) * T + r % j.T;
+                PE_OMP(omp critical(pe_decode_bad))
+                bad = at < bad ? at : bad;
+            }
+        }
+        ftz_leave(run, csr);
+    }
+    free(scratch);
+    if (bad != INT64_MAX) {
+        const int64_t b = bad / T / H, i = bad % T;
+        if (row_has_key(ctx, b, i))
+            return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
+                                            "method's terms)", (long long)i, (long long)b);
+        return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
+    }
+    return PE_OK;
+}
+
 /* Elements of tensor i as given to this call (a free first dimension from param_rows); 0 when unknown. */
 static int64_t param_size(const pe__ctx *ctx, const pe_param_spec *s, int i) {
     int64_t n = 1;

@@ -119,7 +119,8 @@ typedef struct pe__method {
     void (*embed_forward)(pe__ctx *ctx, float *x /* (B, T, C) */);
     void (*embed_backward)(pe__ctx *ctx, const float *dx /* (B, T, C) */);
 
-    /* q at the query positions, k and v at the key positions */
+    /* q at the query positions, k and v at the key positions; q, or k and v, may be NULL (a
+     * cache transforms its keys once, on append, and its queries on attend) */
     void (*rotate_forward)(pe__ctx *ctx, float *q /* (B, T, C) */, float *k /* (B, Tk, Ckv) */,
                            float *v /* (B, Tk, Ckv) */);
     /* q_in, k_in: the hook's inputs in forward, for parameter gradients. */
@@ -146,6 +147,14 @@ typedef struct pe__method {
      * (rows, rd/2, 2) cos, sin (scale included) of the queries (which 0) or keys (which 1),
      * rows in ctx->pos order; *rd and *layout say what it rotates. */
     const float *(*rotary_table)(const pe__ctx *ctx, int which, int64_t *rd, int *layout);
+    /* The same in double for one pair t at position p (after prepare): its angle and its scale
+     * (which: 0 q, 1 k), from which a cache re-rotates keys by differences. */
+    void (*rotary_angle)(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale);
+    /* A rotary method's rotations depend on the attention's range of positions [lo, hi] (its
+     * pos_min, pos_max) only through a frame: 1 when an attention over [lo, hi] needs another
+     * frame than cur (the range a cache rotated its keys in), which then becomes [lo, hi].
+     * NULL: the transformation depends on the positions alone (floater). */
+    int (*rotary_frame)(const pe_config *cfg, int64_t D, const int64_t cur[2], int64_t lo, int64_t hi);
 
     /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
     void (*rel)(const pe_config *cfg, pe__rel *r);
@@ -264,6 +273,33 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              const float *q, const float *k, const float *v, const float *o,
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err);
+
+/* The decode path (fused.c): few queries (H / Hkv * T <= 64) against keys and values read in
+ * place, k and v of row b at k + b kv_stride (row stride Ckv), each loaded once per call: a
+ * KV cache's attention. It takes fused methods without relative-row terms, rotate hook or
+ * attn_mask (pe__decode_eligible); o (B, T, C). */
+int pe__decode_eligible(const pe__method *m, int64_t H, int64_t Hkv, int64_t T, int masked);
+pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
+                             int64_t kv_stride, float *o, pe_err *err);
+
+/* Attention over keys and values held elsewhere (a KV cache, cache.c): q (B, T, C); k, v of row
+ * b at k + b kv_stride, row stride Ckv, Tk of them (rotated already: the layer's rotate hook is
+ * not run); at as the projected form; o (B, T, C). The decode path where it applies, else the
+ * projected form over a contiguous copy. Saves nothing for backward. */
+pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
+                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
+                                  const pe_positions *at, float *o, pe_err *err);
+/* A context of n rows at positions pos (as both queries and keys) in an attention over
+ * positions [lo, hi], prepared; pe__attention_release frees what prepare made. */
+pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                                int64_t hi, pe__ctx *ctx, pe_err *err);
+void pe__attention_release(pe_attention *a, pe__ctx *ctx);
+/* The method's embed hook on x (n, C) and rotate hook on q (n, C), k and v (n, Ckv), each NULL
+ * to skip, for n rows at positions pos in an attention over [lo, hi]. */
+pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                              int64_t hi, float *x, float *q, float *k, float *v, pe_err *err);
+const pe__method *pe__attention_method(const pe_attention *a);
+const pe_run_options *pe__attention_run(const pe_attention *a);
 
 /* Fills unset rope keys from the config.json named by cfg->hf_config (rotary/hf_config.c). */
 pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);

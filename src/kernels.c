@@ -39,10 +39,10 @@
 #undef PE_KPASS
 
 const pe__kernels *pe__kernels_pick(const char *isa) {
-    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1};
+    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1, decode_1};
 #ifdef PE_KX86
-    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512};
-    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256};
+    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512, decode_512};
+    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256, decode_256};
     __builtin_cpu_init();
     int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int has512 = has256 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -477,6 +477,68 @@ static void KN(backward)(const pe__fjob *j) {
             for (int64_t d = 0; d < D; d++) dq[d] += j->scale * dqa[r * dp + d];
         }
     }
+}
+
+/* A decode call's kv head (pe__djob): per chunk of keys, s = q_s k^T for all R rows with each
+ * key row loaded once, the bias hook per head, the causal mask, the online softmax, then
+ * acc += p v with each value row loaded once. Memory-bound by design: K and V are read once. */
+static int64_t KN(decode)(const pe__djob *j) {
+    const int64_t D = j->D, dp = j->dp, T = j->T, R = j->group * T, Dv = D / VEC * VEC;
+    float *qs = j->qs, *acc = j->acc, *s = j->s, *m = j->m, *l = j->l;
+    for (int64_t r = 0; r < R; r++) {
+        const float *src = j->q + (r % T) * j->ld + (j->g * j->group + r / T) * D;
+        for (int64_t d = 0; d < dp; d++) qs[r * dp + d] = d < D ? j->scale * src[d] : 0.0f;
+        m[r] = -INFINITY, l[r] = 0.0f;
+    }
+    memset(acc, 0, sizeof(float) * (size_t)(R * dp));
+    const int64_t jend = j->causal && j->qoff + T < j->Tk ? j->qoff + T : j->Tk;
+    for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
+        const int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+        for (int64_t c = 0; c < nj; c++) {
+            const float *kr = j->k + (j0 + c) * j->ldk;
+            for (int64_t r0 = 0; r0 < R; r0 += 4) { /* four rows per pass over the key row */
+                const int64_t nr = R - r0 < 4 ? R - r0 : 4;
+                vf a0 = vbc(0.0f), a1 = a0, a2 = a0, a3 = a0;
+                const float *q0 = qs + r0 * dp;
+                for (int64_t d = 0; d < Dv; d += VEC) {
+                    vf kv = vld(kr + d);
+                    a0 = fmadd(vld(q0 + d), kv, a0);
+                    if (nr > 1) a1 = fmadd(vld(q0 + dp + d), kv, a1);
+                    if (nr > 2) a2 = fmadd(vld(q0 + 2 * dp + d), kv, a2);
+                    if (nr > 3) a3 = fmadd(vld(q0 + 3 * dp + d), kv, a3);
+                }
+                float t[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
+                for (int64_t d = Dv; d < D; d++)
+                    for (int64_t x = 0; x < nr; x++) t[x] += q0[x * dp + d] * kr[d];
+                for (int64_t x = 0; x < nr; x++) s[(r0 + x) * PE_BC + c] = t[x];
+            }
+        }
+        for (int64_t hh = 0; hh < j->group && j->bias; hh++)
+            j->bias(j->ctx, j->b, j->g * j->group + hh, 0, T, j0, nj, s + hh * T * PE_BC, PE_BC);
+        for (int64_t r = 0; r < R; r++) { /* past the keys, or causal: after the query's own token */
+            int64_t from = nj;
+            if (j->causal && j->qoff + r % T + 1 - j0 < from) from = j->qoff + r % T + 1 - j0;
+            for (int64_t c = from < 0 ? 0 : from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
+        }
+        online_softmax(s, R, m, l, acc, dp, j->lo);
+        for (int64_t c = 0; c < nj; c++) {
+            const float *vr = j->v + (j0 + c) * j->ldk;
+            for (int64_t d = 0; d < Dv; d += VEC) {
+                vf vv = vld(vr + d);
+                for (int64_t r = 0; r < R; r++) vst(acc + r * dp + d, fmadd(vbc(s[r * PE_BC + c]), vv, vld(acc + r * dp + d)));
+            }
+            for (int64_t d = Dv; d < D; d++)
+                for (int64_t r = 0; r < R; r++) acc[r * dp + d] += s[r * PE_BC + c] * vr[d];
+        }
+    }
+    int64_t bad = -1;
+    for (int64_t r = 0; r < R; r++) {
+        float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+        if (!(l[r] > 0) && bad < 0) bad = r;
+        float *o = j->out + (r % T) * j->ld + (j->g * j->group + r / T) * D;
+        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
+    }
+    return bad;
 }
 
 /* pe__rope_rotate over rows [r0, r1): the same products and sums as the scalar loop

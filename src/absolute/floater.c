@@ -575,15 +575,15 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 }
 
 /* q (B, T, C) += B_q at the query positions; k, v (B, Tk, C) += B_k, B_v at the key
- * positions (floater has no GQA: Ckv = C). */
+ * positions (floater has no GQA: Ckv = C). q, or k and v, may be NULL. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     const floater_state *st = ctx->state;
     const int64_t C = ctx->C, BT = ctx->B * ctx->T;
-    for (int64_t bt = 0; bt < BT; bt++) {
+    for (int64_t bt = 0; bt < BT && q; bt++) {
         const float *row = st->tab_row + st->u_tab[st->tok_u[bt]] * 3 * C;
         for (int64_t c = 0; c < C; c++) q[bt * C + c] += row[c];
     }
-    for (int64_t bu = 0; bu < ctx->B * ctx->Tk; bu++) {
+    for (int64_t bu = 0; bu < ctx->B * ctx->Tk && k; bu++) {
         const float *row = st->tab_row + st->u_tab[st->tok_u[BT + bu]] * 3 * C;
         for (int64_t c = 0; c < C; c++) {
             k[bu * C + c] += row[C + c];

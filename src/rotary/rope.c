@@ -20,6 +20,7 @@ typedef struct {
     double *inv_freq; /* (r/2) */
     double *acc;      /* (r/2) LongRoPE's factor gradient, summed by rotate_backward */
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
+    double attn;      /* the scaling's attention factor */
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -63,7 +64,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (st->factor_table >= 0)
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
                                                   : ctx->cfg->hf_factors[st->factor_table];
-    double attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
+    double attn = st->attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
     pe__rope_table(ctx->run, st->cs, ctx->pos, n, st->inv_freq, half, attn);
     if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, nk, st->inv_freq, half, attn);
     ctx->state = st;
@@ -87,13 +88,33 @@ static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int
     return which ? st->cs_k : st->cs;
 }
 
-/* q at the query positions, k at the key positions. */
+/* Pair t at position p: the angle p theta_t and the attention factor (either side). */
+static void rotary_angle(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale) {
+    (void)which;
+    const rope_state *st = ctx->state;
+    *angle = (double)p * st->inv_freq[t], *scale = st->attn;
+}
+
+/* The frequencies depend on the positions only through n = max(positions) + 1: dynamic NTK's
+ * L = max(n, max_position_embeddings) and LongRoPE's choice of table. */
+static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], int64_t lo, int64_t hi) {
+    (void)D, (void)lo;
+    if (cfg->rope_scaling == PE_ROPE_DYNAMIC) {
+        int64_t L = cfg->max_position_embeddings;
+        return (hi + 1 > L ? hi + 1 : L) != (cur[1] + 1 > L ? cur[1] + 1 : L);
+    }
+    if (cfg->rope_scaling == PE_ROPE_LONGROPE)
+        return pe__rope_longrope_uses_long(cfg, hi + 1) != pe__rope_longrope_uses_long(cfg, cur[1] + 1);
+    return 0;
+}
+
+/* q at the query positions, k at the key positions (either may be NULL). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const rope_state *st = ctx->state;
     int64_t rd = ctx->cfg->rotary_dim;
-    pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
-    pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+    if (q) pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    if (k) pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
 
 /* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
@@ -182,4 +203,6 @@ const pe__method pe__method_rope = {
     .rotate_forward = rotate_forward,
     .rotate_backward = rotate_backward,
     .rotary_table = rotary_table,
+    .rotary_angle = rotary_angle,
+    .rotary_frame = rotary_frame,
 };

@@ -17,6 +17,8 @@
 typedef struct {
     float *cs_q; /* (B*T, D/2, 2) cos, sin times z_t^(c/B) at the query positions */
     float *cs_k; /* (B*Tk, D/2, 2) times z_t^(-c/B) at the key positions */
+    double *inv_freq, *z; /* (D/2) each */
+    int64_t centre;
 } xpos_state;
 
 static double zeta(const pe_config *cfg, int64_t t, int64_t D) {
@@ -86,19 +88,36 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t centre = ctx->pos_min + (int64_t)(span / 2 + span % 2);
     pe_status s = side(ctx, ctx->pos, n, 1, centre, inv_freq, z, st->cs_q, err);
     if (!s) s = side(ctx, ctx->kpos, nk, -1, centre, inv_freq, z, st->cs_k, err);
-    free(inv_freq), free(z);
     if (s) {
-        free(st->cs_q), free(st->cs_k), free(st);
+        free(st->cs_q), free(st->cs_k), free(st), free(inv_freq), free(z);
         return s;
     }
+    st->inv_freq = inv_freq, st->z = z, st->centre = centre;
     ctx->state = st;
     return PE_OK;
 }
 
 static void release(pe__ctx *ctx) {
     xpos_state *st = ctx->state;
-    free(st->cs_q), free(st->cs_k), free(st);
+    free(st->cs_q), free(st->cs_k), free(st->inv_freq), free(st->z), free(st);
     ctx->state = NULL;
+}
+
+/* Pair t at position p: the angle p theta_t and the scale z_t^(+-(p - c)/B) of q or k. */
+static void rotary_angle(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale) {
+    const xpos_state *st = ctx->state;
+    double power = (double)(p - st->centre) / ctx->cfg->xpos_scale_base;
+    *angle = (double)p * st->inv_freq[t], *scale = pow(st->z[t], which ? -power : power);
+}
+
+/* Any centre gives the same scores, so a cache keeps its centre until the attention's own
+ * midpoint is more than B/2 away (each factor then stays within z^(+-1/2) of the layer's
+ * own): keys are re-scaled once per B/2 positions of growth, not at every token. */
+static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], int64_t lo, int64_t hi) {
+    (void)D;
+    uint64_t span = (uint64_t)hi - (uint64_t)lo, cspan = (uint64_t)cur[1] - (uint64_t)cur[0];
+    double mid = (double)lo + (double)(span / 2 + span % 2), cmid = (double)cur[0] + (double)(cspan / 2 + cspan % 2);
+    return fabs(mid - cmid) > fabs(cfg->xpos_scale_base) / 2;
 }
 
 static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int *layout) {
@@ -107,13 +126,14 @@ static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int
     return which ? st->cs_k : st->cs_q;
 }
 
-/* q' = z^(c/B) R(theta) q at the query positions, k' = z^(-c/B) R(theta) k at the keys'. */
+/* q' = z^(c/B) R(theta) q at the query positions, k' = z^(-c/B) R(theta) k at the keys' (either
+ * may be NULL). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const xpos_state *st = ctx->state;
     int64_t D = ctx->D;
-    pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
-    pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
+    if (q) pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
+    if (k) pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
 }
 
 /* forward was q' = s R(theta) q with a scalar s per pair, so now: dq = s R(-theta) dq', the
@@ -138,4 +158,6 @@ const pe__method pe__method_xpos = {
     .rotate_forward = rotate_forward,
     .rotate_backward = rotate_backward,
     .rotary_table = rotary_table,
+    .rotary_angle = rotary_angle,
+    .rotary_frame = rotary_frame,
 };
