@@ -180,6 +180,40 @@ def bench_rope(torch, T, H, D, reps):
     return statistics.median(times[1:]) * 1e3
 
 
+def bench_decode(torch, method, Tk, reps, H=32, Hkv=8, D=128):
+    """One decode step over a cache of Tk keys: rope on the new q and k (or ALiBi's bias), then
+    q @ K^T, softmax, @ V with the query heads of each kv head batched (no repeat of K, V)."""
+    g = H // Hkv
+    K, V = torch.randn(Hkv, Tk + reps + 2, D), torch.randn(Hkv, Tk + reps + 2, D)
+    q, knew = torch.randn(Hkv, g, D), torch.randn(Hkv, 1, D)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+    slopes = torch.tensor(alibi_slopes(H), dtype=torch.float32).view(Hkv, g, 1)
+
+    def rotate_half(t):
+        return torch.cat((-t[..., D // 2:], t[..., : D // 2]), dim=-1)
+    times = []
+    with torch.no_grad():
+        for r in range(reps + 1):
+            n = Tk + r
+            t0 = time.perf_counter()
+            if method == "rope":
+                emb = torch.tensor([float(n)])[:, None] * inv_freq[None, :]
+                emb = torch.cat((emb, emb), dim=-1)
+                cos, sin = emb.cos(), emb.sin()
+                qr = q * cos + rotate_half(q) * sin
+                K[:, n: n + 1] = knew * cos + rotate_half(knew) * sin
+            else:
+                qr = q
+                K[:, n: n + 1] = knew
+            s = (qr @ K[:, : n + 1].transpose(-1, -2)) / math.sqrt(D)
+            if method == "alibi":
+                s = s - slopes * (n - torch.arange(n + 1, dtype=torch.float32))
+            o = torch.softmax(s, dim=-1) @ V[:, : n + 1]
+            times.append(time.perf_counter() - t0)
+            del o
+    return statistics.median(times[1:]) * 1e3
+
+
 def blas_core():
     try:
         lib = ctypes.CDLL("libopenblas.so.0")
@@ -215,6 +249,8 @@ def main():
                 if w[0] == "attn":
                     f, b, m = bench_attn(torch, w[1], int(w[2]), int(w[3]) != 0, int(w[4]))
                     print(f"ok {f:.3f} {b:.3f} {m:.1f}", flush=True)
+                elif w[0] == "decode":
+                    print(f"ok {bench_decode(torch, w[1], int(w[2]), int(w[3])):.3f}", flush=True)
                 elif w[0] == "rope":
                     print(f"ok {bench_rope(torch, int(w[1]), int(w[2]), int(w[3]), int(w[4])):.3f}", flush=True)
                 else:

@@ -452,6 +452,84 @@ static int bench_packed(const bopts *o) {
     return 0;
 }
 
+/* ---- (g) decoding through the KV cache ---------------------------------------------------- */
+
+/* One decode step (append a token's k and v, attend its query to the whole cache) of a layer
+ * with H=32, Hkv=8, D=128 over a cache of Tk keys, against a copy of the cache's K and V bytes
+ * (the cost of reading them once); then a context shift's re-rotation of every cached key
+ * (rope) against a copy of the K bytes. Median ms of reps. */
+static int decode_measure(const char *method, int64_t Tk, int reps, double *step, double *copy, double *shift,
+                          double *shift_copy) {
+    const int64_t H = 32, Hkv = 8, D = 128, C = H * D, Ckv = Hkv * D;
+    pe_config cfg;
+    pe_err err;
+    pe_attention *att = NULL;
+    pe_kv_cache *kv = NULL;
+    pe_config_init(&cfg);
+    const char *keys[] = {"method", "heads", "kv_heads", "causal"}, *vals[] = {method, "32", "8", "true"};
+    if (pe_config_set_all(&cfg, 4, keys, vals, &err) || pe_attention_init(&att, &cfg, C, &err))
+        return cli_fail("bench: decode: %s", err.msg);
+    pe_attention_set_run_options(att, &RUN);
+    float *k = frand(Tk * Ckv, 21), *v = frand(Tk * Ckv, 22), *q = frand(C, 23), *o = malloc(sizeof(float) * C);
+    float *dst = malloc(sizeof(float) * (size_t)(2 * Tk * Ckv));
+    int rc = !k || !v || !q || !o || !dst;
+    if (!rc) rc = pe_kv_cache_init(&kv, att, 1, Tk + reps + 8, &err) || pe_kv_cache_append(kv, NULL, k, v, Tk, NULL, 0, NULL, &err);
+    double sv[32], cv[32], rv[32], kc[32];
+    for (int r = -1; r < reps && !rc; r++) {
+        double t0 = now();
+        rc = pe_kv_cache_append(kv, NULL, k, v, 1, NULL, 0, NULL, &err) || pe_kv_cache_attend(kv, NULL, q, 1, NULL, o, &err);
+        double t1 = now();
+        par_copy(dst, k, Tk * Ckv, 1), par_copy(dst + Tk * Ckv, v, Tk * Ckv, 1);
+        double t2 = now();
+        if (!rc) rc = pe_kv_cache_shift(kv, NULL, 0, 0, 1, &err); /* every key moves one position back */
+        double t3 = now();
+        par_copy(dst, k, Tk * Ckv, 1);
+        double t4 = now();
+        if (r >= 0) sv[r] = t1 - t0, cv[r] = t2 - t1, rv[r] = t3 - t2, kc[r] = t4 - t3;
+    }
+    if (rc) fprintf(stderr, "posenc: bench: decode: %s\n", err.msg);
+    else *step = median(sv, reps) * 1e3, *copy = median(cv, reps) * 1e3, *shift = median(rv, reps) * 1e3,
+         *shift_copy = median(kc, reps) * 1e3;
+    pe_kv_cache_free(kv);
+    pe_attention_free(att);
+    free(k), free(v), free(q), free(o), free(dst);
+    return rc ? 1 : 0;
+}
+
+static int bench_decode(const bopts *o, torchp *tp) {
+    const int reps = o->reps < 5 ? 5 : o->reps;
+    printf("## (g) decoding through the KV cache: one token, H=32, Hkv=8, D=128, f32, causal, median of %d, %d threads\n\n",
+           reps, nthreads());
+    printf("| method | cached keys | K+V MiB | step ms | copy of K+V ms (1 thread) | step x copy | PyTorch eager ms |"
+           " PyTorch x posenc | shift re-rotation ms (1 thread) | x copy of K |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    static const char *const methods[] = {"rope", "alibi"};
+    static const int64_t sizes[] = {4096, 32768};
+    for (int mi = 0; mi < 2; mi++)
+        for (int si = 0; si < 2; si++) {
+            double st = 0, cp = 0, sh = 0, shc = 0, tv = NAN;
+            if (decode_measure(methods[mi], sizes[si], reps, &st, &cp, &sh, &shc)) return 1;
+            char req[96];
+            snprintf(req, sizeof req, "decode %s %lld %d", methods[mi], (long long)sizes[si], reps);
+            if (o->torch && torch_ask(tp, req, &tv, 1) != 1) tv = NAN;
+            printf("| %s | %lld | %.0f | %.2f | %.2f | %.2f |", methods[mi], (long long)sizes[si],
+                   sizes[si] * 8 * 128 * 8.0 / (1 << 20), st, cp, st / cp);
+            if (isnan(tv)) printf(" | |");
+            else printf(" %.2f | %.1f |", tv, tv / st);
+            if (mi == 0) printf(" %.2f | %.2f |\n", sh, sh / shc);
+            else printf(" | |\n");
+            fflush(stdout);
+            gap();
+        }
+    printf("\nA step appends the token's k and v (rope: the key rotated once) and attends its query to every cached"
+           " key on the decode path, which reads K and V in place once for the 4 query heads of each kv head. The copy"
+           " reads and writes the same bytes with one thread (memcpy). PyTorch eager: `q @ K^T`, softmax, `@ V` over"
+           " the cached (Hkv, Tk, D) tensors without repeating them for the query heads, rope on the new q and k or"
+           " ALiBi's bias. The shift moves every key one position back (llama.cpp's context shift), rotating K in place"
+           " by one table of angle differences.\n\n");
+    return 0;
+}
+
 /* ---- (d) denormals ----------------------------------------------------------------------------- */
 static int bench_denormal(const bopts *o, double res[4][2]) {
     static const char *const name[4] = {"exp clamped to 0 below -87, FTZ/DAZ (default)", "exp clamped, no FTZ/DAZ",
@@ -583,7 +661,7 @@ static int want(const bopts *o, const char *section) {
 
 static const char *const USAGE =
     "bench: options: --T 512,2048,8192 --methods none,rope,alibi,t5 --causal both|yes|no --reps N "
-    "--threads N --only rope,attn,denormal,gemm,packed --no-torch --no-reference --ref-max-T N --torch-max-T N "
+    "--threads N --only rope,attn,decode,denormal,gemm,packed --no-torch --no-reference --ref-max-T N --torch-max-T N "
     "--torch bench/torch_bench.py --quick --readme FILE";
 static const char *const HELP =
     "Prints Markdown tables of ratios measured side by side in one run:\n"
@@ -591,6 +669,8 @@ static const char *const HELP =
     "  attn      attention layer forward and backward, H=8, D=64, for each --T, method and --causal:\n"
     "            fused path vs reference path (T <= --ref-max-T, default 2048) vs PyTorch eager\n"
     "            (bench/torch_bench.py via /usr/bin/python3, T <= --torch-max-T, default 2048), peak memory\n"
+    "  decode    one decode step through the KV cache (H=32, Hkv=8, D=128, rope and alibi, 4096 and 32768\n"
+    "            cached keys) against a copy of the cache's bytes and PyTorch eager; a context shift's re-rotation\n"
     "  denormal  alibi T=2048 with and without FTZ/DAZ, exp clamped or underflowing gradually\n"
     "  gemm      BLAS sgemm 2048x2048x64 against the fused attention core, GFLOP/s\n"
     "  packed    rope causal, projected form: 8 documents of T/8 packed in one row (attn_mask) against one\n"
@@ -654,7 +734,7 @@ int cli_bench(int argc, char **argv) {
     cpu_model(cpu, sizeof cpu);
     loadavg(load0, sizeof load0);
     torchp tp = {0};
-    if (o.torch && (want(&o, "rope") || want(&o, "attn"))) {
+    if (o.torch && (want(&o, "rope") || want(&o, "attn") || want(&o, "decode"))) {
         o.torch = torch_start(&tp, o.torch_path, nth);
         if (!o.torch) fprintf(stderr, "posenc: bench: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n", o.torch_path);
     } else
@@ -672,6 +752,7 @@ int cli_bench(int argc, char **argv) {
     int did_rope = 0, did_den = 0, did_gemm = 0;
     if (!rc && want(&o, "rope")) rc = bench_rope(&o, &tp, &RR), did_rope = !rc;
     if (!rc && want(&o, "attn")) rc = bench_attn(&o, &tp, rows, &nrows);
+    if (!rc && want(&o, "decode")) rc = bench_decode(&o, &tp);
     torch_stop(&tp);
     if (!rc && want(&o, "denormal")) rc = bench_denormal(&o, den), did_den = !rc;
     if (!rc && want(&o, "gemm")) rc = bench_gemm(&o, &G), did_gemm = !rc;

@@ -371,9 +371,11 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
         if (!len) continue;
         float *k = c->k + b * c->cap * Ckv, *v = c->v + b * c->cap * Ckv;
         int64_t *p = c->pos + b * c->cap, rest = len - keep - n_drop;
-        memmove(k + keep * Ckv, k + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
-        memmove(v + keep * Ckv, v + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
-        memmove(p + keep, p + keep + n_drop, sizeof(int64_t) * (size_t)rest);
+        if (n_drop) {
+            memmove(k + keep * Ckv, k + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
+            memmove(v + keep * Ckv, v + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
+            memmove(p + keep, p + keep + n_drop, sizeof(int64_t) * (size_t)rest);
+        }
         if (old) memcpy(old + b * c->cap, p, sizeof(int64_t) * (size_t)(len - n_drop));
         for (int64_t u = keep; u < keep + rest; u++) p[u] -= delta;
         c->len[b] = keep + rest;

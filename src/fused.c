@@ -423,48 +423,79 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     return PE_OK;
 }
 
+static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
+
 int pe__decode_eligible(const pe__method *m, int64_t H, int64_t Hkv, int64_t T, int masked) {
-    return pe__fused_eligible(m) && !m->rel && !m->rotate_forward && !masked && H / Hkv * T <= PE_BR;
+    return pe__fused_eligible(m) && !m->rel && !m->rotate_forward && !masked && decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
 }
 
+/* Rows of each batch row split into pieces of keys (flash decoding): enough pieces for the
+ * threads, none shorter than 512 keys; each piece keeps its own softmax state, combined here. */
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
                              int64_t kv_stride, float *o, pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
     const pe__kernels *K = pe__kernels_pick(isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, group = H / Hkv;
-    const int64_t dp = round_up(D, PE_DALIGN), sc = 2 * PE_BR * dp + PE_BR * PE_BC + 2 * PE_BR;
+    const int64_t dp = round_up(D, PE_DALIGN), R = decode_rows(H, Hkv, T), Rg = R / Hkv;
     const int nth = threads(run, (double)B * H * T * ctx->Tk * D * 4); /* memory-bound: weigh it up */
-    float *scratch = falloc((size_t)(sc * nth));
-    if (!scratch) return pe__fail(err, PE_ENOMEM, "out of memory for the decode scratch");
-    int64_t bad = INT64_MAX; /* the first (b, h, i) with every key masked */
+    int64_t S = (2 * nth + B - 1) / B;
+    if (S > (ctx->Tk + 511) / 512) S = (ctx->Tk + 511) / 512;
+    if (S < 1) S = 1;
+    const int64_t per = R * dp + 2 * R, sc = R * dp + (R > PE_BR ? R : PE_BR) * PE_BC;
+    float *part = falloc((size_t)(B * S * per)), *scratch = falloc((size_t)(sc * nth));
+    if (!part || !scratch) {
+        free(part), free(scratch);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the decode scratch");
+    }
     PE_OMP(omp parallel num_threads(nth))
     {
         unsigned csr = ftz_enter(run);
         float *w = scratch + sc * omp_get_thread_num();
-        pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .group = group, .D = D, .dp = dp, .causal = ctx->cfg->causal,
-                      .scale = (float)ctx->cfg->scale, .lo = run->denormals ? -104.0f : -87.0f, .ld = C,
-                      .ldk = ctx->Ckv, .qs = w, .acc = w + PE_BR * dp, .s = w + 2 * PE_BR * dp};
-        j.m = j.s + PE_BR * PE_BC, j.l = j.m + PE_BR;
+        pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .Hkv = Hkv, .group = group, .D = D, .dp = dp, .Rg = Rg,
+                      .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
+                      .lo = run->denormals ? -104.0f : -87.0f, .ld = C, .ldk = ctx->Ckv, .qs = w, .s = w + R * dp};
         PE_OMP(omp for schedule(dynamic, 1))
-        for (int64_t bg = 0; bg < B * Hkv; bg++) {
-            const int64_t b = bg / Hkv, g = bg % Hkv;
+        for (int64_t bs = 0; bs < B * S; bs++) {
+            const int64_t b = bs / S, sp = bs % S;
             pe__row_lens(ctx, b, &j.T, &j.Tk, &j.qoff);
-            j.b = b, j.g = g;
-            j.q = q + b * T * C, j.out = o + b * T * C;
-            j.k = k + b * kv_stride + g * D, j.v = v + b * kv_stride + g * D;
-            for (int64_t h = g * group; h < (g + 1) * group; h++) /* padding queries: o = 0 */
-                for (int64_t i = j.T; i < T; i++) memset(j.out + i * C + h * D, 0, sizeof(float) * D);
-            if (j.T == 0) continue;
-            int64_t r = K->decode(&j);
-            if (r >= 0) {
-                int64_t at = (b * H + g * group + r / j.T) * T + r % j.T;
-                PE_OMP(omp critical(pe_decode_bad))
-                bad = at < bad ? at : bad;
-            }
+            j.b = b, j.u0 = j.Tk * sp / S, j.u1 = j.Tk * (sp + 1) / S;
+            j.q = q + b * T * C, j.k = k + b * kv_stride, j.v = v + b * kv_stride;
+            j.acc = part + bs * per, j.m = j.acc + R * dp, j.l = j.m + R;
+            if (j.T > 0) K->decode(&j);
         }
         ftz_leave(run, csr);
     }
-    free(scratch);
+    int64_t bad = INT64_MAX; /* the first (b, h, i) with every key masked */
+    for (int64_t b = 0; b < B; b++) {
+        int64_t Tb, Tkb, qoff;
+        pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t t = 0; t < T; t++) {
+                float *out = o + (b * T + t) * C + h * D;
+                memset(out, 0, sizeof(float) * D);
+                if (t >= Tb) continue; /* padding queries: o = 0 */
+                const int64_t r = (h / group) * Rg + (h % group) * Tb + t;
+                float mx = -INFINITY, sum = 0;
+                for (int64_t sp = 0; sp < S; sp++) {
+                    const float mi = part[(b * S + sp) * per + R * dp + r];
+                    mx = mi > mx ? mi : mx;
+                }
+                for (int64_t sp = 0; sp < S && mx > -INFINITY; sp++) {
+                    const float *pp = part + (b * S + sp) * per;
+                    if (pp[R * dp + r] == -INFINITY) continue;
+                    const float f = expf(pp[R * dp + r] - mx);
+                    sum += f * pp[R * dp + R + r];
+                    for (int64_t d = 0; d < D; d++) out[d] += f * pp[r * dp + d];
+                }
+                if (!(sum > 0)) {
+                    const int64_t at = (b * H + h) * T + t;
+                    bad = at < bad ? at : bad;
+                    continue;
+                }
+                for (int64_t d = 0; d < D; d++) out[d] /= sum;
+            }
+    }
+    free(part), free(scratch);
     if (bad != INT64_MAX) {
         const int64_t b = bad / T / H, i = bad % T;
         if (row_has_key(ctx, b, i))

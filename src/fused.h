@@ -95,23 +95,26 @@ void pe__frel_dp(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, floa
 void pe__frel_ds(const pe__fjob *j, int64_t ni, int64_t j0, int64_t nj, float *ds);
 void pe__frel_block_end(const pe__fjob *j, int64_t ni, const float *qs, const float *dos, float *dqa);
 
-/* One kv head (b, g) of a decode call (pe__decode_forward): the R = group x T query rows of
- * its heads against keys and values read in place, chunk by chunk of PE_BC keys, so each key
- * and value row is loaded once for all R rows. Row r is query r % T of head g group + r / T. */
+/* One piece of a decode call (pe__decode_forward): keys [u0, u1) of row b, every kv head at
+ * once so that K and V are read in place, in order, once. Rows: Rg per kv head g (group x T
+ * rounded up to 4, the rest zero), local row x < group T being query x % T of head
+ * g group + x / T. Results are partial (split over key ranges): the running max m, sum l and
+ * the unnormalised acc of every row, combined by the caller. */
+enum { PE_DECODE_ROWS = 256 }; /* Hkv Rg at most */
 typedef struct pe__djob {
     pe__ctx *ctx;
     pe__bias_fwd_fn bias;
-    int64_t b, g, group, T, Tk, qoff, D, dp; /* row b's own lengths (padding queries excluded) */
+    int64_t b, Hkv, group, T, Tk, qoff, D, dp, Rg; /* T, Tk, qoff: row b's own */
+    int64_t u0, u1;
     int causal;
     float scale, lo;
-    const float *q;  /* query t of head h at q + t ld + h D */
-    float *out;      /* likewise */
+    const float *q;     /* row b's queries: query t of head h at q + t ld + h D */
     int64_t ld;
-    const float *k, *v; /* key u of the kv head at k + u ldk */
+    const float *k, *v; /* row b's keys: key u at k + u ldk, kv head g at + g D */
     int64_t ldk;
-    float *qs, *acc; /* scratch (PE_BR, dp), 64-byte aligned */
-    float *s;        /* (PE_BR, PE_BC) */
-    float *m, *l;    /* (PE_BR) */
+    float *qs; /* scratch (Hkv Rg, dp), 64-byte aligned */
+    float *s;  /* scratch (max(Hkv Rg, PE_BR), PE_BC) */
+    float *acc, *m, *l; /* out: (Hkv Rg, dp), (Hkv Rg), (Hkv Rg) */
 } pe__djob;
 
 typedef struct pe__kernels {
@@ -123,8 +126,7 @@ typedef struct pe__kernels {
     void (*rope)(float *x, int64_t r0, int64_t r1, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                  int layout, const float *cs, float sin_sign);
     pe__mm_fn mm; /* rows % 4 == 0, dp % 16 == 0 */
-    /* Returns the first row r with every key masked, or -1. */
-    int64_t (*decode)(const pe__djob *j);
+    void (*decode)(const pe__djob *j);
 } pe__kernels;
 
 /* The kernels for isa ("avx512", "avx2", "generic"), or the best the CPU runs when isa is

@@ -479,66 +479,69 @@ static void KN(backward)(const pe__fjob *j) {
     }
 }
 
-/* A decode call's kv head (pe__djob): per chunk of keys, s = q_s k^T for all R rows with each
- * key row loaded once, the bias hook per head, the causal mask, the online softmax, then
- * acc += p v with each value row loaded once. Memory-bound by design: K and V are read once. */
-static int64_t KN(decode)(const pe__djob *j) {
-    const int64_t D = j->D, dp = j->dp, T = j->T, R = j->group * T, Dv = D / VEC * VEC;
+/* A piece of a decode call (pe__djob): per chunk of keys, s = q_s k^T for every row (each key
+ * row, all its kv heads, loaded once), the bias hook per head, the causal mask, the online
+ * softmax, then acc += p v with each value row loaded once. Keys are walked in memory order:
+ * memory-bound by design. */
+static void KN(decode)(const pe__djob *j) {
+    const int64_t D = j->D, dp = j->dp, T = j->T, Rg = j->Rg, G = j->Hkv, R = G * Rg, Dv = D / VEC * VEC;
+    const int64_t nq = j->group * T; /* real rows of a kv head */
     float *qs = j->qs, *acc = j->acc, *s = j->s, *m = j->m, *l = j->l;
-    for (int64_t r = 0; r < R; r++) {
-        const float *src = j->q + (r % T) * j->ld + (j->g * j->group + r / T) * D;
-        for (int64_t d = 0; d < dp; d++) qs[r * dp + d] = d < D ? j->scale * src[d] : 0.0f;
-        m[r] = -INFINITY, l[r] = 0.0f;
-    }
+    memset(qs, 0, sizeof(float) * (size_t)(R * dp));
     memset(acc, 0, sizeof(float) * (size_t)(R * dp));
-    const int64_t jend = j->causal && j->qoff + T < j->Tk ? j->qoff + T : j->Tk;
-    for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
-        const int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
+    for (int64_t r = 0; r < R; r++) {
+        const int64_t g = r / Rg, x = r % Rg;
+        m[r] = -INFINITY, l[r] = 0.0f;
+        if (x >= nq) continue;
+        const float *src = j->q + (x % T) * j->ld + (g * j->group + x / T) * D;
+        for (int64_t d = 0; d < D; d++) qs[r * dp + d] = j->scale * src[d];
+    }
+    const int64_t last = j->causal && j->qoff + T < j->Tk ? j->qoff + T : j->Tk; /* keys any query sees */
+    const int64_t jend = j->u1 < last ? j->u1 : last;
+    for (int64_t j0 = j->u0; j0 < jend; j0 += PE_BC) {
+        const int64_t nj = jend - j0 < PE_BC ? jend - j0 : PE_BC;
         for (int64_t c = 0; c < nj; c++) {
             const float *kr = j->k + (j0 + c) * j->ldk;
-            for (int64_t r0 = 0; r0 < R; r0 += 4) { /* four rows per pass over the key row */
-                const int64_t nr = R - r0 < 4 ? R - r0 : 4;
-                vf a0 = vbc(0.0f), a1 = a0, a2 = a0, a3 = a0;
-                const float *q0 = qs + r0 * dp;
-                for (int64_t d = 0; d < Dv; d += VEC) {
-                    vf kv = vld(kr + d);
-                    a0 = fmadd(vld(q0 + d), kv, a0);
-                    if (nr > 1) a1 = fmadd(vld(q0 + dp + d), kv, a1);
-                    if (nr > 2) a2 = fmadd(vld(q0 + 2 * dp + d), kv, a2);
-                    if (nr > 3) a3 = fmadd(vld(q0 + 3 * dp + d), kv, a3);
+            for (int64_t g = 0; g < G; g++)
+                for (int64_t x0 = 0; x0 < Rg; x0 += 4) { /* four rows per pass over the head's key */
+                    const float *kg = kr + g * D, *q0 = qs + (g * Rg + x0) * dp;
+                    vf a0 = vbc(0.0f), a1 = a0, a2 = a0, a3 = a0;
+                    for (int64_t d = 0; d < Dv; d += VEC) {
+                        vf kv = vld(kg + d);
+                        a0 = fmadd(vld(q0 + d), kv, a0);
+                        a1 = fmadd(vld(q0 + dp + d), kv, a1);
+                        a2 = fmadd(vld(q0 + 2 * dp + d), kv, a2);
+                        a3 = fmadd(vld(q0 + 3 * dp + d), kv, a3);
+                    }
+                    float t[4] = {hsum_tree(a0), hsum_tree(a1), hsum_tree(a2), hsum_tree(a3)};
+                    for (int64_t d = Dv; d < D; d++)
+                        for (int x = 0; x < 4; x++) t[x] += q0[x * dp + d] * kg[d];
+                    for (int x = 0; x < 4; x++) s[(g * Rg + x0 + x) * PE_BC + c] = t[x];
                 }
-                float t[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
-                for (int64_t d = Dv; d < D; d++)
-                    for (int64_t x = 0; x < nr; x++) t[x] += q0[x * dp + d] * kr[d];
-                for (int64_t x = 0; x < nr; x++) s[(r0 + x) * PE_BC + c] = t[x];
-            }
         }
-        for (int64_t hh = 0; hh < j->group && j->bias; hh++)
-            j->bias(j->ctx, j->b, j->g * j->group + hh, 0, T, j0, nj, s + hh * T * PE_BC, PE_BC);
-        for (int64_t r = 0; r < R; r++) { /* past the keys, or causal: after the query's own token */
-            int64_t from = nj;
-            if (j->causal && j->qoff + r % T + 1 - j0 < from) from = j->qoff + r % T + 1 - j0;
+        for (int64_t h = 0; h < G * j->group && j->bias; h++)
+            j->bias(j->ctx, j->b, h, 0, T, j0, nj, s + ((h / j->group) * Rg + (h % j->group) * T) * PE_BC, PE_BC);
+        for (int64_t r = 0; r < R; r++) { /* past the chunk, padding rows, or causal: after the query's token */
+            const int64_t x = r % Rg;
+            int64_t from = x < nq ? nj : 0;
+            if (j->causal && x < nq && j->qoff + x % T + 1 - j0 < from) from = j->qoff + x % T + 1 - j0;
             for (int64_t c = from < 0 ? 0 : from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
         }
         online_softmax(s, R, m, l, acc, dp, j->lo);
-        for (int64_t c = 0; c < nj; c++) {
+        for (int64_t c = 0; c < nj; c++) { /* acc += p v, the value row in memory order */
             const float *vr = j->v + (j0 + c) * j->ldk;
-            for (int64_t d = 0; d < Dv; d += VEC) {
-                vf vv = vld(vr + d);
-                for (int64_t r = 0; r < R; r++) vst(acc + r * dp + d, fmadd(vbc(s[r * PE_BC + c]), vv, vld(acc + r * dp + d)));
+            for (int64_t g = 0; g < G; g++) {
+                const float *vg = vr + g * D;
+                for (int64_t x = 0; x < nq; x++) {
+                    const int64_t r = g * Rg + x;
+                    const vf p = vbc(s[r * PE_BC + c]);
+                    float *ar = acc + r * dp;
+                    for (int64_t d = 0; d < Dv; d += VEC) vst(ar + d, fmadd(p, vld(vg + d), vld(ar + d)));
+                    for (int64_t d = Dv; d < D; d++) ar[d] += s[r * PE_BC + c] * vg[d];
+                }
             }
-            for (int64_t d = Dv; d < D; d++)
-                for (int64_t r = 0; r < R; r++) acc[r * dp + d] += s[r * PE_BC + c] * vr[d];
         }
     }
-    int64_t bad = -1;
-    for (int64_t r = 0; r < R; r++) {
-        float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-        if (!(l[r] > 0) && bad < 0) bad = r;
-        float *o = j->out + (r % T) * j->ld + (j->g * j->group + r / T) * D;
-        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
-    }
-    return bad;
 }
 
 /* pe__rope_rotate over rows [r0, r1): the same products and sums as the scalar loop
