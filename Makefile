@@ -148,6 +148,7 @@ cli-test: $(BUILD)/posenc
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
+	@bash tests/cli/test_generate.sh $(BUILD)/posenc
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask
 # cases (cases-keys), tests/fixtures, and ../shared's cases where present, through the checker

@@ -111,6 +111,20 @@ void tr_model_reset_memory(tr_model *m);
 const float *tr_model_memory(const tr_model *m, int64_t *B, int64_t *M);
 pe_status tr_model_set_memory(tr_model *m, const float *mem, int64_t B, int64_t M, pe_err *err);
 
+/* Decoding (posenc generate): one KV cache per block over one sequence; a step takes n new
+ * tokens at positions pos and writes their next-token probabilities (n, V), as tr_model_forward
+ * over the whole sequence so far would (no memory). Complex-valued models have no cache. The
+ * model must not change while a decoder uses it. */
+typedef struct tr_decoder tr_decoder;
+pe_status tr_decoder_init(tr_decoder **out, tr_model *m, int64_t max_tokens, pe_err *err);
+void tr_decoder_free(tr_decoder *d);
+int64_t tr_decoder_length(const tr_decoder *d);
+pe_status tr_decoder_step(tr_decoder *d, const int32_t *in, const int64_t *pos, int64_t n, float *probs, pe_err *err);
+
+/* Whether positions lo .. hi are within what the model's encodings hold (a learned table's rows):
+ * the check every layer's positions get, without a forward. */
+pe_status tr_model_check_positions(tr_model *m, int64_t lo, int64_t hi, pe_err *err);
+
 /* After an optimizer update: clamps the tensors that have a lower bound (tr_tensor.min). */
 void tr_model_project(tr_model *m);
 

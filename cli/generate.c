@@ -1,0 +1,164 @@
+/* posenc generate --checkpoint FILE --prompt TEXT [--tokens N] [--temperature X] [--seed S] [--check]
+ * Samples text from a `posenc train --save` checkpoint through one KV cache per block
+ * (tr_decoder): the prompt in one step, then one token per step, printed as it comes. Greedy
+ * at temperature 0. --check also runs the model over the whole sequence at every step and
+ * prints the largest difference of the next-token probabilities (and log-probabilities) from
+ * the cache's. Positions are 0, 1, ... plus SHAPE's shift, as at evaluation. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/io/layer.h"
+#include "../train/trainer.h"
+#include "cli.h"
+
+#define USAGE                                                                                                   \
+    "usage: posenc generate --checkpoint FILE --prompt TEXT [--tokens N] [--temperature X] [--seed S] [--check]\n" \
+    "  --checkpoint FILE   a `posenc train --save` checkpoint (its task gives the characters)\n"                   \
+    "  --prompt TEXT       the text to continue (characters of the checkpoint's vocabulary)\n"                    \
+    "  --tokens N          characters to generate (default 200)\n"                                                 \
+    "  --temperature X     softmax temperature; 0: greedy (default 1)\n"                                           \
+    "  --seed S            the sampler's seed (default 1)\n"                                                       \
+    "  --check             compare every step with the model over the whole sequence; prints the\n"               \
+    "                      largest difference of the next-token probabilities\n"
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !(x >= lo && x <= hi))
+        return cli_fail("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
+    *out = x;
+    return 0;
+}
+
+/* The next token from probabilities p (V): argmax at temperature 0, else p^(1/temp) sampled. */
+static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
+    int32_t best = 0;
+    for (int64_t v = 1; v < V; v++) best = p[v] > p[best] ? (int32_t)v : best;
+    if (temp == 0) return best;
+    double sum = 0, w[256];
+    for (int64_t v = 0; v < V; v++) sum += w[v] = p[v] > 0 ? exp(log((double)p[v] / p[best]) / temp) : 0;
+    double u = pe_rng_uniform(rng) * sum;
+    for (int64_t v = 0; v < V; v++)
+        if ((u -= w[v]) < 0) return (int32_t)v;
+    return best;
+}
+
+int cli_generate(int argc, char **argv) {
+    const char *ckpt = NULL, *prompt = NULL;
+    double tokens = 200, temp = 1, seed = 1;
+    int check = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("%s", USAGE);
+            return 0;
+        }
+        if (!strcmp(a, "--check")) {
+            check = 1;
+            continue;
+        }
+        int known = !strcmp(a, "--checkpoint") || !strcmp(a, "--prompt") || !strcmp(a, "--tokens") ||
+                    !strcmp(a, "--temperature") || !strcmp(a, "--seed");
+        if (!known) return cli_fail("generate: unknown option '%s' (posenc generate --help)", a);
+        if (!v || (!strncmp(v, "--", 2) && strcmp(a, "--prompt"))) return cli_fail("generate: %s needs a value", a);
+        i++;
+        if (!strcmp(a, "--checkpoint")) ckpt = v;
+        else if (!strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "--tokens") && parse_num(a, v, 0, 1 << 20, &tokens)) return 2;
+        else if (!strcmp(a, "--temperature") && parse_num(a, v, 0, 100, &temp)) return 2;
+        else if (!strcmp(a, "--seed") && parse_num(a, v, 0, 9007199254740992.0, &seed)) return 2;
+    }
+    if (!ckpt || !prompt) return cli_fail("generate: --checkpoint and --prompt are required (posenc generate --help)");
+    const int64_t P = (int64_t)strlen(prompt), N = (int64_t)tokens;
+    if (!P) return cli_fail("generate: --prompt is empty (give at least one character)");
+    if (tokens != floor(tokens)) return cli_fail("--tokens: '%g' is not a whole number", tokens);
+
+    pe_err err = {{0}};
+    tr_options opt;
+    if (tr_checkpoint_options(ckpt, &opt, &err)) return cli_fail("%s", err.msg);
+    tr_task task;
+    tr_run run;
+    if (tr_task_from_options(&task, &opt, &err)) return cli_fail("%s: %s", ckpt, err.msg);
+    if (tr_run_init(&run, &opt, &task, &err)) {
+        tr_task_free(&task);
+        return cli_fail("%s: %s", ckpt, err.msg);
+    }
+    int rc = tr_run_load(&run, ckpt, &err) ? cli_fail("%s", err.msg) : 0;
+    const int64_t V = task.V, total = P + N;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)total);
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)total);
+    float *probs = malloc(sizeof(float) * (size_t)(P * V));
+    int32_t *tgt = malloc(sizeof(int32_t) * (size_t)total); /* the full forward's: none scored */
+    if (!rc && (!ids || !pos || !probs || !tgt)) rc = cli_fail("out of memory");
+    for (int64_t t = 0; !rc && t < P; t++) {
+        unsigned char c = (unsigned char)prompt[t];
+        if (task.ids[c] < 0) {
+            char vocab[260] = "";
+            for (int v = 0, n = 0; v < V; v++)
+                if (task.chars[v] >= 32 && task.chars[v] < 127) vocab[n++] = (char)task.chars[v];
+            rc = cli_fail("--prompt: character %lld (byte 0x%02x) is not in the vocabulary of the checkpoint's task %s: \"%s\"",
+                          (long long)t, c, opt.task, vocab);
+        }
+        ids[t] = task.ids[c];
+    }
+    for (int64_t t = 0; t < total; t++) pos[t] = t + run.o.shape;
+    if (!rc && tr_model_check_positions(run.model, pos[0], pos[total - 1], &err))
+        rc = cli_fail("generate: the prompt and --tokens %lld need positions %lld .. %lld: %s (ask for fewer tokens)",
+                      (long long)N, (long long)pos[0], (long long)pos[total - 1], err.msg);
+    tr_decoder *dec = NULL;
+    int cached = 1;
+    if (!rc && tr_decoder_init(&dec, run.model, total, &err)) { /* complex-valued: the whole sequence each step */
+        fprintf(stderr, "posenc: generate: %s; every step runs the model over the whole sequence\n", err.msg);
+        cached = 0;
+    }
+    if (!rc) fwrite(prompt, 1, (size_t)P, stdout), fflush(stdout);
+    pe_rng rng = {(uint64_t)seed * 2654435761u + 1};
+    double dev = 0, dev_log = 0;
+    int64_t n = P; /* tokens so far */
+    for (int64_t step = 0; !rc && step <= N; step++) {
+        /* the probabilities of the token after the first n: the prompt in one step, then one */
+        const float *p;
+        if (cached) {
+            const int64_t from = step ? n - 1 : 0, len = n - from;
+            if (tr_decoder_step(dec, ids + from, pos + from, len, probs, &err)) {
+                rc = cli_fail("generate: step %lld: %s", (long long)step, err.msg);
+                break;
+            }
+            p = probs + (len - 1) * V;
+        }
+        if (check || !cached) {
+            double loss;
+            for (int64_t t = 0; t < n; t++) tgt[t] = -1;
+            if (tr_model_forward(run.model, ids, tgt, pos, 1, n, 0, &loss, NULL, &err)) {
+                rc = cli_fail("generate: step %lld: %s", (long long)step, err.msg);
+                break;
+            }
+            const float *pf = tr_model_probs(run.model) + (n - 1) * V;
+            if (cached)
+                for (int64_t v = 0; v < V; v++) {
+                    dev = fmax(dev, fabs((double)p[v] - pf[v]));
+                    if (pf[v] > 1e-6) dev_log = fmax(dev_log, fabs(log((double)p[v] / pf[v])));
+                }
+            else
+                p = pf;
+        }
+        if (step == N) break;
+        ids[n] = sample(p, V, temp, &rng);
+        putchar(task.chars[ids[n]]);
+        fflush(stdout);
+        n++;
+    }
+    if (!rc) putchar('\n');
+    if (!rc && check && cached)
+        printf("check: %lld steps, max |p_cache - p_full| = %.3g, max |log p_cache - log p_full| = %.3g (p_full > 1e-6)\n",
+               (long long)(N + 1), dev, dev_log);
+    tr_decoder_free(dec);
+    free(ids), free(pos), free(probs), free(tgt);
+    tr_run_free(&run);
+    tr_task_free(&task);
+    return rc;
+}
