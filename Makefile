@@ -73,7 +73,7 @@ deps:
 	@bash scripts/deps.sh
 
 # all: libposenc.a, libposenc.so, the posenc tool and the unit tests
-all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS)
+all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD)/examples/decode
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -99,6 +99,11 @@ $(BUILD)/obj/cli/draw.o: ALL_CFLAGS += $(TRAIN_CFLAGS)
 
 $(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LDLIBS)
+
+# examples/decode.c: the engine API (KV cache) as a user links it, posenc.h only
+$(BUILD)/examples/decode: examples/decode.c $(BUILD)/libposenc.a include/posenc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
 
 # the property metrics of `posenc analyze` (cli/props.c) are tested alone
 $(BUILD)/tests/test_analyze: tests/unit/test_analyze.c tests/unit/harness.c cli/props.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
@@ -142,13 +147,14 @@ unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; POSENC_FIXTURES=tests/fixtures $$t; done
 
 # cli-test: exit status 2, one-line message and no output on bad input
-cli-test: $(BUILD)/posenc
+cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_cli.sh $(BUILD)/posenc
 	@bash tests/cli/test_encode.sh $(BUILD)/posenc
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
+	@$(BUILD)/examples/decode
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask
 # cases (cases-keys), tests/fixtures, and ../shared's cases where present, through the checker

@@ -18,13 +18,22 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._lib import FAMILIES, LibraryNotFound, PosencError  # noqa: F401
+from ._lib import FAMILIES, KVCache, LibraryNotFound, PosencError  # noqa: F401
 
 __version__ = "0.1.0"
-__all__ = ["attend", "encode", "embed", "methods", "method_family", "method_keys", "params",
-           "PosencError", "LibraryNotFound", "library_path"]
+__all__ = ["attend", "encode", "embed", "methods", "method_family", "method_keys", "params", "rotate",
+           "KVCache", "PosencError", "LibraryNotFound", "library_path"]
 
 library_path = _lib.path
+
+
+def rotate(x, positions, settings, *, which="k", lo=None, hi=None, backward=False, tensors=None):
+    """x (n, heads, head_dim) rotated as a rotary layer of settings ({"method": "rope", ...},
+    every scaling, or xpos) rotates its q (which="q") or k ("k") rows at positions (n), in an
+    attention over positions lo .. hi (default: their own range; dynamic NTK and LongRoPE
+    choose frequencies from hi + 1, xPos centres on the range); backward=True applies the
+    transpose. Angles exact in double. tensors: short_factor, long_factor (LongRoPE)."""
+    return _lib.rotate(x, positions, settings, which=which, lo=lo, hi=hi, backward=backward, tensors=tensors)
 _LAYER = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
 
 

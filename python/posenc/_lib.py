@@ -15,6 +15,7 @@ PE_MAX_DIMS = 4  # include/posenc.h
 # the library later never overrun what Python allocates.
 _CONFIG_BYTES = 1 << 16
 _MAX_SPECS = 64
+_MAX_PARAMS = 12  # PE_MAX_PARAMS
 
 # pe_status codes (PE_STATUS_MAP in include/posenc.h)
 STATUS_NAMES = {0: "OK", -1: "EINVAL", -2: "EKEY", -3: "ETENSOR", -4: "EPOS", -5: "ENOMEM",
@@ -126,6 +127,167 @@ _sig = {
 for _name, (_res, _args) in _sig.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
+# the engine API: rotations on caller buffers and the KV cache (include/posenc.h)
+_F = ctypes.POINTER(ctypes.c_float)
+_I = ctypes.POINTER(ctypes.c_int64)
+HAS_CACHE = hasattr(lib, "pe_kv_cache_init")
+if HAS_CACHE:
+    for _name, (_res, _args) in {
+        "pe_attention_rotate": (ctypes.c_int, [_P, _P, _F, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, _I,
+                                               ctypes.c_int64, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                               ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_init": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int64, ctypes.c_int64,
+                                            ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_free": (None, [_P]),
+        "pe_kv_cache_clear": (None, [_P]),
+        "pe_kv_cache_length": (ctypes.c_int64, [_P, ctypes.c_int64]),
+        "pe_kv_cache_append": (ctypes.c_int, [_P, _P, _F, _F, ctypes.c_int64, _I, ctypes.c_int, _I,
+                                              ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_attend": (ctypes.c_int, [_P, _P, _F, ctypes.c_int64, _P, _F, ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_shift": (ctypes.c_int, [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                             ctypes.POINTER(PeErr)]),
+    }.items():
+        _f = getattr(lib, _name)
+        _f.restype, _f.argtypes = _res, _args
+
+
+class PeWeights(ctypes.Structure):
+    _fields_ = [("w", _P * 8), ("param", _P * _MAX_PARAMS), ("param_rows", ctypes.c_int64 * _MAX_PARAMS)]
+
+
+class PePositions(ctypes.Structure):
+    _fields_ = [("pos", _I), ("pos_batched", ctypes.c_int), ("key_pos", _I), ("key_pos_batched", ctypes.c_int),
+                ("mask", _P), ("mask_batched", ctypes.c_int), ("q_lens", _I), ("k_lens", _I)]
+
+
+def _f32(name, x, shape=None):
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    if shape is not None and a.shape != tuple(shape):
+        raise ValueError(f"{name}: shape {list(a.shape)}, expected {list(shape)}")
+    return a
+
+
+def _i64(name, x, n):
+    a = np.ascontiguousarray(x, dtype=np.int64)
+    if a.ndim != 1 or a.shape[0] != n:
+        raise ValueError(f"{name}: expected {n} positions, got shape {list(a.shape)}")
+    return a
+
+
+class _Engine:
+    """A layer for the engine calls, with the method's tensors as pe_weights (kept alive here)."""
+
+    def __init__(self, settings, C, tensors):
+        if not HAS_CACHE:
+            raise PosencError(f"{path}: this build of libposenc has no KV cache (rebuild it)")
+        self.layer = Layer(settings, C)
+        self.weights = PeWeights()
+        self.keep = []
+        names = [n for n, _, _ in self.layer.params()]
+        tensors = dict(tensors or {})
+        for name in tensors:
+            if name not in names:
+                raise PosencError(f"tensor '{name}': method {settings.get('method')} takes {names or 'no tensors'}")
+        for i, (name, _, _) in enumerate(self.layer.params()):
+            if name in tensors:
+                a = _f32(name, tensors[name])
+                self.keep.append(a)
+                self.weights.param[i] = a.ctypes.data
+                self.weights.param_rows[i] = a.shape[0] if a.ndim else 1
+        # a required tensor left out: the library's call names it
+
+
+def rotate(x, positions, settings, *, which="k", lo=None, hi=None, backward=False, tensors=None):
+    """x (n, H, D) float32 rotated at positions (n) as the layer rotates q (which="q") or k
+    ("k") in an attention over positions lo .. hi (default: the positions' own range);
+    backward: the transpose (rotation by -theta). Returns a new array."""
+    a = np.array(x, dtype=np.float32, order="C", copy=True)
+    if a.ndim != 3:
+        raise ValueError(f"x: expected (n, heads, head_dim), got shape {list(a.shape)}")
+    n, H, D = a.shape
+    p = _i64("positions", positions, n)
+    lo = int(p.min()) if lo is None else int(lo)
+    hi = int(p.max()) if hi is None else int(hi)
+    eng = _Engine({**settings, "heads": H}, H * D, tensors)
+    err = PeErr()
+    check(lib.pe_attention_rotate(eng.layer.ptr, ctypes.byref(eng.weights), a.ctypes.data_as(_F), n, H * D, H,
+                                  p.ctypes.data_as(_I), lo, hi, 0 if which == "q" else 1, int(bool(backward)),
+                                  ctypes.byref(err)), err)
+    return a
+
+
+class KVCache:
+    """Keys and values of past tokens for one layer (pe_kv_cache): append k, v (B, n, Hkv*D),
+    attend q (B, T, H*D) to everything cached. Rotary methods rotate keys once, on append,
+    and re-rotate them exactly when the frequencies or positions change."""
+
+    def __init__(self, settings, dim, batch=1, max_tokens=4096, tensors=None):
+        settings = dict(settings)
+        self.engine = _Engine(settings, dim, tensors)
+        self.B, self.C = int(batch), int(dim)
+        self.H = int(settings.get("heads", 1))
+        self.Hkv = int(settings.get("kv_heads", self.H))
+        self.Ckv = self.Hkv * (self.C // self.H)
+        self.ptr = _P()
+        err = PeErr()
+        check(lib.pe_kv_cache_init(ctypes.byref(self.ptr), self.engine.layer.ptr, self.B, int(max_tokens),
+                                   ctypes.byref(err)), err)
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            lib.pe_kv_cache_free(self.ptr)
+            self.ptr = None
+
+    def __len__(self):
+        return int(lib.pe_kv_cache_length(self.ptr, 0))
+
+    def length(self, b=0):
+        return int(lib.pe_kv_cache_length(self.ptr, int(b)))
+
+    def clear(self):
+        lib.pe_kv_cache_clear(self.ptr)
+
+    def append(self, k, v, positions=None):
+        k = _f32("k", k)
+        n = k.shape[1] if k.ndim == 3 else -1
+        k = _f32("k", k, (self.B, n, self.Ckv))
+        v = _f32("v", v, (self.B, n, self.Ckv))
+        pos, batched = None, 0
+        if positions is not None:
+            pos = np.ascontiguousarray(positions, dtype=np.int64)
+            batched = int(pos.ndim == 2)
+            if pos.shape != ((self.B, n) if batched else (n,)):
+                raise ValueError(f"positions: shape {list(pos.shape)}, expected [{n}] or [{self.B}, {n}]")
+        err = PeErr()
+        check(lib.pe_kv_cache_append(self.ptr, ctypes.byref(self.engine.weights), k.ctypes.data_as(_F),
+                                     v.ctypes.data_as(_F), n, None if pos is None else pos.ctypes.data_as(_I),
+                                     batched, None, ctypes.byref(err)), err)
+
+    def attend(self, q, positions=None):
+        q = _f32("q", q)
+        T = q.shape[1] if q.ndim == 3 else -1
+        q = _f32("q", q, (self.B, T, self.C))
+        o = np.empty_like(q)
+        at = PePositions()
+        if positions is not None:
+            pos = np.ascontiguousarray(positions, dtype=np.int64)
+            at.pos_batched = int(pos.ndim == 2)
+            if pos.shape != ((self.B, T) if at.pos_batched else (T,)):
+                raise ValueError(f"positions: shape {list(pos.shape)}, expected [{T}] or [{self.B}, {T}]")
+            at.pos = pos.ctypes.data_as(_I)
+        err = PeErr()
+        check(lib.pe_kv_cache_attend(self.ptr, ctypes.byref(self.engine.weights), q.ctypes.data_as(_F), T,
+                                     ctypes.byref(at), o.ctypes.data_as(_F), ctypes.byref(err)), err)
+        return o
+
+    def shift(self, keep, n_drop, delta=None):
+        """Drops tokens keep .. keep + n_drop - 1 of every row, moves the rest to p - delta
+        (default n_drop), re-rotating their keys exactly."""
+        err = PeErr()
+        check(lib.pe_kv_cache_shift(self.ptr, ctypes.byref(self.engine.weights), int(keep), int(n_drop),
+                                    int(n_drop if delta is None else delta), ctypes.byref(err)), err)
+
+
 # pe_encode came after pe_attend: bound when this build of the library has it
 HAS_ENCODE = hasattr(lib, "pe_encode")
 if HAS_ENCODE:

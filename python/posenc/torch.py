@@ -210,6 +210,80 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
     return o if batched else o[0]
 
 
+class _Rotate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, pos, settings, which, lo, hi, tensors):
+        ctx.args = (pos, settings, which, lo, hi, tensors)
+        y = _lib.rotate(x.detach().cpu().numpy(), pos, settings, which=which, lo=lo, hi=hi, tensors=tensors)
+        return torch.from_numpy(y).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, dy):
+        pos, settings, which, lo, hi, tensors = ctx.args
+        dx = _lib.rotate(dy.detach().cpu().numpy(), pos, settings, which=which, lo=lo, hi=hi, backward=True,
+                         tensors=tensors)
+        return torch.from_numpy(dx).to(dy.dtype), None, None, None, None, None, None
+
+
+def rotate(x, positions, method="rope", *, which="k", lo=None, hi=None, tensors=None, **keys):
+    """x [B, H, T, D] or [H, T, D] rotated at positions [T] (or [B, T]) as the layer of method
+    (rope with every scaling, xpos) rotates its k (which="k") or q rows, in an attention over
+    positions lo .. hi (default: their range); differentiable in x (the backward is the
+    rotation by -theta). Computed in float32 with angles exact in double; tensors: LongRoPE's
+    short_factor / long_factor (no gradient)."""
+    if not isinstance(x, torch.Tensor) or x.dim() not in (3, 4):
+        raise ValueError("x: expected a tensor [B, H, T, D] or [H, T, D]")
+    batched = x.dim() == 4
+    xb = x if batched else x[None]
+    B, H, T, D = xb.shape
+    pos = torch.as_tensor(positions, dtype=torch.int64)
+    if pos.shape not in ((T,), (B, T)):
+        raise ValueError(f"positions: shape {list(pos.shape)}, expected [{T}] or [{B}, {T}]")
+    pos = pos.expand(B, T).reshape(-1).numpy().copy()
+    lo = int(pos.min()) if lo is None else int(lo)
+    hi = int(pos.max()) if hi is None else int(hi)
+    settings = {"method": method, **keys}
+    tens = {n: t.detach().cpu().numpy() for n, t in (tensors or {}).items()}
+    rows = xb.transpose(1, 2).reshape(B * T, H, D).float()  # [B T, H, D]: one row per token
+    y = _Rotate.apply(rows, pos, settings, which, lo, hi, tens)
+    y = y.view(B, T, H, D).transpose(1, 2).to(x.dtype)
+    return y if batched else y[0]
+
+
+class KVCache:
+    """A KV cache for one attention layer of method (any with a projected form), for
+    inference: append(k, v) with k, v [B, Hkv, n, D] (HF's cache layout) at positions (default:
+    continuing each row), then attend(q) with q [B, H, T, D] to everything cached returns
+    [B, H, T, D]. Rotary methods rotate keys once, on append, and re-rotate them exactly when
+    the frequencies change (dynamic NTK, LongRoPE) or on shift(keep, n_drop). No autograd."""
+
+    def __init__(self, method, heads, head_dim, *, kv_heads=None, batch=1, max_tokens=4096, causal=True,
+                 tensors=None, **keys):
+        self.H, self.D = int(heads), int(head_dim)
+        self.Hkv = int(kv_heads or heads)
+        settings = {"method": method, "heads": self.H, "kv_heads": self.Hkv, "causal": causal, **keys}
+        tens = {n: t.detach().cpu().numpy() for n, t in (tensors or {}).items()}
+        self._c = _lib.KVCache(settings, self.H * self.D, batch=batch, max_tokens=max_tokens, tensors=tens)
+
+    def __len__(self):
+        return len(self._c)
+
+    def append(self, k, v, positions=None):
+        B, Hkv, n, D = k.shape
+        flat = [t.detach().transpose(1, 2).reshape(B, n, Hkv * D).float().numpy() for t in (k, v)]
+        pos = None if positions is None else torch.as_tensor(positions, dtype=torch.int64).numpy()
+        self._c.append(flat[0], flat[1], pos)
+
+    def attend(self, q, positions=None):
+        B, H, T, D = q.shape
+        o = self._c.attend(q.detach().transpose(1, 2).reshape(B, T, H * D).float().numpy(),
+                           None if positions is None else torch.as_tensor(positions, dtype=torch.int64).numpy())
+        return torch.from_numpy(o).view(B, T, H, D).transpose(1, 2).to(q.dtype)
+
+    def shift(self, keep, n_drop, delta=None):
+        self._c.shift(keep, n_drop, delta)
+
+
 def embed(settings, tensors, **overrides):
     """Differentiable posenc.embed (an absolute method applied to a batch): returns {"y"}
     (and "y_imag" for complex)."""
