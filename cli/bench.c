@@ -496,7 +496,11 @@ static int decode_measure(const char *method, int64_t Tk, int reps, double *step
     return rc ? 1 : 0;
 }
 
-static int bench_decode(const bopts *o, torchp *tp) {
+typedef struct decode_res {
+    double step, copy, torch, shift, shift_copy;
+} decode_res;
+
+static int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
     const int reps = o->reps < 5 ? 5 : o->reps;
     printf("## (g) decoding through the KV cache: one token, H=32, Hkv=8, D=128, f32, causal, median of %d, %d threads\n\n",
            reps, nthreads());
@@ -512,6 +516,7 @@ static int bench_decode(const bopts *o, torchp *tp) {
             char req[96];
             snprintf(req, sizeof req, "decode %s %lld %d", methods[mi], (long long)sizes[si], reps);
             if (o->torch && torch_ask(tp, req, &tv, 1) != 1) tv = NAN;
+            D[mi * 2 + si] = (decode_res){st, cp, tv, sh, shc};
             printf("| %s | %lld | %.0f | %.2f | %.2f | %.2f |", methods[mi], (long long)sizes[si],
                    sizes[si] * 8 * 128 * 8.0 / (1 << 20), st, cp, st / cp);
             if (isnan(tv)) printf(" | |");
@@ -749,10 +754,11 @@ int cli_bench(int argc, char **argv) {
     int nrows = 0, rc = 0;
     double den[4][2];
     gemm_res G;
-    int did_rope = 0, did_den = 0, did_gemm = 0;
+    int did_rope = 0, did_den = 0, did_gemm = 0, did_dec = 0;
+    decode_res dec[4];
     if (!rc && want(&o, "rope")) rc = bench_rope(&o, &tp, &RR), did_rope = !rc;
     if (!rc && want(&o, "attn")) rc = bench_attn(&o, &tp, rows, &nrows);
-    if (!rc && want(&o, "decode")) rc = bench_decode(&o, &tp);
+    if (!rc && want(&o, "decode")) rc = bench_decode(&o, &tp, dec), did_dec = !rc;
     torch_stop(&tp);
     if (!rc && want(&o, "denormal")) rc = bench_denormal(&o, den), did_den = !rc;
     if (!rc && want(&o, "gemm")) rc = bench_gemm(&o, &G), did_gemm = !rc;
@@ -796,6 +802,20 @@ int cli_bench(int argc, char **argv) {
             fprintf(md, isnan(R->mib[TORCH]) ? "— |\n" : "%.0f |\n", R->mib[TORCH]);
         }
         fprintf(md, "\n");
+    }
+    if (did_dec) {
+        fprintf(md, "Decoding one token through the KV cache (H=32, Hkv=8, D=128, %d threads): the step against a copy"
+                    " of the cache's K and V bytes (one thread) and PyTorch eager's time over ours:", nth);
+        static const char *const dm[2] = {"rope", "alibi"};
+        for (int i = 0; i < 4; i++)
+            fprintf(md, "%s `%s` %d keys %.2fx", i ? "," : "", dm[i / 2], i % 2 ? 32768 : 4096, dec[i].step / dec[i].copy);
+        fprintf(md, ".");
+        if (!isnan(dec[0].torch))
+            for (int i = 0; i < 4; i++)
+                fprintf(md, "%s `%s` %d: PyTorch %.1fx", i ? "," : " PyTorch eager:", dm[i / 2], i % 2 ? 32768 : 4096,
+                        dec[i].torch / dec[i].step);
+        fprintf(md, "%s A context shift re-rotates 32768 cached keys in %.2fx the time of a copy of K.\n\n",
+                isnan(dec[0].torch) ? "" : ".", dec[1].shift / dec[1].shift_copy);
     }
     if (did_den)
         fprintf(md, "Denormals (alibi, T=2048, not causal; the fused path clamps exp and sets FTZ/DAZ in its threads):"

@@ -121,7 +121,7 @@ int cli_generate(int argc, char **argv) {
     int64_t n = P; /* tokens so far */
     for (int64_t step = 0; !rc && step <= N; step++) {
         /* the probabilities of the token after the first n: the prompt in one step, then one */
-        const float *p;
+        const float *p = NULL;
         if (cached) {
             const int64_t from = step ? n - 1 : 0, len = n - from;
             if (tr_decoder_step(dec, ids + from, pos + from, len, probs, &err)) {
