@@ -131,9 +131,9 @@ CONF   := tests/conformance
 SHARED := $(patsubst %/check.py,%,$(wildcard ../shared/conformance/check.py))
 
 # reference: the PyTorch reference of tests/ref against the public conformance cases (the
-# layer, then the projected form and attn_mask)
+# layer, then the projected form and attn_mask, then multi-axis positions)
 reference:
-	@for d in $(CONF)/cases $(CONF)/cases-keys $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys); do \
+	@for d in $(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys $(SHARED)/cases-multiaxis); do \
 	    echo "== $$d"; $(PY) tests/ref/check_reference.py $$d | tail -1; \
 	    $(PY) tests/ref/check_reference.py $$d > /dev/null || exit 1; done
 
@@ -154,13 +154,14 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
+	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask
 # cases (cases-keys), tests/fixtures, and ../shared's cases where present, through the checker
 conformance: $(BUILD)/posenc
 	@bash tests/conformance.sh $(BUILD)/posenc $(CONF)/cases
-	@for d in $(CONF)/cases-keys tests/fixtures $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys); do \
+	@for d in $(CONF)/cases-keys $(CONF)/cases-multiaxis tests/fixtures $(if $(SHARED),$(SHARED)/cases $(SHARED)/cases-keys $(SHARED)/cases-multiaxis); do \
 	    $(PY) $(CONF)/check.py $(BUILD)/posenc $$d > $(BUILD)/conformance.log 2>&1; rc=$$?; \
 	    echo "$$d: $$(tail -1 $(BUILD)/conformance.log)"; \
 	    [ $$rc -eq 0 ] || { grep -v '^PASS' $(BUILD)/conformance.log; exit 1; }; done

@@ -229,7 +229,7 @@ static int bench_rope(const bopts *o, torchp *tp, rope_res *R) {
         gap();
         for (int r = 0; r < reps; r++) {
             double t0 = now();
-            pe__rope_table(&run, cs, pos, T, inv_freq, half, 1.0);
+            pe__rope_table(&run, cs, pos, 1, NULL, T, inv_freq, half, 1.0);
             v[r] = now() - t0;
         }
         R->table[ti] = median(v, reps) * 1e3;
@@ -505,7 +505,7 @@ static int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
     printf("## (g) decoding through the KV cache: one token, H=32, Hkv=8, D=128, f32, causal, median of %d, %d threads\n\n",
            reps, nthreads());
     printf("| method | cached keys | K+V MiB | step ms | copy of K+V ms (1 thread) | step x copy | PyTorch eager ms |"
-           " PyTorch x posenc | shift re-rotation ms (1 thread) | x copy of K |\n");
+           " PyTorch x posenc | shift re-rotation ms | x copy of K (1 thread) |\n");
     printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const char *const methods[] = {"rope", "alibi"};
     static const int64_t sizes[] = {4096, 32768};

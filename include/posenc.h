@@ -91,6 +91,14 @@ enum { PE_ROPE_NONE, PE_ROPE_LINEAR, PE_ROPE_NTK, PE_ROPE_DYNAMIC, PE_ROPE_YARN,
        PE_ROPE_LONGROPE };
 enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
 #define PE_MAX_ROPE_PAIRS 512 /* rotary_dim / 2 of a LongRoPE table read from a config.json */
+#define PE_MAX_AXES 8          /* position axes of a token (rope_sections, rope_mixed) */
+enum { PE_SECTIONS_CONTIGUOUS, PE_SECTIONS_INTERLEAVED };
+enum { PE_SECTION_FREQS_SHARED, PE_SECTION_FREQS_PER_AXIS };
+/* A list of integers ("16,24,24"): n of them in v. */
+typedef struct pe_int_list {
+    int n;
+    int64_t v[PE_MAX_AXES];
+} pe_int_list;
 enum { PE_POS_ATT_C2P = 1, PE_POS_ATT_P2C = 2 };
 
 /* The settings of one layer. Field names are the contract's key names
@@ -125,6 +133,9 @@ typedef struct pe_config {
     double beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor;
     int yarn_truncate;
     double low_freq_factor, high_freq_factor;
+    /* multi-axis positions (rope): pair counts per axis, which axis a pair reads, its frequencies */
+    pe_int_list rope_sections;
+    int rope_section_layout, rope_section_freqs;
     char hf_config[512];
     /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
      * short_factor / long_factor are not given. */
@@ -210,6 +221,9 @@ int64_t pe_attention_head_dim(const pe_attention *att);
 int pe_attention_params(const pe_attention *att, pe_param_spec *specs);
 /* Whether the method reads an optional mems tensor (Transformer-XL). */
 int pe_attention_has_memory(const pe_attention *att);
+/* Position axes the layer reads per token (pe_positions.axes): 1, rope_sections' count, or the
+ * rows of rope_mixed's rope_freqs (w: its tensors; may be NULL for the others). */
+int64_t pe_attention_axes(const pe_attention *att, const pe_weights *w);
 
 /* Where the tokens of one call sit, and which keys each query may use. Every field is
  * optional (NULL / 0); a NULL pe_positions * means all defaults.
@@ -228,6 +242,11 @@ int pe_attention_has_memory(const pe_attention *att);
  *            on its own lengths (key j masked after query i + k_lens[b] - q_lens[b], as
  *            FlashAttention's variable-length kernels), and the default query positions are
  *            k_lens[b] - q_lens[b] + t.
+ *   axes     0 or 1: one position per token. A >= 2 (or 1 for rope_mixed): pos and key_pos carry
+ *            a trailing axis, (B, T, A) / (T, A) and (B, Tk, A) / (Tk, A): Qwen2-VL's (time,
+ *            row, column) or a ViT's (x, y). Only rope with rope_sections (A = their count) and
+ *            rope_mixed (A = rows of rope_freqs) read them; both refuse positions without the
+ *            axis, and their default positions give every axis the token's index.
  * Methods take their terms from positions (i - j for relative and bias methods, rotations
  * at i and j), never from token indices; token indices only order the causal mask. */
 typedef struct pe_positions {
@@ -238,6 +257,7 @@ typedef struct pe_positions {
     const uint8_t *mask;
     int mask_batched;
     const int64_t *q_lens, *k_lens;
+    int64_t axes;
 } pe_positions;
 
 /* How a layer runs, not what it computes: its path, threads and kernels. Each layer keeps

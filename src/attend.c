@@ -82,14 +82,22 @@ static int64_t *to_i64(const pe_tensor *t) {
     return v;
 }
 
-/* positions-like tensor t: I32/I64, [n] or (batched) [B, n] */
-static pe_status check_index(const pe_tensor *t, int batched, int64_t B, int64_t n, const char *what, pe_err *err) {
+/* positions-like tensor t: I32/I64, [n] or (batched) [B, n]; with A >= 2 axes per position (a
+ * multi-axis layer) [n, A] or (batched) [B, n, A] */
+static pe_status check_index(const pe_tensor *t, int batched, int64_t B, int64_t n, int64_t A, const char *what,
+                             pe_err *err) {
     if (t->dtype != PE_I32 && t->dtype != PE_I64)
         return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
-    if ((t->ndim == 1 && t->shape[0] == n) || (batched && t->ndim == 2 && t->shape[0] == B && t->shape[1] == n))
+    const int ax = A > 1;
+    if ((t->ndim == 1 + ax && t->shape[0] == n && (!ax || t->shape[1] == A)) ||
+        (batched && t->ndim == 2 + ax && t->shape[0] == B && t->shape[1] == n && (!ax || t->shape[2] == A)))
         return PE_OK;
     char got[96];
     shape_str(got, sizeof got, t->ndim, t->shape);
+    if (ax)
+        return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s, %lld]%s (%s = %lld; the layer reads %lld "
+                        "position axes)", t->name, got, what, (long long)A, batched ? " or [B, ...]" : "", what,
+                        (long long)n, (long long)A);
     return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s]%s (%s = %lld)", t->name, got, what,
                     batched ? " or [B, ...]" : "", what, (long long)n);
 }
@@ -179,14 +187,17 @@ static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in,
         if (!strcmp(nm, "q")) st = expect(t, q->ndim, batched ? qshape : qshape + 1, err);
         else if (!strcmp(nm, "k") || !strcmp(nm, "v")) st = expect(t, q->ndim, batched ? kshape : kshape + 1, err);
         else if (!strcmp(nm, "do")) st = expect(dout = t, q->ndim, batched ? qshape : qshape + 1, err);
-        else if (!strcmp(nm, "positions")) st = check_index(pos = t, batched, B, T, "T", err);
-        else if (!strcmp(nm, "key_positions")) st = check_index(kpos = t, batched, B, Tk, "Tk", err);
+        else if (!strcmp(nm, "positions")) pos = t; /* checked below, once the method's tensors give its axes */
+        else if (!strcmp(nm, "key_positions")) kpos = t;
         else if (!strcmp(nm, "attn_mask")) st = check_mask(mask = t, batched, B, T, Tk, err);
         else st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm, method);
     }
     for (int j = 0; j < np && !st; j++)
         if (!specs[j].optional && !w.param[j])
             st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[j].name, method);
+    const int64_t A = pe_attention_axes(att, &w);
+    if (!st && pos) st = check_index(pos, batched, B, T, A, "T", err);
+    if (!st && kpos) st = check_index(kpos, batched, B, Tk, A, "Tk", err);
     if (!st && rc->causal && Tk < T)
         st = pe__fail(err, PE_ETENSOR, "tensor 'k': causal attention needs Tk >= T (the queries are the last T of Tk "
                                        "tokens), got Tk = %lld, T = %lld", (long long)Tk, (long long)T);
@@ -202,9 +213,9 @@ static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in,
         (st = add_out(outs, &n_outs, "scores", batched ? 4 : 3, batched ? sshape : sshape + 1, err)) ||
         (st = add_out(outs, &n_outs, "probs", batched ? 4 : 3, batched ? sshape : sshape + 1, err)))
         goto done;
-    pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2, .key_pos = kpos64,
-                       .key_pos_batched = kpos && kpos->ndim == 2, .mask = mask ? mask->data : NULL,
-                       .mask_batched = mask && mask->ndim == 3};
+    pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2 + (A > 1), .key_pos = kpos64,
+                       .key_pos_batched = kpos && kpos->ndim == 2 + (A > 1), .mask = mask ? mask->data : NULL,
+                       .mask_batched = mask && mask->ndim == 3, .axes = A};
     st = pe_attention_forward_qkv(att, &w, q->data, k->data, v->data, B, T, Tk, &at, outs[0].data, outs[1].data,
                                   outs[2].data, err);
     if (st || !dout) goto done;
@@ -313,7 +324,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         }
         if (known) continue;
         if (strcmp(nm, "positions") == 0) {
-            st = check_index(pos = t, batched, B, T, "T", err);
+            pos = t; /* checked below, once the method's tensors give its axes */
         } else if (strcmp(nm, "attn_mask") == 0) {
             mask = t; /* checked below, once the memory length is known */
         } else if (strcmp(nm, "dy") == 0) {
@@ -333,6 +344,8 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         }
     }
     if (!st && mask) st = check_mask(mask, batched, B, T, M + T, err);
+    const int64_t A = pe_attention_axes(att, &w);
+    if (!st && pos) st = check_index(pos, batched, B, T, A, "T", err);
     for (int k = 0; k < N_WEIGHTS && !st; k++)
         if (WEIGHTS[k].required && !find(n_in, in, WEIGHTS[k].name))
             st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing", WEIGHTS[k].name);
@@ -362,8 +375,8 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
                            .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};
         st = pe_attention_layer_forward_ids(att, &w, ids64, B, T, &at, y, y_im, scores, probs, err);
     } else {
-        pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2,
-                           .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};
+        pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2 + (A > 1),
+                           .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3, .axes = A};
         st = pe_attention_layer_forward(att, &w, x->data, mems ? mems->data : NULL, M, B, T, &at, y, scores,
                                         probs, err);
     }

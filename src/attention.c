@@ -99,14 +99,8 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
     return a->nparams;
 }
 
-/* The positions (B, T) and (B, Tk), the rows' lengths and the attn_mask copy of a call. */
+/* The attn_mask copy of a call (begin holds the positions). */
 static pe_status reserve_positions(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
-    if ((size_t)(B * (T + Tk + 2)) > a->pos_cap) { /* positions, then the rows' lengths */
-        free(a->pos);
-        a->pos = malloc(sizeof(int64_t) * B * (T + Tk + 2));
-        a->pos_cap = a->pos ? (size_t)(B * (T + Tk + 2)) : 0;
-        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
-    }
     if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
         free(a->mask);
         a->mask = malloc((size_t)(B * T * Tk));
@@ -189,14 +183,51 @@ void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const 
  * queries' own); padding entries (past a row's lengths) take the row's first key position, so
  * that no hook reads them and max(positions) is over real tokens. The mask and lengths are
  * copied. Then the context every hook sees, and the method's prepare. */
+int64_t pe_attention_axes(const pe_attention *a, const pe_weights *w) {
+    static const pe_weights none = {0};
+    return a->m->axes ? a->m->axes(&a->cfg, w ? w : &none) : 1;
+}
+
+/* Positions of one side into dst (B, n, A): from src ((B, n, A) when batched, else (n, A); A = 1
+ * without axes), or, src NULL, start + t on every axis. */
+static void fill_positions(int64_t *dst, const int64_t *src, int batched, int64_t B, int64_t n, int64_t A,
+                           int64_t start) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t x = 0; x < A; x++)
+                dst[(b * n + t) * A + x] = src ? src[((batched ? b * n : 0) + t) * A + x] : start + t;
+}
+
+/* The call's positions into a->pos: queries (B, T, A) from at->pos (NULL: q_default + t, or per
+ * row k_len - q_len + t, on every axis), keys (B, Tk, A) from at->key_pos (NULL: 0 .. Tk-1;
+ * keys_are_queries: the queries' own); padding entries (past a row's lengths) take the row's
+ * first key position, so that no hook reads them and max(positions) is over real tokens. The
+ * mask and lengths are copied. Then the context every hook sees, and the method's prepare. */
 static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
                        const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+    const int64_t A = pe_attention_axes(a, w), given = at && at->axes > 1 ? at->axes : 1;
     const int64_t *qp = at ? at->pos : NULL, *kp = at ? at->key_pos : NULL;
+    if ((qp || kp) && given != A) {
+        if (A == 1)
+            return pe__fail(err, PE_ETENSOR, "tensor 'positions': %lld axes per token, but method %s reads one position "
+                            "(multi-axis positions: rope with rope_sections, rope_mixed)", (long long)given, a->m->name);
+        return pe__fail(err, PE_ETENSOR, "tensor 'positions': %lld ax%s per token, but the layer reads %lld (%s): give "
+                        "[T, %lld] or [B, T, %lld]", (long long)given, given == 1 ? "is" : "es", (long long)A,
+                        a->m->axes == NULL ? "" : a->cfg.rope_sections.n ? "rope_sections" : "rows of rope_freqs",
+                        (long long)A, (long long)A);
+    }
+    const size_t need = (size_t)(B * (T + Tk) * A + 2 * B); /* positions, then the rows' lengths */
+    if (need > a->pos_cap) {
+        free(a->pos);
+        a->pos = malloc(sizeof(int64_t) * need);
+        a->pos_cap = a->pos ? need : 0;
+        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
+    }
     const int lens = at && (at->q_lens || at->k_lens);
-    int64_t *pos = a->pos, *kpos = a->pos + B * T, *qlen = kpos + B * Tk, *klen = qlen + B;
+    int64_t *pos = a->pos, *kpos = a->pos + B * T * A, *qlen = kpos + B * Tk * A, *klen = qlen + B;
     for (int64_t b = 0; b < B; b++) {
         qlen[b] = lens && at->q_lens ? at->q_lens[b] : T;
         klen[b] = lens && at->k_lens ? at->k_lens[b] : Tk;
@@ -208,23 +239,29 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                             "%lld queries): the queries are the last of the row's tokens",
                             (long long)b, (long long)klen[b], (long long)qlen[b]);
     }
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t t = 0; t < T; t++)
-            pos[b * T + t] = qp ? qp[(at->pos_batched ? b * T : 0) + t] : (lens ? klen[b] - qlen[b] : q_default) + t;
-    if (keys_are_queries) {
-        kpos = pos;
-    } else {
+    if (lens) {
         for (int64_t b = 0; b < B; b++)
-            for (int64_t u = 0; u < Tk; u++) kpos[b * Tk + u] = kp ? kp[(at->key_pos_batched ? b * Tk : 0) + u] : u;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t x = 0; x < A; x++)
+                    pos[(b * T + t) * A + x] = qp ? qp[((at->pos_batched ? b * T : 0) + t) * A + x] : klen[b] - qlen[b] + t;
+    } else {
+        fill_positions(pos, qp, at && at->pos_batched, B, T, A, q_default);
     }
+    if (keys_are_queries) kpos = pos;
+    else fill_positions(kpos, kp, at && at->key_pos_batched, B, Tk, A, 0);
     int64_t pmin = INT64_MAX, pmax = INT64_MIN;
     for (int64_t b = 0; b < B; b++) {
-        const int64_t fill = kpos[b * Tk];
-        for (int64_t t = qlen[b]; lens && t < T; t++) pos[b * T + t] = fill;
-        for (int64_t u = klen[b]; lens && u < Tk; u++) kpos[b * Tk + u] = fill;
-        for (int64_t t = 0; t < T; t++) pmin = pos[b * T + t] < pmin ? pos[b * T + t] : pmin, pmax = pos[b * T + t] > pmax ? pos[b * T + t] : pmax;
-        for (int64_t u = 0; u < Tk && !keys_are_queries; u++)
-            pmin = kpos[b * Tk + u] < pmin ? kpos[b * Tk + u] : pmin, pmax = kpos[b * Tk + u] > pmax ? kpos[b * Tk + u] : pmax;
+        const int64_t *fill = kpos + b * Tk * A;
+        for (int64_t t = qlen[b]; lens && t < T; t++) memcpy(pos + (b * T + t) * A, fill, sizeof(int64_t) * A);
+        for (int64_t u = klen[b]; lens && u < Tk; u++) memcpy(kpos + (b * Tk + u) * A, fill, sizeof(int64_t) * A);
+        for (int64_t e = 0; e < T * A; e++) {
+            const int64_t p = pos[b * T * A + e];
+            pmin = p < pmin ? p : pmin, pmax = p > pmax ? p : pmax;
+        }
+        for (int64_t e = 0; e < Tk * A && !keys_are_queries; e++) {
+            const int64_t p = kpos[b * Tk * A + e];
+            pmin = p < pmin ? p : pmin, pmax = p > pmax ? p : pmax;
+        }
     }
     a->has_mask = at && at->mask;
     if (a->has_mask)
@@ -236,7 +273,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     free(ctx->tiles); /* the last call's mask census */
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
-                     .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .pos_min = pmin,
+                     .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .A = A, .pos_min = pmin,
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
@@ -592,7 +629,8 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
-                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .pos_min = lo, .pos_max = hi, .run = &a->run, .w = w};
+                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = 1, .pos_min = lo, .pos_max = hi, .run = &a->run,
+                     .w = w};
     return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
 }
 
@@ -621,7 +659,7 @@ static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_
                               int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
                               pe_err *err) {
     if (!a->m->rotary_table)
-        return pe__fail(err, PE_EINVAL, "method %s rotates nothing (rotations on caller buffers: rope, xpos)", a->m->name);
+        return pe__fail(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)", a->m->name);
     if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
         return pe__fail(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
     for (int64_t r = 0; r < n; r++)

@@ -57,6 +57,9 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     if (m->flags & PE__COMPLEX)
         return pe__fail(err, PE_EINVAL, "kv_cache: method %s is complex-valued (token ids, two streams): it has no KV cache",
                         m->name);
+    if (pe_attention_axes(att, NULL) > 1)
+        return pe__fail(err, PE_EINVAL, "kv_cache: method %s reads positions with %lld axes; the cache holds one per token",
+                        m->name, (long long)pe_attention_axes(att, NULL));
     const pe_config *cfg = pe_attention_config(att);
     const int64_t H = cfg->heads, Hkv = cfg->kv_heads, D = pe_attention_head_dim(att);
     if ((double)B * (double)max_tokens * (double)(Hkv * D) * 2 > (double)(INT64_MAX / 8))
@@ -176,7 +179,7 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
     for (int64_t b = 0; b < c->B && !st; b++) {
         const int64_t n = c->len[b], *pn = c->pos + b * c->cap, *po = old ? old + b * c->cap : pn;
         float *k = c->k + b * c->cap * c->Ckv;
-        if (uniform) { /* the same rotation for every key from `first`: one row of heads */
+        if (uniform) { /* the same rotation for every key from `first`: rows of CHUNK keys' heads */
             if (first >= n || po[first] == pn[first]) continue;
             for (int64_t t = 0; t < half; t++) {
                 double ao, so, an, sn;
@@ -184,8 +187,14 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
                 c->m->rotary_angle(&cn, PE_ROTATE_K, pn[first], t, &an, &sn);
                 cs[2 * t] = (float)(cos(an - ao) * (sn / so)), cs[2 * t + 1] = (float)(sin(an - ao) * (sn / so));
             }
-            pe__rope_rotate(run, k + first * c->Ckv, 1, (n - first) * c->Ckv, (n - first) * c->Hkv, c->D, rd, layout, cs,
-                            1.0f);
+            for (int64_t r = 1; r < CHUNK; r++) memcpy(cs + r * half * 2, cs, sizeof(float) * (size_t)(half * 2));
+            for (int64_t u0 = first; u0 < n; u0 += CHUNK * CHUNK) { /* CHUNK rows of CHUNK keys per call */
+                const int64_t nu = n - u0 < CHUNK * CHUNK ? n - u0 : CHUNK * CHUNK, full = nu / CHUNK, rest = nu % CHUNK;
+                if (full) pe__rope_rotate(run, k + u0 * c->Ckv, full, CHUNK * c->Ckv, CHUNK * c->Hkv, c->D, rd, layout, cs, 1.0f);
+                if (rest)
+                    pe__rope_rotate(run, k + (u0 + full * CHUNK) * c->Ckv, 1, rest * c->Ckv, rest * c->Hkv, c->D, rd, layout,
+                                    cs, 1.0f);
+            }
             continue;
         }
         for (int64_t u0 = 0; u0 < n; u0 += CHUNK) {

@@ -7,7 +7,7 @@
 #include "internal.h"
 
 typedef enum { PE_KEY_METHOD, PE_KEY_INT, PE_KEY_REAL, PE_KEY_BOOL, PE_KEY_ENUM, PE_KEY_FLAGS,
-               PE_KEY_PATH } pe_key_type;
+               PE_KEY_PATH, PE_KEY_LIST } pe_key_type;
 
 typedef struct {
     const char *name;
@@ -30,6 +30,7 @@ static size_t type_size(pe_key_type t) {
     case PE_KEY_INT: return sizeof(int64_t);
     case PE_KEY_REAL: return sizeof(double);
     case PE_KEY_PATH: return sizeof(((pe_config *)0)->hf_config);
+    case PE_KEY_LIST: return sizeof(pe_int_list);
     default: return sizeof(int);
     }
 }
@@ -199,6 +200,20 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
             p = e + 1;
         }
         *(int *)field = flags;
+        break;
+    }
+    case PE_KEY_LIST: { /* "16,24,24": 1 .. PE_MAX_AXES integers */
+        pe_int_list l = {0};
+        for (const char *p = value;;) {
+            errno = 0;
+            long long v = strtoll(p, &end, 10);
+            if (end == p || errno || (*end && *end != ',') || l.n == PE_MAX_AXES)
+                return bad_value(err, key, value, "a comma-separated list of 1 to 8 integers");
+            l.v[l.n++] = v;
+            if (!*end) break;
+            p = end + 1;
+        }
+        *(pe_int_list *)field = l;
         break;
     }
     case PE_KEY_PATH:

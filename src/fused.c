@@ -665,13 +665,13 @@ void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld,
 /* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
  * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
  * 4096 positions x 64 pairs took half as long as rotating q and k). */
-void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t n, const double *inv_freq,
-                    int64_t half, double attn) {
+void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
+                    int64_t n, const double *inv_freq, int64_t half, double attn) {
     const int nth = threads(run, (double)n * half * 256); /* sin and cos in double */
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
     for (int64_t i = 0; i < n; i++)
         for (int64_t t = 0; t < half; t++) {
-            double angle = (double)pos[i] * inv_freq[t];
+            double angle = (double)pos[i * A + (axis ? axis[t] : 0)] * inv_freq[t];
             cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
             cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
         }

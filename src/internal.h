@@ -53,9 +53,10 @@ pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
     int64_t B, T, Tk, qoff, H, Hkv, D, C, Ckv; /* qoff = Tk - T */
-    const int64_t *pos;       /* (B, T) query positions */
-    const int64_t *kpos;      /* (B, Tk) key positions (== pos in a layer without memory) */
-    int64_t pos_min, pos_max; /* over queries and keys together */
+    const int64_t *pos;       /* (B, T, A) query positions */
+    const int64_t *kpos;      /* (B, Tk, A) key positions (== pos in a layer without memory) */
+    int64_t A;                /* axes per position: 1 but for methods with an axes hook */
+    int64_t pos_min, pos_max; /* over queries and keys together (every axis) */
     const uint8_t *mask;      /* (B, T, Tk) attn_mask, 0 = masked, or NULL */
     const int64_t *q_len, *k_len; /* (B) valid queries and keys of each row (padding after), or NULL */
     int fused;                /* the call runs the fused path: score and value hooks are not called */
@@ -108,6 +109,9 @@ typedef struct pe__method {
     pe_status (*check)(const pe_config *cfg, int64_t H, int64_t D, pe_err *err);
     /* The method's tensors, in the order of pe_weights.param; returns the count. */
     int (*params)(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *specs);
+
+    /* How many position axes the method reads per token (pe_positions.axes); NULL: one. */
+    int64_t (*axes)(const pe_config *cfg, const pe_weights *w);
 
     /* Per forward: validate positions, build tables into ctx->state. */
     pe_status (*prepare)(pe__ctx *ctx, pe_err *err);
@@ -252,10 +256,11 @@ void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double ba
 double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq);
 int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
 
-/* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(pos * inv_freq) * attn,
- * angles and cos/sin in double, rounded once to float. */
-void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t n, const double *inv_freq,
-                    int64_t half, double attn);
+/* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(p * inv_freq) * attn,
+ * angles and cos/sin in double, rounded once to float. Position r has A axes at pos + r A; pair
+ * t reads axis axis[t] (axis NULL: axis 0). */
+void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
+                    int64_t n, const double *inv_freq, int64_t half, double attn);
 
 /* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
  * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back

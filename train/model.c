@@ -42,6 +42,9 @@ static const struct convention {
     /* iclr-complex-order: the complex word embedding r e^{i(w p + theta)} feeds a complex
      * Transformer; here one complex layer (the library's) is block 0's attention */
     {"complex", TR_PLACE_IDS, NULL, NULL, NULL, 0, 1},
+    /* naver-ai/rope-vit: learned frequencies per axis of image patches (x, y); the trainer's
+     * sequences have one axis, where it would be rope with learned frequencies */
+    {"rope_mixed", TR_PLACE_NONE, NULL, NULL, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0, 0},
 };
 
 static const struct convention *convention_of(const char *method) {

@@ -44,7 +44,15 @@ pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint
     L->np = pe_attention_params(att, L->specs);
     size_t n = (size_t)(2 * C * C + 2 * Ckv * C + 2 * C + 2 * Ckv);
     for (int i = 0; i < L->np; i++) {
-        if (L->specs[i].shape[0] == -1) L->specs[i].shape[0] = rows;
+        if (L->specs[i].shape[0] == -1) {
+            /* free rows that count position axes (rope_mixed's rope_freqs) take `rows` only up to
+             * PE_MAX_AXES (a test asking for axes); past it, the tables' rows: one axis */
+            pe_weights probe = {0};
+            static const float any = 0;
+            probe.param[i] = &any, probe.param_rows[i] = rows;
+            int axes = rows > PE_MAX_AXES && pe_attention_axes(att, &probe) == rows;
+            L->specs[i].shape[0] = axes ? 1 : rows;
+        }
         n += (size_t)spec_numel(&L->specs[i]);
     }
     L->n = n;

@@ -1,7 +1,8 @@
 /* hf_config: configure rope from a HuggingFace config.json.
  * Reads rope_theta, partial_rotary_factor, head_dim (or hidden_size / num_attention_heads),
  * max_position_embeddings, and the scaling from `rope_scaling` (rope_type or the older `type`)
- * or the newer `rope_parameters` (which may also carry rope_theta and partial_rotary_factor).
+ * or the newer `rope_parameters` (which may also carry rope_theta and partial_rotary_factor),
+ * M-RoPE's mrope_section and mrope_interleaved; a model with a `text_config` is read from it.
  * Keys given explicitly keep their values; unknown scaling entries, unknown rope types and a
  * head_dim other than the layer's are errors, never warnings. */
 #include <jansson.h>
@@ -10,7 +11,7 @@
 
 /* HF names of the rope types, as posenc's rope_scaling values. */
 static const struct { const char *hf, *posenc; } TYPES[] = {
-    {"default", "none"}, {"linear", "linear"}, {"dynamic", "dynamic"}, {"yarn", "yarn"},
+    {"default", "none"}, {"mrope", "none"}, {"linear", "linear"}, {"dynamic", "dynamic"}, {"yarn", "yarn"},
     {"llama3", "llama3"}, {"longrope", "longrope"}, {"su", "longrope"}, {"ntk", "ntk"},
 };
 
@@ -23,7 +24,7 @@ static const struct { const char *hf, *key; } ENTRIES[] = {
     {"attention_factor", "attention_factor"}, {"truncate", "yarn_truncate"},
     {"low_freq_factor", "low_freq_factor"}, {"high_freq_factor", "high_freq_factor"},
     {"rope_type", NULL}, {"type", NULL}, {"short_factor", NULL}, {"long_factor", NULL},
-    {"rope_theta", NULL}, {"partial_rotary_factor", NULL},
+    {"rope_theta", NULL}, {"partial_rotary_factor", NULL}, {"mrope_section", NULL}, {"mrope_interleaved", NULL},
 };
 
 /* Sets key from a JSON scalar unless the key was given explicitly. */
@@ -71,7 +72,10 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
         st = pe__fail(err, PE_EKEY, "hf_config %s: not a JSON object", path);
         goto done;
     }
-    json_t *rs = json_object_get(root, "rope_scaling"), *rp = json_object_get(root, "rope_parameters");
+    /* a vision-language model (Qwen2-VL, Qwen3-VL in HF v5) keeps the language model's settings in
+     * text_config */
+    json_t *mc = json_is_object(json_object_get(root, "text_config")) ? json_object_get(root, "text_config") : root;
+    json_t *rs = json_object_get(mc, "rope_scaling"), *rp = json_object_get(mc, "rope_parameters");
     if (rs && !json_is_null(rs) && rp && !json_is_null(rp)) {
         st = pe__fail(err, PE_EKEY, "hf_config %s: both rope_scaling and rope_parameters are given", path);
         goto done;
@@ -83,8 +87,8 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
     }
 
     /* head_dim must be the layer's */
-    json_t *hd = json_object_get(root, "head_dim"), *hs = json_object_get(root, "hidden_size"),
-           *nh = json_object_get(root, "num_attention_heads");
+    json_t *hd = json_object_get(mc, "head_dim"), *hs = json_object_get(mc, "hidden_size"),
+           *nh = json_object_get(mc, "num_attention_heads");
     int64_t head_dim = -1;
     if (json_is_integer(hd)) head_dim = json_integer_value(hd);
     else if (json_is_integer(hs) && json_is_integer(nh) && json_integer_value(nh) > 0)
@@ -97,10 +101,10 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
 
     /* rope_theta and partial_rotary_factor: top level, or inside rope_parameters */
     json_t *theta = sc ? json_object_get(sc, "rope_theta") : NULL;
-    if (!theta) theta = json_object_get(root, "rope_theta");
+    if (!theta) theta = json_object_get(mc, "rope_theta");
     if ((st = fill(cfg, "rope_base", theta, path, err))) goto done;
     json_t *prf = sc ? json_object_get(sc, "partial_rotary_factor") : NULL;
-    if (!prf) prf = json_object_get(root, "partial_rotary_factor");
+    if (!prf) prf = json_object_get(mc, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !pe_config_is_set(cfg, "rotary_dim")) {
         if (!json_is_number(prf) || !(json_number_value(prf) > 0 && json_number_value(prf) <= 1)) {
             st = pe__fail(err, PE_EKEY, "hf_config %s: partial_rotary_factor must be in (0, 1]", path);
@@ -143,16 +147,32 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
     for (size_t i = 0; i < sizeof ENTRIES / sizeof ENTRIES[0]; i++)
         if (ENTRIES[i].key && (st = fill(cfg, ENTRIES[i].key, json_object_get(sc, ENTRIES[i].hf), path, err)))
             goto done;
+    /* M-RoPE (Qwen2-VL, Qwen3-VL): pairs per position axis, and their interleaving */
+    json_t *ms = json_object_get(sc, "mrope_section"), *mi = json_object_get(sc, "mrope_interleaved");
+    if (ms && !pe_config_is_set(cfg, "rope_sections")) {
+        char text[200] = "";
+        size_t n = json_is_array(ms) ? json_array_size(ms) : 0;
+        for (size_t i = 0; i < n && json_is_integer(json_array_get(ms, i)); i++)
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%s%lld", i ? "," : "",
+                     (long long)json_integer_value(json_array_get(ms, i)));
+        if (!n || (st = pe_config_set(cfg, "rope_sections", text, err))) {
+            if (!n) st = pe__fail(err, PE_EKEY, "hf_config %s: mrope_section is not a list of integers", path);
+            goto done;
+        }
+    }
+    if (mi && json_is_true(mi) && !pe_config_is_set(cfg, "rope_section_layout") &&
+        (st = pe_config_set(cfg, "rope_section_layout", "interleaved", err)))
+        goto done;
     /* Phi-3 keeps original_max_position_embeddings at the top level */
     int scaling = cfg->rope_scaling;
     if (scaling == PE_ROPE_YARN || scaling == PE_ROPE_LLAMA3 || scaling == PE_ROPE_LONGROPE)
         if ((st = fill(cfg, "original_max_position_embeddings",
-                       json_object_get(root, "original_max_position_embeddings"), path, err)))
+                       json_object_get(mc, "original_max_position_embeddings"), path, err)))
             goto done;
 
     /* max_position_embeddings counts where the type reads it; yarn without a factor takes
      * max_position_embeddings / original_max_position_embeddings (HF) */
-    json_t *mpe = json_object_get(root, "max_position_embeddings");
+    json_t *mpe = json_object_get(mc, "max_position_embeddings");
     if (scaling == PE_ROPE_DYNAMIC || scaling == PE_ROPE_LONGROPE)
         if ((st = fill(cfg, "max_position_embeddings", mpe, path, err))) goto done;
     if (scaling == PE_ROPE_YARN && !pe_config_is_set(cfg, "rope_factor") && json_is_integer(mpe) &&

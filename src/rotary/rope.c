@@ -21,6 +21,7 @@ typedef struct {
     double *acc;      /* (r/2) LongRoPE's factor gradient, summed by rotate_backward */
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
     double attn;      /* the scaling's attention factor */
+    uint8_t *axis;    /* (r/2) the position axis pair t reads (rope_sections), or NULL */
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -30,7 +31,58 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
-    return pe__rope_check(cfg, D, err);
+    pe_status st = pe__rope_check(cfg, D, err);
+    if (st) return st;
+    const pe_int_list *sec = &cfg->rope_sections;
+    if (!sec->n) {
+        if (pe_config_is_set(cfg, "rope_section_layout") || pe_config_is_set(cfg, "rope_section_freqs"))
+            return pe__fail(err, PE_EKEY, "key '%s' needs rope_sections (the pair counts of each position axis)",
+                            pe_config_is_set(cfg, "rope_section_layout") ? "rope_section_layout" : "rope_section_freqs");
+        return PE_OK;
+    }
+    int64_t sum = 0;
+    for (int a = 0; a < sec->n; a++) {
+        if (sec->v[a] < 1)
+            return pe__fail(err, PE_EKEY, "key 'rope_sections': section %d has %lld pairs, expected >= 1", a,
+                            (long long)sec->v[a]);
+        sum += sec->v[a];
+    }
+    if (sum != cfg->rotary_dim / 2)
+        return pe__fail(err, PE_EKEY, "key 'rope_sections': the sections sum to %lld pairs, but rotary_dim %lld has %lld",
+                        (long long)sum, (long long)cfg->rotary_dim, (long long)(cfg->rotary_dim / 2));
+    if (cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS && cfg->rope_scaling != PE_ROPE_NONE)
+        return pe__fail(err, PE_EKEY, "key 'rope_section_freqs': per_axis takes no rope_scaling (got a scaling)");
+    return PE_OK;
+}
+
+/* Position axes: one per section of rope_sections. */
+static int64_t axes(const pe_config *cfg, const pe_weights *w) {
+    (void)w;
+    return cfg->rope_sections.n > 1 ? cfg->rope_sections.n : 1;
+}
+
+/* The axis each pair reads: contiguous sections (Qwen2-VL), or interleaved (Qwen3-VL: pair t
+ * reads axis a >= 1 when t % A == a and t < A s_a, axis 0 otherwise). */
+static void section_axes(const pe_config *cfg, uint8_t *axis) {
+    const pe_int_list *sec = &cfg->rope_sections;
+    const int64_t A = sec->n, half = cfg->rotary_dim / 2;
+    for (int64_t t = 0, a = 0, end = sec->v[0]; t < half; t++) {
+        if (cfg->rope_section_layout == PE_SECTIONS_INTERLEAVED) {
+            const int64_t x = t % A;
+            axis[t] = (uint8_t)(x >= 1 && t < A * sec->v[x] ? x : 0);
+            continue;
+        }
+        while (t >= end) end += sec->v[++a];
+        axis[t] = (uint8_t)a;
+    }
+}
+
+/* per_axis frequencies (axial RoPE, rope-vit compute_axial_cis): the u-th of the n pairs of each
+ * contiguous section rotates at base^(-u/n). */
+static void per_axis_freqs(const pe_config *cfg, double *inv_freq) {
+    const pe_int_list *sec = &cfg->rope_sections;
+    for (int64_t a = 0, t = 0; a < sec->n; a++)
+        for (int64_t u = 0; u < sec->v[a]; u++, t++) inv_freq[t] = pow(cfg->rope_base, -(double)u / (double)sec->v[a]);
 }
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
@@ -46,17 +98,22 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
-    const int shared = ctx->kpos == ctx->pos;
+    const int shared = ctx->kpos == ctx->pos, sections = ctx->cfg->rope_sections.n > 0;
+    if (sections && ctx->A != axes(ctx->cfg, NULL))
+        return pe__fail(err, PE_ETENSOR, "tensor 'positions': rope_sections of %d axes needs positions [T, %d] or [B, T, %d]",
+                        ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n);
     rope_state *st = calloc(1, sizeof *st);
     if (st) st->inv_freq = malloc(sizeof(double) * 2 * half), st->cs = malloc(sizeof(float) * n * half * 2);
     if (st && st->inv_freq) st->acc = st->inv_freq + half;
     if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * nk * half * 2);
-    if (!st || !st->inv_freq || !st->cs || !st->cs_k) {
+    if (st && sections) st->axis = malloc((size_t)half);
+    if (!st || !st->inv_freq || !st->cs || !st->cs_k || (sections && !st->axis)) {
         if (st && !shared) free(st->cs_k);
-        if (st) free(st->cs), free(st->inv_freq);
+        if (st) free(st->cs), free(st->inv_freq), free(st->axis);
         free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the rope table");
     }
+    if (sections) section_axes(ctx->cfg, st->axis);
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
@@ -65,8 +122,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
                                                   : ctx->cfg->hf_factors[st->factor_table];
     double attn = st->attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
-    pe__rope_table(ctx->run, st->cs, ctx->pos, n, st->inv_freq, half, attn);
-    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, nk, st->inv_freq, half, attn);
+    if (sections && ctx->cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS) per_axis_freqs(ctx->cfg, st->inv_freq);
+    pe__rope_table(ctx->run, st->cs, ctx->pos, ctx->A, st->axis, n, st->inv_freq, half, attn);
+    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, ctx->A, st->axis, nk, st->inv_freq, half, attn);
     ctx->state = st;
     return PE_OK;
 }
@@ -76,6 +134,7 @@ static void release(pe__ctx *ctx) {
     if (st->cs_k != st->cs) free(st->cs_k);
     free(st->cs);
     free(st->inv_freq);
+    free(st->axis);
     free(st);
     ctx->state = NULL;
 }
@@ -133,7 +192,7 @@ static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *c
                 double y1 = (double)x_in[a] * c[0] - (double)x_in[b] * c[1];
                 double y2 = (double)x_in[b] * c[0] + (double)x_in[a] * c[1];
                 double dtheta = -(double)dy[a] * y2 + (double)dy[b] * y1;
-                acc[t] += dtheta * (double)(pos[i] - ctx->pos_min) * st->inv_freq[t];
+                acc[t] += dtheta * (double)(pos[i * ctx->A + (st->axis ? st->axis[t] : 0)] - ctx->pos_min) * st->inv_freq[t];
             }
 }
 
@@ -193,11 +252,13 @@ const pe__method pe__method_rope = {
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_layout rope_base rotary_dim rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
-            "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor hf_config",
+            "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
+            "rope_section_layout rope_section_freqs hf_config",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,
     .params = params,
+    .axes = axes,
     .prepare = prepare,
     .release = release,
     .rotate_forward = rotate_forward,

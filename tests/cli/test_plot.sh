@@ -91,12 +91,16 @@ plot relative-bias-kerple-power 400 300 relative --method kerple --kerple power 
 # trained checkpoints: a few steps of every method (positions up to 4 x 16 = 64), and a copy task
 CK="$WORK/ck"
 mkdir -p "$CK"
+trained="" # the methods the trainer takes (it names the others: "--method M: why")
 for m in $("$POSENC" methods | awk 'NR > 1 {print $1}'); do
     keys=() # buckets that suit 16 positions
     case $m in t5 | tupe) keys=(--num_buckets 8 --max_distance 12) ;; esac
-    "$POSENC" train --method "$m" --steps 3 --width 16 --heads 2 --layers 2 --length 16 --eval 1,4 --eval-tokens 256 \
-        --corpus-chars 20000 "${keys[@]}" --quiet --save "$CK/$m.safetensors" > "$WORK/train.out" 2>&1 ||
+    if "$POSENC" train --method "$m" --steps 3 --width 16 --heads 2 --layers 2 --length 16 --eval 1,4 --eval-tokens 256 \
+        --corpus-chars 20000 "${keys[@]}" --quiet --save "$CK/$m.safetensors" > "$WORK/train.out" 2>&1; then
+        trained="$trained $m"
+    elif ! grep -q -- "--method $m: " "$WORK/train.out"; then
         not_ok "train a tiny $m checkpoint" "$(tail -3 "$WORK/train.out")"
+    fi
 done
 "$POSENC" train --task copy --method alibi --steps 3 --width 16 --heads 2 --layers 1 --length 8 --eval 1 --eval-tokens 256 \
     --quiet --save "$CK/copy.safetensors" > "$WORK/train.out" 2>&1 || not_ok "train a copy checkpoint" "$(tail -3 "$WORK/train.out")"
@@ -104,7 +108,7 @@ TEXT="let be 12. the dog is 12."
 
 # attention of a trained checkpoint on a text: every method in block 0 (complex's own), one in
 # block 1, a task's input
-for m in $("$POSENC" methods | awk 'NR > 1 {print $1}'); do
+for m in $trained; do
     plot "attention-trained-$m" 400 300 attention --checkpoint "$CK/$m.safetensors" --input "$TEXT"
 done
 plot attention-trained-rope-block1 360 420 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT" --layer 1

@@ -16,7 +16,8 @@ TOL = dict(eps=1e-3, atol=1e-3, rtol=1e-2)
 
 def _layer_inputs(method, seed=0):
     torch.manual_seed(seed)
-    att = pt.Attention(4, 2, method, rows=8, optional="all")
+    axes = method == "rope_mixed"  # its free rows are position axes: two, as a ViT's (x, y)
+    att = pt.Attention(4, 2, method, rows=2 if axes else 8, optional="all")
     names = list(att.contract_tensors())
     values = [p.detach().double().requires_grad_() for p in att.contract_tensors().values()]
     if method in pt._IDS_METHODS:
@@ -26,6 +27,8 @@ def _layer_inputs(method, seed=0):
         values.insert(0, torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True))
         inp = {}
     inp["positions"] = torch.tensor([[0, 1, 3], [2, 4, 5]])
+    if axes:
+        inp["positions"] = torch.stack([inp["positions"], torch.tensor([[1, 0, 2], [0, 3, 1]])], -1)
     if att.has_memory:
         inp["mems"] = torch.randn(2, 2, 4)
     return att.settings, names, values, inp

@@ -80,9 +80,9 @@ def inv_freq(ctx):
                            ctx.pos_max() + 1, o, ctx.t.get("short_factor"), ctx.t.get("long_factor"))
 
 
-def rotate_one(x, pos, freqs, attn, layout):
-    r = freqs.numel() * 2
-    ang = pos.to(torch.float64)[:, None, :, None] * freqs  # (B, 1, T, r/2)
+def rotate_ang(x, ang, attn, layout):
+    """x (B, H, T, D) with pairs of the first r dims rotated by ang (B, 1 or H, T, r/2)."""
+    r = ang.shape[-1] * 2
     cos, sin = ang.cos() * attn, ang.sin() * attn
     xr, rest = x[..., :r], x[..., r:]
     if layout == "half":
@@ -94,10 +94,48 @@ def rotate_one(x, pos, freqs, attn, layout):
     return torch.cat([out, rest], -1)
 
 
+def sections(meta):
+    s = meta.get("rope_sections")
+    return [int(v) for v in s.split(",")] if s else None
+
+
+def axes(meta, t):
+    s = sections(meta)
+    return len(s) if s and len(s) > 1 else 1
+
+
+def pair_axes(meta, half):
+    """The position axis of each pair: its section (contiguous, Qwen2-VL's
+    apply_multimodal_rotary_pos_emb), or Qwen3-VL's apply_interleaved_mrope (pair t reads axis
+    a >= 1 when t % A == a and t < A * s_a, else axis 0)."""
+    s = sections(meta)
+    A = len(s)
+    if meta.get("rope_section_layout", "contiguous") == "interleaved":
+        return [t % A if t % A and t < A * s[t % A] else 0 for t in range(half)]
+    return [a for a, n in enumerate(s) for _ in range(n)]
+
+
+def rotate_one(x, pos, freqs, attn, layout, axis=None):
+    if axis is None:
+        ang = pos.to(torch.float64)[:, None, :, None] * freqs  # (B, 1, T, r/2)
+    else:  # multi-axis: pair t at its axis's position
+        ang = pos[..., axis].to(torch.float64)[:, None] * freqs
+    return rotate_ang(x, ang, attn, layout)
+
+
 def rotate(ctx, q, k):
     freqs, attn = inv_freq(ctx)
     layout = ctx.get("rope_layout", "half")
-    return rotate_one(q, ctx.pos, freqs, attn, layout), rotate_one(k, ctx.kpos, freqs, attn, layout)
+    axis = None
+    s = sections(ctx.meta)
+    if s:
+        axis = pair_axes(ctx.meta, freqs.numel())
+        if ctx.get("rope_section_freqs", "shared") == "per_axis":  # rope-vit compute_axial_cis
+            base = ctx.get("rope_base", 10000.0, float)
+            freqs = torch.cat([base ** (-torch.arange(n, dtype=torch.float64) / n) for n in s])
+        if len(s) == 1:
+            axis = None
+    return rotate_one(q, ctx.pos, freqs, attn, layout, axis), rotate_one(k, ctx.kpos, freqs, attn, layout, axis)
 
 
 def tensors(meta, H, D, npos):
@@ -231,4 +269,32 @@ PROJ_CASES = [
         "longrope", original_max_position_embeddings=8, max_position_embeddings=32)),
     dict(name="proj_partial_interleaved", T=2, Tk=5, H=3, D=6, causal=True,
          meta={"rotary_dim": "4", "rope_layout": "interleaved"}),
+]
+
+
+# Multi-axis positions (M-RoPE): two text tokens, then a 2 x 3 grid of image patches at
+# (time, row, column), as Qwen2-VL's get_rope_index lays them out.
+M_POS = [[0, 0, 0], [1, 1, 1]] + [[2, 2 + r, 2 + c] for r in range(2) for c in range(3)]
+GRID = [[x, y] for y in range(2) for x in range(3)]  # a ViT's (x, y)
+CASES += [
+    dict(name="mrope_contiguous", T=8, H=2, D=8, pos_axes=M_POS, causal=True, meta={"rope_sections": "2,1,1"}),
+    dict(name="mrope_interleaved", T=8, H=2, D=12, pos_axes=M_POS, causal=True,
+         meta={"rope_sections": "2,2,2", "rope_section_layout": "interleaved"}),
+    dict(name="mrope_interleaved_uneven", T=8, H=2, D=16, pos_axes=M_POS,
+         meta={"rope_sections": "4,2,2", "rope_section_layout": "interleaved", "rope_layout": "interleaved"}),
+    dict(name="mrope_partial_gqa", T=8, H=4, D=8, kv_heads=2, pos_axes=M_POS, causal=True,
+         meta={"rope_sections": "1,1,1", "rotary_dim": "6"}),
+    dict(name="mrope_batch", T=8, H=2, D=8, B=2, pos_axes=[M_POS, [[p[0] + 3, p[1] + 3, p[2]] for p in M_POS]],
+         meta={"rope_sections": "2,1,1"}),
+    dict(name="mrope_yarn", T=8, H=2, D=8, pos_axes=M_POS, causal=True, meta=dict(
+        scaling("yarn", rope_factor=4, original_max_position_embeddings=4), rope_sections="2,1,1")),
+    dict(name="axial_per_axis", T=6, H=2, D=8, pos_axes=GRID,
+         meta={"rope_sections": "2,2", "rope_section_freqs": "per_axis", "rope_layout": "interleaved",
+               "rope_base": "100"}),
+]
+PROJ_CASES += [
+    dict(name="proj_mrope_decode", T=1, Tk=8, H=2, D=8, pos_axes=M_POS[-1:], kpos_axes=M_POS, causal=True,
+         meta={"rope_sections": "2,1,1"}),
+    dict(name="proj_mrope_interleaved_gqa", T=3, Tk=8, H=4, D=12, kv_heads=2, pos_axes=M_POS[-3:], kpos_axes=M_POS,
+         causal=True, meta={"rope_sections": "2,2,2", "rope_section_layout": "interleaved"}),
 ]

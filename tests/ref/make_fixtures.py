@@ -121,9 +121,13 @@ def build_qkv(mod, spec, seed):
     elif kind == "cross":  # queries anywhere (cross-attention): positions of their own
         kpos = np.arange(Tk, dtype=np.int64) * 2
         qpos = np.arange(T, dtype=np.int64) + 1
-    if kpos is not None:
+    if "kpos_axes" in spec:  # positions with a trailing axis, as given: [n, A] or [B, n, A]
+        kpos = np.asarray(spec["kpos_axes"], dtype=np.int64)
+        qpos = np.asarray(spec["pos_axes"], dtype=np.int64)
+        t["key_positions"], t["positions"] = kpos, qpos
+    if kpos is not None and "key_positions" not in t:
         t["key_positions"] = kpos if (B or kpos.ndim == 1) else kpos[0]
-    if qpos is not None:
+    if qpos is not None and "positions" not in t:
         t["positions"] = qpos if (B or qpos.ndim == 1) else qpos[0]
     npos = int(max(kpos.max() if kpos is not None else Tk - 1, qpos.max() if qpos is not None else Tk - 1) + 1)
     t.update(method_tensors(mod, meta, spec, npos, rng, u))
@@ -184,6 +188,8 @@ def build(mod, spec, seed):
     pos = packed_positions(T) if spec.get("positions") == "packed" else positions(spec.get("positions"), B or 1, T, rng)
     if pos is not None:
         t["positions"] = pos if (B and pos.ndim == 2) else (pos[0] if pos.ndim == 2 else pos)
+    if "pos_axes" in spec:  # positions with a trailing axis, as given: [T, A] or [B, T, A]
+        pos = t["positions"] = np.asarray(spec["pos_axes"], dtype=np.int64)
     npos = int((pos.max() if pos is not None else T - 1) + 1)
     t.update(method_tensors(mod, meta, spec, npos, rng, u))
     for name, v in spec.get("values", {}).items():  # exact values a case needs (e.g. a tie)

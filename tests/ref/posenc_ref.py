@@ -42,8 +42,8 @@ class Ctx:
         self.t = t          # name -> float64 tensor (requires_grad for F32 inputs)
         self.B, self.T, self.Tk, self.M = B, T, Tk, Tk - T
         self.H, self.Hkv, self.D, self.C = H, Hkv, D, H * D
-        self.pos = pos      # (B, T) int64: query positions i
-        self.kpos = kpos    # (B, Tk) int64: key positions j
+        self.pos = pos      # (B, T) int64: query positions i ((B, T, A) with A position axes)
+        self.kpos = kpos    # (B, Tk) int64: key positions j ((B, Tk, A))
         self.causal = BOOL[meta.get("causal", "false")]
         self.scale = float(meta["scale"]) if "scale" in meta else 1.0 / math.sqrt(D)
 
@@ -80,11 +80,21 @@ def _inputs(tensors, no_grad):
     return t
 
 
-def _index(t, name, B, n, default):
+def _index(t, name, B, n, default, A=1):
+    """Positions (B, n), or with A >= 2 axes (B, n, A): a tensor [n] / [B, n] (A = 1) or [n, A] /
+    [B, n, A]; absent: default on every axis."""
     if name not in t:
-        return default.expand(B, n)
+        d = default.expand(B, n)
+        return d if A == 1 else d[..., None].expand(B, n, A)
     p = t[name]
-    return p.expand(B, n) if p.dim() == 1 else p
+    if A == 1:
+        return p.expand(B, n) if p.dim() == 1 else p
+    return p.expand(B, n, A) if p.dim() == 2 else p
+
+
+def axes(mod, meta, t):
+    """Position axes the method reads per token (rope_sections, rope_mixed): 1 for the others."""
+    return mod.axes(meta, t) if hasattr(mod, "axes") else 1
 
 
 def _core(mod, ctx, q, k, v):
@@ -146,8 +156,9 @@ def attend_qkv(meta, tensors):
     H = int(meta["heads"])
     D = C // H
     Hkv = int(meta.get("kv_heads", H))
-    pos = _index(t, "positions", B, T, torch.arange(Tk - T, Tk))
-    kpos = _index(t, "key_positions", B, Tk, torch.arange(Tk))
+    A = axes(mod, meta, t)
+    pos = _index(t, "positions", B, T, torch.arange(Tk - T, Tk), A)
+    kpos = _index(t, "key_positions", B, Tk, torch.arange(Tk), A)
     ctx = Ctx(meta, t, B, T, Tk, H, Hkv, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)
@@ -183,7 +194,7 @@ def attend(meta, tensors):
     if mems is not None and not batched:
         mems = mems[None]
     M = 0 if mems is None else mems.shape[1]
-    pos, kpos = layer_positions(mod, _index(t, "positions", B, T, torch.arange(T)), B, T, M)
+    pos, kpos = layer_positions(mod, _index(t, "positions", B, T, torch.arange(T), axes(mod, meta, t)), B, T, M)
     ctx = Ctx(meta, t, B, T, M + T, H, Hkv, D, pos, kpos)
     if hasattr(mod, "defaults"):
         mod.defaults(ctx)

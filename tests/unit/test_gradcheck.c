@@ -32,7 +32,10 @@ static const char *method_keys(const char *method) {
         {"t5", "num_buckets=8 max_distance=12"},
         {"rope", "rotary_dim=2|rope_scaling=longrope original_max_position_embeddings=4 "
                  "max_position_embeddings=16 rope_layout=interleaved|rope_scaling=yarn rope_factor=4 "
-                 "original_max_position_embeddings=8"},
+                 "original_max_position_embeddings=8|rope_sections=1,1|rope_sections=1,1 rope_section_layout=interleaved "
+                 "rope_layout=interleaved|rope_sections=1,1 rope_section_freqs=per_axis|rope_sections=1,1 "
+                 "rope_scaling=longrope original_max_position_embeddings=4 max_position_embeddings=16"},
+        {"rope_mixed", "|rope_layout=half rotary_dim=2"},
         {"huang1", "max_rel=3"}, {"huang2", "max_rel=3"}, {"huang3", "max_rel=3"}, {"huang4", "max_rel=3"},
         {"tupe", "num_buckets=8 max_distance=12|num_buckets=8 max_distance=12 tupe_cls=false"},
         {"xl", "clamp_len=3|same_length=true mem_len=2"},
@@ -52,13 +55,14 @@ typedef struct run {
     const variant *v;
     int64_t C, n; /* n = B*T*C */
     float *x, *y, *r, *dx;
-    int64_t *pos;
+    int64_t *pos, A; /* (B, T, A): A position axes (rope_sections, rope_mixed) */
 } run;
 
 static double loss(run *R) {
     pe_err err;
-    pe_status st = pe_attention_forward(R->att, &R->L.w, R->x, NULL, 0, R->pos, 1, R->v->B, R->v->T,
-                                        R->y, NULL, NULL, &err);
+    pe_positions at = {.pos = R->pos, .pos_batched = 1, .axes = R->A};
+    pe_status st = pe_attention_layer_forward(R->att, &R->L.w, R->x, NULL, 0, R->v->B, R->v->T, &at, R->y, NULL,
+                                              NULL, &err);
     if (st) fail_msg("forward: %s", err.msg);
     double s = 0;
     for (int64_t i = 0; i < R->n; i++) s += (double)R->y[i] * R->r[i];
@@ -101,16 +105,18 @@ static int check_settings(int m, const char *keys) {
         }
         R.att = pe_test_layer(settings, R.C);
         pe_err err;
-        if (pe_layer_init(&R.L, R.att, 64, 7 + vi, &err)) fail_msg("%s", err.msg);
+        /* free rows: 64 positions of a table, or rope_mixed's two axes */
+        if (pe_layer_init(&R.L, R.att, strcmp(method, "rope_mixed") ? 64 : 2, 7 + vi, &err)) fail_msg("%s", err.msg);
+        R.A = pe_attention_axes(R.att, &R.L.w);
         R.n = v->B * v->T * R.C;
         R.x = malloc(sizeof(float) * R.n), R.y = malloc(sizeof(float) * R.n);
         R.r = malloc(sizeof(float) * R.n), R.dx = malloc(sizeof(float) * R.n);
-        R.pos = malloc(sizeof(int64_t) * v->B * v->T);
+        R.pos = malloc(sizeof(int64_t) * v->B * v->T * R.A);
         pe_rng rng = {42 + vi};
         for (int64_t i = 0; i < R.n; i++) R.x[i] = 2 * pe_rng_uniform(&rng) - 1, R.r[i] = 2 * pe_rng_uniform(&rng) - 1;
         for (int64_t b = 0; b < v->B; b++)
             for (int64_t t = 0, p = 3 * b; t < v->T; t++, p += v->gapped ? 1 + (t * 7 + b) % 4 : 1)
-                R.pos[b * v->T + t] = p;
+                for (int64_t a = 0; a < R.A; a++) R.pos[(b * v->T + t) * R.A + a] = a ? (p * (a + 2)) % 7 + a : p;
 
         loss(&R);
         pe_layer_zero_grad(&R.L);

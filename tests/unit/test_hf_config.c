@@ -143,11 +143,40 @@ static void explicit_keys_override(void **state) {
     pe_attention_free(att);
 }
 
+/* M-RoPE from Qwen2-VL's and Qwen3-VL's config.json (the latter nested in text_config) */
+static void mrope_configs(void **state) {
+    (void)state;
+    pe_err err;
+    pe_status st;
+    pe_attention *att = from_config("tests/hf/qwen2vl.json", 28, 128, NULL, NULL, &err, &st);
+    if (st) fail_msg("%s", err.msg);
+    const pe_config *cfg = pe_attention_config(att);
+    assert_int_equal(cfg->rope_sections.n, 3);
+    assert_int_equal(cfg->rope_sections.v[0], 16), assert_int_equal(cfg->rope_sections.v[1], 24);
+    assert_int_equal(cfg->rope_sections.v[2], 24);
+    assert_int_equal(cfg->rope_section_layout, PE_SECTIONS_CONTIGUOUS);
+    assert_int_equal(cfg->rope_scaling, PE_ROPE_NONE);
+    assert_true(cfg->rope_base == 1e6);
+    assert_int_equal(pe_attention_axes(att, NULL), 3);
+    pe_attention_free(att);
+    att = from_config("tests/hf/qwen3vl.json", 32, 128, NULL, NULL, &err, &st);
+    if (st) fail_msg("%s", err.msg);
+    cfg = pe_attention_config(att);
+    assert_int_equal(cfg->rope_sections.n, 3);
+    assert_int_equal(cfg->rope_sections.v[0], 24);
+    assert_int_equal(cfg->rope_section_layout, PE_SECTIONS_INTERLEAVED);
+    assert_true(cfg->rope_base == 5e6);
+    pe_attention_free(att);
+    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [1, 1]}}", NULL, NULL,
+                 "sum to 2 pairs");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(example_configs_match_hf),
         cmocka_unit_test(bad_configs_are_errors),
         cmocka_unit_test(explicit_keys_override),
+        cmocka_unit_test(mrope_configs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -453,7 +453,7 @@ static void rotation_on_caller_buffers(void **state) {
         /* refused: a position outside the span, a method without a rotation */
         assert_int_equal(pe_attention_rotate(rot, &L.w, k, Tk, Ckv, Hkv, kpos, lo + 1, hi, PE_ROTATE_K, 0, &err), PE_EPOS);
         assert_int_equal(pe_attention_rotate(plain, NULL, k, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err), PE_EINVAL);
-        assert_non_null(strstr(err.msg, "rotates nothing"));
+        assert_non_null(strstr(err.msg, "no rotation of caller buffers"));
     }
     free(q), free(k), free(v), free(o1), free(o2), free(x), free(y), free(rx), free(ry);
     pe_layer_free(&L);

@@ -1,0 +1,149 @@
+/* RoPE-Mixed (Heo et al. 2024, naver-ai/rope-vit `compute_mixed_cis`): learned frequencies per
+ * head and position axis. Pair t of head h at a token with positions p (A axes) rotates by
+ *   angle = sum_a p[a] rope_freqs[a, h, t]
+ * (rope_freqs [A, H, rotary_dim/2], A its rows; plain positions are A = 1). The pairs follow
+ * rope_layout (interleaved by default: rope-vit's complex pairs). The angles are formed in
+ * double from the float32 table and rounded once, as rope's; each head has its own table, so
+ * heads rotate one at a time through rope's kernel. No scaling, no grouped-query attention.
+ *
+ * The gradient of rope_freqs: for y = R(angle) x, dL/dangle = -dy1 y2 + dy2 y1 per pair, and
+ * dL/dfreqs[a, h, t] = sum over q and k rows of dL/dangle (p[a] - min p): adding a constant to
+ * one axis of every position adds the same phase to every q and k of a pair, which no score
+ * sees, so the sum of dL/dangle is 0 and the shift by min p only keeps large positions from
+ * cancelling. */
+#include "../internal.h"
+
+typedef struct {
+    float *cs;   /* (H, B*T, r/2, 2) per head: cos, sin of the queries */
+    float *cs_k; /* (H, B*Tk, r/2, 2) of the keys, or cs when the keys are the queries */
+    double *acc; /* (A, H, r/2) the gradient, summed by rotate_backward */
+} mixed_state;
+
+static void defaults(pe_config *cfg, int64_t H, int64_t D) {
+    (void)H;
+    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D;
+    if (!pe_config_is_set(cfg, "rope_layout")) cfg->rope_layout = PE_ROPE_INTERLEAVED;
+}
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H;
+    if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2 || cfg->rotary_dim > D)
+        return pe__fail(err, PE_EKEY, "key 'rotary_dim': %lld is not even within 2 .. head_dim %lld",
+                        (long long)cfg->rotary_dim, (long long)D);
+    return PE_OK;
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)D;
+    s[0] = (pe_param_spec){"rope_freqs", 3, {-1, H, cfg->rotary_dim / 2}, 0, {0}};
+    return 1;
+}
+
+static int64_t axes(const pe_config *cfg, const pe_weights *w) {
+    (void)cfg;
+    return w->param[0] && w->param_rows[0] > 0 ? w->param_rows[0] : 1;
+}
+
+/* cs (H, n, half, 2) for n rows of A positions each */
+static void table(const pe__ctx *ctx, const int64_t *pos, int64_t n, float *cs) {
+    const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, A = ctx->A;
+    const float *f = ctx->w->param[0];
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t t = 0; t < half; t++) {
+                double angle = 0;
+                for (int64_t a = 0; a < A; a++) angle += (double)pos[r * A + a] * (double)f[(a * H + h) * half + t];
+                float *e = cs + ((h * n + r) * half + t) * 2;
+                e[0] = (float)cos(angle), e[1] = (float)sin(angle);
+            }
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
+    const int shared = ctx->kpos == ctx->pos;
+    mixed_state *st = calloc(1, sizeof *st);
+    if (st) st->cs = malloc(sizeof(float) * (size_t)(H * n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(H * nk * half * 2));
+    if (st) st->acc = malloc(sizeof(double) * (size_t)(ctx->A * H * half));
+    if (!st || !st->cs || !st->cs_k || !st->acc) {
+        if (st && !shared) free(st->cs_k);
+        if (st) free(st->cs), free(st->acc);
+        free(st);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the rope_mixed tables");
+    }
+    table(ctx, ctx->pos, n, st->cs);
+    if (!shared) table(ctx, ctx->kpos, nk, st->cs_k);
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    mixed_state *st = ctx->state;
+    if (st->cs_k != st->cs) free(st->cs_k);
+    free(st->cs), free(st->acc), free(st);
+    ctx->state = NULL;
+}
+
+/* Every head of n rows (stride ld) by its own table; sign -1: back. */
+static void rotate_heads(const pe__ctx *ctx, float *x, int64_t n, int64_t ld, const float *cs, float sign) {
+    const int64_t half = ctx->cfg->rotary_dim / 2;
+    for (int64_t h = 0; h < ctx->H; h++)
+        pe__rope_rotate(ctx->run, x + h * ctx->D, n, ld, 1, ctx->D, ctx->cfg->rotary_dim, ctx->cfg->rope_layout,
+                        cs + h * n * half * 2, sign);
+}
+
+static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
+    (void)v;
+    const mixed_state *st = ctx->state;
+    if (q) rotate_heads(ctx, q, ctx->B * ctx->T, ctx->C, st->cs, 1.0f);
+    if (k) rotate_heads(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, st->cs_k, 1.0f);
+}
+
+/* acc[a, h, t] += dL/dangle (p[a] - min p) over n rows: x_in before the rotation, dy after */
+static void freq_grad(const pe__ctx *ctx, const float *cs, const int64_t *pos, int64_t n, const float *x_in,
+                      const float *dy, int64_t ld, double *acc) {
+    const int64_t H = ctx->H, D = ctx->D, half = ctx->cfg->rotary_dim / 2, A = ctx->A;
+    const int halfl = ctx->cfg->rope_layout == PE_ROPE_HALF;
+    const int64_t stride = halfl ? 1 : 2, step = halfl ? half : 1;
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t t = 0; t < half; t++) {
+                const float *c = cs + ((h * n + i) * half + t) * 2;
+                const int64_t e1 = i * ld + h * D + t * stride, e2 = e1 + step;
+                const double y1 = (double)x_in[e1] * c[0] - (double)x_in[e2] * c[1];
+                const double y2 = (double)x_in[e2] * c[0] + (double)x_in[e1] * c[1];
+                const double dangle = -(double)dy[e1] * y2 + (double)dy[e2] * y1;
+                for (int64_t a = 0; a < A; a++)
+                    acc[(a * H + h) * half + t] += dangle * (double)(pos[i * A + a] - ctx->pos_min);
+            }
+}
+
+static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in, const float *k_in) {
+    (void)dv;
+    const mixed_state *st = ctx->state;
+    const int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, m = ctx->A * ctx->H * (ctx->cfg->rotary_dim / 2);
+    float *dfreqs = ctx->g->dparam[0];
+    if (dfreqs) {
+        memset(st->acc, 0, sizeof(double) * (size_t)m);
+        freq_grad(ctx, st->cs, ctx->pos, n, q_in, dq, ctx->C, st->acc);
+        freq_grad(ctx, st->cs_k, ctx->kpos, nk, k_in, dk, ctx->Ckv, st->acc);
+        for (int64_t e = 0; e < m; e++) dfreqs[e] += (float)st->acc[e];
+    }
+    rotate_heads(ctx, dq, n, ctx->C, st->cs, -1.0f);
+    rotate_heads(ctx, dk, nk, ctx->Ckv, st->cs_k, -1.0f);
+}
+
+const pe__method pe__method_rope_mixed = {
+    .name = "rope_mixed",
+    .family = PE_FAMILY_ROTARY,
+    .keys = "rope_layout rotary_dim",
+    .flags = PE__FUSED,
+    .defaults = defaults,
+    .check = check,
+    .params = params,
+    .axes = axes,
+    .prepare = prepare,
+    .release = release,
+    .rotate_forward = rotate_forward,
+    .rotate_backward = rotate_backward,
+};

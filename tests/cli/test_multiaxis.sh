@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# CLI tests of multi-axis positions (rope_sections, rope_mixed) through `posenc attend`: the
+# public cases run, and every bad input exits 2 with one stderr line "posenc: ..." and no output:
+# sections that do not sum to rotary_dim/2, a section of 0 pairs, positions without the axis,
+# per_axis with a scaling, section keys without sections, rope_mixed with kv_heads, positions
+# of another method with an axis.
+#   usage: bash tests/cli/test_multiaxis.sh PATH/TO/posenc
+. "$(dirname "$0")/lib.sh" multiaxis "${1:-}"
+need_numpy
+ROOT=$(cd "$HERE/../.." && pwd)
+C="$ROOT/tests/conformance/cases-multiaxis"
+L="$C/mrope_qwen2vl_layer.safetensors"
+"$POSENC" attend "$L" -o "$WORK/ok.safetensors" > /dev/null 2>&1 && ok "the layer case runs" || not_ok "the layer case runs"
+
+# a copy of the layer case with plain positions [T], and one of another method with axes
+"$PY" - "$L" "$WORK" <<'PYEOF'
+import json, struct, sys
+src, w = sys.argv[1], sys.argv[2]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+def write(path, header, blobs):
+    off, out = 0, {}
+    for name, (info, blob) in blobs.items():
+        out[name] = dict(info, data_offsets=[off, off + len(blob)])
+        off += len(blob)
+    out["__metadata__"] = header
+    hb = json.dumps(out).encode()
+    hb += b" " * (-len(hb) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + b"".join(b for _, b in blobs.values()))
+blobs = {k: (dict(dtype=v["dtype"], shape=v["shape"]), data[v["data_offsets"][0]:v["data_offsets"][1]])
+         for k, v in h.items() if k != "__metadata__"}
+plain = dict(blobs)
+T = blobs["positions"][0]["shape"][0]
+plain["positions"] = (dict(dtype="I64", shape=[T]), struct.pack(f"<{T}q", *range(T)))
+write(f"{w}/plain.safetensors", h["__metadata__"], plain)
+write(f"{w}/nosections.safetensors", {k: v for k, v in h["__metadata__"].items() if k != "rope_sections"}, plain)
+write(f"{w}/alibi.safetensors", {"method": "alibi", "heads": "2", "causal": "true"}, blobs)
+PYEOF
+O="$WORK/out.safetensors"
+expect_bad "sections that do not sum to rotary_dim/2" "sum to 3 pairs" "$O" attend "$L" -o "$O" --rope_sections 2,1
+expect_bad "a section of 0 pairs" "section 1 has 0 pairs" "$O" attend "$L" -o "$O" --rope_sections 4,0,0
+expect_bad "more sections than positions have axes" "position axes" "$O" attend "$L" -o "$O" --rope_sections 1,1,1,1
+expect_bad "positions without the axis" "expected [T, 3]" "$O" attend "$WORK/plain.safetensors" -o "$O"
+expect_bad "per_axis with a scaling" "per_axis takes no rope_scaling" "$O" attend "$L" -o "$O" --rope_section_freqs per_axis \
+    --rope_scaling linear --rope_factor 2
+expect_bad "section keys without sections" "needs rope_sections" "$O" attend "$WORK/nosections.safetensors" -o "$O" \
+    --rope_section_layout interleaved
+expect_bad "rope_mixed with kv_heads" "grouped-query" "$O" attend "$C/rope_mixed_proj.safetensors" -o "$O" --kv_heads 1
+expect_bad "an axis for a method without" "expected [T]" "$O" attend "$WORK/alibi.safetensors" -o "$O"
+finish
