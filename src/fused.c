@@ -329,6 +329,15 @@ static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
     return 0;
 }
 
+/* The error of query i of row b left with nothing to average: every key masked, or (when it keeps
+ * a key) scores that are not finite. */
+static pe_status empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
+    if (row_has_key(ctx, b, i))
+        return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
+                                        "method's terms)", (long long)i, (long long)b);
+    return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
+}
+
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
@@ -413,14 +422,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         ftz_leave(run, csr);
     }
     free(kt), free(vr), free(kr), free(scratch), free(relbuf);
-    if (bad != INT64_MAX) {
-        const int64_t b = bad / T / H, i = bad % T;
-        if (row_has_key(ctx, b, i))
-            return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
-                                            "method's terms)", (long long)i, (long long)b);
-        return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
-    }
-    return PE_OK;
+    return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
 }
 
 static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
@@ -496,14 +498,7 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
             }
     }
     free(part), free(scratch);
-    if (bad != INT64_MAX) {
-        const int64_t b = bad / T / H, i = bad % T;
-        if (row_has_key(ctx, b, i))
-            return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
-                                            "method's terms)", (long long)i, (long long)b);
-        return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
-    }
-    return PE_OK;
+    return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
 }
 
 /* Elements of tensor i as given to this call (a free first dimension from param_rows); 0 when unknown. */

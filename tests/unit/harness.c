@@ -89,3 +89,17 @@ pe_attention *pe_test_layer(const char *settings, int64_t C) {
     assert_int_equal(st, PE_OK);
     return att;
 }
+
+float *pe_test_uniform(int64_t n, pe_rng *rng) {
+    float *x = malloc(sizeof(float) * (n ? n : 1));
+    if (!x) fail_msg("out of memory");
+    for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(rng) - 1;
+    return x;
+}
+
+double pe_test_maxabs(const float *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(a[i])) m = fmax(m, fabs(a[i]));
+    return m;
+}

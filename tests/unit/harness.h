@@ -34,6 +34,10 @@ pe_status pe_test_config(const char *settings, pe_config *cfg, pe_err *err);
 double pe_test_fd_element(float *x, double ana, float h, double (*loss)(void *), void *ctx,
                           double worst, const char *label, const char *name, int64_t e);
 
+/* n floats uniform in [-1, 1) from rng (caller frees), and the largest finite |a[i]|. */
+float *pe_test_uniform(int64_t n, pe_rng *rng);
+double pe_test_maxabs(const float *a, int64_t n);
+
 /* A layer from key=value words ("method=t5 heads=2 num_buckets=8"); fails the test on error. */
 pe_attention *pe_test_layer(const char *settings, int64_t C);
 

@@ -16,18 +16,6 @@
 
 #include "harness.h"
 
-static float *frand(int64_t n, pe_rng *rng) {
-    float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(rng) - 1;
-    return x;
-}
-
-static double maxabs(const float *a, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 /* A layer of settings (heads 4, kv_heads 2 where the method has grouped-query attention). */
 static pe_attention *layer(const char *settings, int64_t C, int causal) {
     char full[512];
@@ -71,7 +59,7 @@ static void decode_equals_layer(void **state) {
         pe_err err;
         if (pe_layer_init(&L, att, 64, 9, &err)) fail_msg("%s", err.msg);
         pe_rng rng = {31};
-        float *x[2] = {frand(N0 * C, &rng), frand(N1 * C, &rng)};
+        float *x[2] = {pe_test_uniform(N0 * C, &rng), pe_test_uniform(N1 * C, &rng)};
         int64_t pos[2][11];
         for (int b = 0; b < 2; b++)
             for (int64_t t = 0, p = 2 * b; t < n[b]; t++, p += xl ? 1 : 1 + (t * 7 + b) % 4) pos[b][t] = xl ? t : p;
@@ -99,7 +87,7 @@ static void decode_equals_layer(void **state) {
                     fail_msg("%s: layer: %s", settings, err.msg);
                 char what[64];
                 snprintf(what, sizeof what, "y step %d row %d path %d", s, b, path);
-                double sc = fmax(1.0, maxabs(want, np * C));
+                double sc = fmax(1.0, pe_test_maxabs(want, np * C));
                 if (lens[b]) bad += pe_test_compare(what, y + b * T * C, want + done[b] * C, lens[b] * C, 3e-5 * sc, 1e-4);
                 for (int64_t e = lens[b] * C; e < T * C; e++) /* padding: o = 0, y = bo */
                     bad += y[b * T * C + e] != (L.w.bo ? L.w.bo[e % C] : 0.0f);
@@ -137,7 +125,7 @@ static int64_t keys_from_scratch(pe_kv_cache *kv, pe_attention *att, const pe_we
     }
     if (pe_attention_rotate(att, w, want, n, Ckv, Ckv / pe_attention_head_dim(att), pos, lo, hi, PE_ROTATE_K, 0, &err))
         fail_msg("%s: %s", what, err.msg);
-    const double sc = maxabs(want, n * Ckv);
+    const double sc = pe_test_maxabs(want, n * Ckv);
     int64_t bad = pe_test_compare(what, k, want, n * Ckv, 6e-7 * sc, 0);
     free(want);
     return bad;
@@ -178,7 +166,7 @@ static void rerotation_is_exact(void **state) {
         if (strstr(CASES[ci].settings, "longrope")) /* long factors apart from the short ones */
             for (int64_t t = 0; t < 8; t++) ((float *)L.w.param[0])[t] = 1.0f + 0.1f * t, ((float *)L.w.param[1])[t] = 2.0f + 0.5f * t;
         pe_rng rng = {5};
-        float *k = frand(N * Ckv, &rng), *v = frand(N * Ckv, &rng), *q = frand(C, &rng);
+        float *k = pe_test_uniform(N * Ckv, &rng), *v = pe_test_uniform(N * Ckv, &rng), *q = pe_test_uniform(C, &rng);
         int64_t pos[16];
         for (int64_t u = 0; u < N; u++) pos[u] = CASES[ci].p0 + u;
         pe_kv_cache *kv;
@@ -220,7 +208,7 @@ static void rerotation_is_exact(void **state) {
             pe_attention_forward_qkv(att, &L.w, q, raw, rv, 1, 1, n, &at2, o2, NULL, NULL, &err))
             fail_msg("%s: %s", CASES[ci].settings, err.msg);
         snprintf(what, sizeof what, "o (%s)", CASES[ci].settings);
-        bad += pe_test_compare(what, o1, o2, C, 3e-5 * fmax(1.0, maxabs(o2, C)), 1e-4);
+        bad += pe_test_compare(what, o1, o2, C, 3e-5 * fmax(1.0, pe_test_maxabs(o2, C)), 1e-4);
         assert_int_equal(bad, 0);
         pe_kv_cache_free(kv);
         pe_layer_free(&L);

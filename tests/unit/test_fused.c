@@ -108,20 +108,13 @@ static void run(pe_attention *att, pe_layer *L, const shape *s, const float *x, 
 
 static void result_free(result *r) { free(r->y), free(r->dx), free(r->grads); }
 
-static double maxabs(const float *a, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(a[i])) m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 /* Float32 sums in another order: an error relative to the tensor's scale, with a floor
  * relative to every gradient's (dbk is 0 but for rounding without a rotation), and to the
  * logits' (an error of one ulp of s_max in a logit moves p by that much relatively:
  * floater's random layers reach |s| ~ 500). */
 static int64_t compare(const char *what, const float *got, const float *want, int64_t n, double cond,
                        double floor) {
-    return pe_test_compare(what, got, want, n, cond * (2e-5 * maxabs(want, n) + floor), cond * 1e-4);
+    return pe_test_compare(what, got, want, n, cond * (2e-5 * pe_test_maxabs(want, n) + floor), cond * 1e-4);
 }
 
 /* The fused runs: (instruction set, threads, no_ftz, denormals) */
@@ -157,8 +150,8 @@ static void check_settings(const char *settings) {
 
         result ref, fu;
         run(att, &L, s, x, pos, dy, scores, &ref);
-        const double cond = fmax(1.0, maxabs(scores, s->B * s->H * s->T * Tk) / 32);
-        const double floor = 2e-6 * fmax(1.0, fmax(maxabs(ref.grads, L.n), maxabs(ref.dx, n)));
+        const double cond = fmax(1.0, pe_test_maxabs(scores, s->B * s->H * s->T * Tk) / 32);
+        const double floor = 2e-6 * fmax(1.0, fmax(pe_test_maxabs(ref.grads, L.n), pe_test_maxabs(ref.dx, n)));
         const char *names[8 + PE_MAX_PARAMS];
         float *data[8 + PE_MAX_PARAMS], *grads[8 + PE_MAX_PARAMS];
         int64_t sizes[8 + PE_MAX_PARAMS];

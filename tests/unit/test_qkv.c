@@ -24,22 +24,9 @@ static void linear(float *y, const float *x, const float *w, const float *b, int
         for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
 }
 
-static float *frand(int64_t n, pe_rng *rng) {
-    float *x = malloc(sizeof(float) * (n ? n : 1));
-    for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(rng) - 1;
-    return x;
-}
-
-static double maxabs(const float *a, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++)
-        if (isfinite(a[i])) m = fmax(m, fabs(a[i]));
-    return m;
-}
-
 /* float32 sums in another order: relative to the tensor's scale */
 static int64_t close_to(const char *what, const float *got, const float *want, int64_t n) {
-    return pe_test_compare(what, got, want, n, 3e-5 * fmax(1.0, maxabs(want, n)), 1e-4);
+    return pe_test_compare(what, got, want, n, 3e-5 * fmax(1.0, pe_test_maxabs(want, n)), 1e-4);
 }
 
 /* A layer of `settings` with H heads over width C, causal or not, and its random tensors (rows:
@@ -75,7 +62,7 @@ static void layer_is_projections_plus_qkv(void **state) {
     pe_err err;
     pe_attention *att = layer_of(settings, H, C, 1, 5, 64, &L);
     pe_rng rng = {77};
-    float *x = frand(B * T * C, &rng), *mems = frand(B * M * C, &rng), *dy = frand(B * T * C, &rng);
+    float *x = pe_test_uniform(B * T * C, &rng), *mems = pe_test_uniform(B * M * C, &rng), *dy = pe_test_uniform(B * T * C, &rng);
     int64_t pos[B * T];
     for (int64_t b = 0; b < B; b++)
         for (int64_t t = 0, p = 3 * b; t < T; t++, p += 1 + (t * 5 + b) % 3) pos[b * T + t] = p;
@@ -212,8 +199,8 @@ static void fused_qkv_matches_reference(void **state) {
         pe_layer L;
         if (pe_layer_init(&L, att, 512, 31 + si, &err)) fail_msg("%s", err.msg);
         pe_rng rng = {500 + si};
-        float *q = frand(B * T * C, &rng), *k = frand(B * Tk * Ckv, &rng), *v = frand(B * Tk * Ckv, &rng);
-        float *dout = frand(B * T * C, &rng);
+        float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * Tk * Ckv, &rng), *v = pe_test_uniform(B * Tk * Ckv, &rng);
+        float *dout = pe_test_uniform(B * T * C, &rng);
         int64_t *kpos = malloc(sizeof(int64_t) * B * Tk), *qpos = malloc(sizeof(int64_t) * B * T);
         uint8_t *mask = s->mask ? malloc((size_t)(B * T * Tk)) : NULL;
         for (int64_t b = 0; b < B; b++) {
@@ -235,13 +222,13 @@ static void fused_qkv_matches_reference(void **state) {
         qrun ref, fu;
         qkv_run(att, &L, s, q, k, v, &at, dout, scores, &ref);
         qkv_run(att, &L, s, q, k, v, &at, dout, NULL, &fu);
-        const double cond = fmax(1.0, maxabs(scores, B * s->H * T * Tk) / 32);
-        const double floor = 2e-6 * fmax(1.0, maxabs(ref.grads, L.n));
-        int64_t bad = pe_test_compare("o", fu.o, ref.o, B * T * C, cond * 2e-5 * fmax(1, maxabs(ref.o, B * T * C)), 1e-4) +
-                      pe_test_compare("dq", fu.dq, ref.dq, B * T * C, cond * (2e-5 * maxabs(ref.dq, B * T * C) + floor), 1e-4) +
-                      pe_test_compare("dk", fu.dk, ref.dk, B * Tk * Ckv, cond * (2e-5 * maxabs(ref.dk, B * Tk * Ckv) + floor), 1e-4) +
-                      pe_test_compare("dv", fu.dv, ref.dv, B * Tk * Ckv, cond * (2e-5 * maxabs(ref.dv, B * Tk * Ckv) + floor), 1e-4) +
-                      pe_test_compare("d(method tensors)", fu.grads, ref.grads, L.n, cond * (2e-5 * maxabs(ref.grads, L.n) + floor), 1e-4);
+        const double cond = fmax(1.0, pe_test_maxabs(scores, B * s->H * T * Tk) / 32);
+        const double floor = 2e-6 * fmax(1.0, pe_test_maxabs(ref.grads, L.n));
+        int64_t bad = pe_test_compare("o", fu.o, ref.o, B * T * C, cond * 2e-5 * fmax(1, pe_test_maxabs(ref.o, B * T * C)), 1e-4) +
+                      pe_test_compare("dq", fu.dq, ref.dq, B * T * C, cond * (2e-5 * pe_test_maxabs(ref.dq, B * T * C) + floor), 1e-4) +
+                      pe_test_compare("dk", fu.dk, ref.dk, B * Tk * Ckv, cond * (2e-5 * pe_test_maxabs(ref.dk, B * Tk * Ckv) + floor), 1e-4) +
+                      pe_test_compare("dv", fu.dv, ref.dv, B * Tk * Ckv, cond * (2e-5 * pe_test_maxabs(ref.dv, B * Tk * Ckv) + floor), 1e-4) +
+                      pe_test_compare("d(method tensors)", fu.grads, ref.grads, L.n, cond * (2e-5 * pe_test_maxabs(ref.grads, L.n) + floor), 1e-4);
         if (bad) fail_msg("%s [%s]: %lld elements differ", settings, s->name, (long long)bad);
         qrun_free(&ref), qrun_free(&fu);
         free(q), free(k), free(v), free(dout), free(kpos), free(qpos), free(mask), free(scores);
@@ -279,8 +266,8 @@ static void padded_rows_are_rows(void **state) {
                 pe_attention_set_run_options(one, &(pe_run_options){.path = PE_PATH_REFERENCE});
             }
             pe_rng rng = {99};
-            float *q = frand(B * T * C, &rng), *k = frand(B * Tk * C, &rng), *v = frand(B * Tk * C, &rng);
-            float *dout = frand(B * T * C, &rng);
+            float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * Tk * C, &rng), *v = pe_test_uniform(B * Tk * C, &rng);
+            float *dout = pe_test_uniform(B * T * C, &rng);
             int64_t kpos[B * 100], qpos[B * 70];
             for (int64_t b = 0; b < B; b++) {
                 for (int64_t u = 0, p = 4 * b; u < Tk; u++, p += 1 + (u + b) % 2) kpos[b * Tk + u] = u < klen[b] ? p : -1000;
@@ -351,8 +338,8 @@ static void qkv_finite_differences(void **state) {
     pe_err err;
     pe_attention *att = layer_of(settings, H, C, 1, 21, 64, &L);
     pe_rng rng = {8};
-    float *q = frand(B * T * C, &rng), *k = frand(B * Tk * C, &rng), *v = frand(B * Tk * C, &rng);
-    float *r = frand(B * T * C, &rng), *o = malloc(sizeof(float) * B * T * C);
+    float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * Tk * C, &rng), *v = pe_test_uniform(B * Tk * C, &rng);
+    float *r = pe_test_uniform(B * T * C, &rng), *o = malloc(sizeof(float) * B * T * C);
     float *dq = malloc(sizeof(float) * B * T * C), *dk = malloc(sizeof(float) * B * Tk * C), *dv = malloc(sizeof(float) * B * Tk * C);
     int64_t kpos[2 * 7], qpos[2 * 3];
     uint8_t mask[2 * 3 * 7];
@@ -413,7 +400,7 @@ static void rotation_on_caller_buffers(void **state) {
     pe_err err;
     pe_attention *rot = layer_of(full, H, C, 1, 3, 64, &L), *plain = layer_of("method=none kv_heads=2", H, C, 1, 3, 0, NULL);
     pe_rng rng = {41};
-    float *q = frand(T * C, &rng), *k = frand(Tk * Ckv, &rng), *v = frand(Tk * Ckv, &rng);
+    float *q = pe_test_uniform(T * C, &rng), *k = pe_test_uniform(Tk * Ckv, &rng), *v = pe_test_uniform(Tk * Ckv, &rng);
     float *o1 = malloc(sizeof(float) * T * C), *o2 = malloc(sizeof(float) * T * C);
     int64_t kpos[9], qpos[3];
     for (int64_t u = 0, p = 2; u < Tk; u++, p += 1 + u % 3) kpos[u] = p;
@@ -427,7 +414,7 @@ static void rotation_on_caller_buffers(void **state) {
     if (pe_attention_forward_qkv(plain, NULL, q, k, v, 1, T, Tk, &at, o2, NULL, NULL, &err)) fail_msg("%s", err.msg);
     assert_int_equal(close_to("o", o2, o1, T * C), 0);
     /* the backward is the transpose: <R x, y> = <x, R^T y> over k's rows */
-    float *x = frand(Tk * Ckv, &rng), *y = frand(Tk * Ckv, &rng), *rx = malloc(sizeof(float) * Tk * Ckv);
+    float *x = pe_test_uniform(Tk * Ckv, &rng), *y = pe_test_uniform(Tk * Ckv, &rng), *rx = malloc(sizeof(float) * Tk * Ckv);
     float *ry = malloc(sizeof(float) * Tk * Ckv);
     memcpy(rx, x, sizeof(float) * Tk * Ckv), memcpy(ry, y, sizeof(float) * Tk * Ckv);
     if (pe_attention_rotate(rot, &L.w, rx, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err) ||
