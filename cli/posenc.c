@@ -46,6 +46,8 @@ static const struct command {
      "      P_re P_im of IN's ids). Settings and tensors (pos_table, floater_*, amp freq phase ids,\n"
      "      positions) from IN, e.g. a case file, and --KEY VALUE; --T N: positions 0..N-1;\n"
      "      --positions: a list; --width C: the width where no tensor gives it (sinusoidal)", cli_encode},
+    {"positions", "SPANS [--merge M] [--tokens-per-second R] [-o OUT.safetensors]",
+     "3-axis positions of text and image/video grids, as Qwen2-VL's get_rope_index (--help)", cli_positions},
     {"bench", "[--T 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
      "speed as ratios: RoPE vs a copy, fused vs reference attention vs PyTorch eager, memory (--help)", cli_bench},
     {"plot", "encoding|similarity|relative|attention|extrapolation [IN] -o FILE.png [--method NAME] [--size WxH] ...",

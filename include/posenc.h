@@ -425,6 +425,26 @@ pe_status pe_attention_layer_forward_ids(pe_attention *att, const pe_weights *w,
 pe_status pe_attention_backward_ids(pe_attention *att, const pe_weights *w, const float *dy,
                                     const float *dy_imag, pe_grads *g, pe_err *err);
 
+/* ---- multi-axis positions of a vision-language sequence --------------------------------- */
+/* One span of a sequence: `text` tokens of text (t, h, w unused), or (text = 0) an image or
+ * video of t x h x w patches, which the model's spatial merge turns into t x (h/merge) x
+ * (w/merge) tokens; seconds: a video's seconds per temporal patch (Qwen2.5-VL), 0 for images. */
+typedef struct pe_span {
+    int64_t text;
+    int64_t t, h, w;
+    double seconds;
+} pe_span;
+
+/* The (time, row, column) positions of every token, as Qwen2-VL's get_rope_index lays them
+ * out: a text token at p + 1 on all three axes after the largest position p so far (0 first);
+ * a grid's token (i, j, k) at s + (i', j, k), s the largest position so far + 1, with i' = i,
+ * or, tokens_per_second > 0 (Qwen2.5-VL), i' = floor(i seconds tokens_per_second).
+ *   pos   (N, 3) out, or NULL to count the tokens
+ *   n     out: N;  next: out, the position text resumes at (largest + 1; may be NULL), so the
+ *         k-th generated token sits at next + k on every axis (HF's rope_deltas = next - N) */
+pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, double tokens_per_second, int64_t *pos,
+                             int64_t *n, int64_t *next, pe_err *err);
+
 /* ---- checkpoints between RoPE layouts ------------------------------------------------- */
 /* Permutes the rows of a q or k projection in place so that rotating with layout `to`
  * (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) after the permutation gives the same attention as

@@ -49,4 +49,28 @@ expect_bad "section keys without sections" "needs rope_sections" "$O" attend "$W
     --rope_section_layout interleaved
 expect_bad "rope_mixed with kv_heads" "grouped-query" "$O" attend "$C/rope_mixed_proj.safetensors" -o "$O" --kv_heads 1
 expect_bad "an axis for a method without" "expected [T]" "$O" attend "$WORK/alibi.safetensors" -o "$O"
+
+# ---- posenc positions ------------------------------------------------------------------------
+out=$("$POSENC" positions text:2,image:4x4,text:3)
+[ "$(echo "$out" | awk '!/^#/ { printf "%s/%s/%s ", $2, $3, $4 }')" = "0/0/0 1/1/1 2/2/2 2/2/3 2/3/2 2/3/3 4/4/4 5/5/5 6/6/6 " ] &&
+    echo "$out" | grep -q "text resumes at position 7 (rope_deltas -2)" && ok "positions: text, image, text" ||
+    not_ok "positions: text, image, text" "$out"
+"$POSENC" positions text:1,video:3x2x4@0.75,text:1 --tokens-per-second 2 -o "$WORK/p.safetensors" > /dev/null &&
+    "$PY" - "$WORK/p.safetensors" <<'PYEOF' && ok "positions -o: [N, 3] I64 and the next position" || not_ok "positions -o"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+p = h["positions"]
+assert p["dtype"] == "I64" and p["shape"] == [8, 3], p
+v = struct.unpack("<24q", raw[8 + n + p["data_offsets"][0]:8 + n + p["data_offsets"][1]])
+assert [v[3 * i] for i in range(8)] == [0, 1, 1, 2, 2, 4, 4, 5], v
+assert h["__metadata__"]["next_position"] == "6", h["__metadata__"]
+PYEOF
+"$POSENC" positions --help | grep -q -- "--tokens-per-second" && ok "positions --help" || not_ok "positions --help"
+expect_bad "positions: no spans" "give the spans" "" positions
+expect_bad "positions: a bad span" "is not a list" "" positions text:2,picture:4x4
+expect_bad "positions: grid not divisible" "do not divide by the spatial merge 2" "" positions image:3x4
+expect_bad "positions: bad --merge" "--merge" "" positions text:2 --merge 0
+expect_bad "positions: output directory missing" "$WORK/none/p.safetensors" "$WORK/none/p.safetensors" positions text:2 -o "$WORK/none/p.safetensors"
 finish
