@@ -6,10 +6,12 @@
  * learned pos_table, or a trainer checkpoint's trained encoding (its absolute method, block
  * L). Prints a table; -o writes the same as CSV. */
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../src/io/output.h"
 #include "cli.h"
 #include "posmat.h"
 #include "props.h"
@@ -107,8 +109,10 @@ int cli_analyze(int argc, char **argv) {
             char *end;
             long long x = v ? strtoll(v, &end, 10) : -1;
             int lo = strcmp(a, "--seed") && strcmp(a, "--layer") ? (strcmp(a, "--N") ? 1 : 3) : 0;
-            if (!v || !*v || *end || x < lo || (!strcmp(a, "--N") && x > 2048))
-                rc = cli_fail("%s: '%s' is not a number in %d..%s", a, v ? v : "", lo, strcmp(a, "--N") ? "" : "2048");
+            const long long hi = !strcmp(a, "--N") ? 2048 : !strcmp(a, "--width") ? 1 << 16 : !strcmp(a, "--heads") ? 1024
+                                 : !strcmp(a, "--layer") ? 1 << 20 : LLONG_MAX;
+            if (!v || !*v || *end || x < lo || x > hi)
+                rc = cli_fail("%s: '%s' is not a number in %d..%lld", a, v ? v : "", lo, hi);
             else *(a[2] == 'N' ? &N : a[2] == 'w' ? &C : a[2] == 'h' ? &heads : a[2] == 'l' ? &layer : &seed) = x, i++;
             layer_set |= a[2] == 'l';
         } else if (!strncmp(a, "--", 2) && a[2] && strcmp(a + 2, "method")) {
@@ -152,7 +156,10 @@ int cli_analyze(int argc, char **argv) {
         rc = analyze_one(&p, cosine, &rows[k]);
     }
     FILE *csv = NULL;
-    if (!rc && out && !(csv = fopen(out, "w"))) rc = cli_fail("%s: cannot write", out);
+    pe_out o = {0};
+    pe_err werr;
+    if (!rc && out && pe_out_open(&o, out, &werr)) rc = cli_fail("%s", werr.msg);
+    else if (!rc && out) csv = o.fp;
     if (!rc) {
         printf("%-16s %-9s %-16s %8s %8s %8s %8s %8s\n", "method", "family", "matrix", "monotone", "mono_fwd", "mono_bwd",
                "transl", "symmetry");
@@ -166,8 +173,10 @@ int cli_analyze(int argc, char **argv) {
                 fprintf(csv, "%s,%s,%s,%lld,%.6g,%.6g,%.6g,%.6g,%.6g\n", rows[k].method, fam, rows[k].matrix, (long long)N,
                         q->monotonicity, q->mono_fwd, q->mono_bwd, q->translation, q->symmetry);
         }
-        if (csv && fclose(csv)) rc = cli_fail("%s: cannot write", out);
+        if (csv && pe_out_commit(&o, &werr)) rc = cli_fail("%s", werr.msg);
         else if (csv) printf("wrote %s\n", out);
+    } else if (csv) {
+        pe_out_abort(&o);
     }
     pm_checkpoint_free(&ck);
     free(rows), free(keys), free(vals);

@@ -1,6 +1,7 @@
 /* posenc attend CASE.safetensors -o OUT.safetensors [--KEY VALUE ...]
  * Settings come from CASE's __metadata__; --KEY VALUE overrides one (--KEY alone: true). */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,13 +10,27 @@
 #include "cli.h"
 
 int cli_fail(const char *fmt, ...) {
+    char raw[2048];
     va_list ap;
     va_start(ap, fmt);
-    fputs("posenc: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    fputs("posenc: ", stderr);
+    for (const unsigned char *c = (const unsigned char *)raw; *c; c++) /* one line: control characters escaped */
+        if (*c >= 0x20 && *c != 0x7f) fputc(*c, stderr);
+        else fprintf(stderr, *c == '\n' ? "\\n" : *c == '\t' ? "\\t" : "\\x%02x", *c);
+    fputc('\n', stderr);
     return 2;
+}
+
+int cli_int(const char *flag, const char *text, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = text ? strtoll(text, &end, 10) : 0;
+    if (!text || !*text || *end || errno || v < lo || v > hi)
+        return cli_fail("%s: '%s' is not a whole number in %lld .. %lld", flag, text ? text : "", lo, hi);
+    *out = v;
+    return 0;
 }
 
 int cli_merge_settings(const pe_st_file *f, int n_over, const char *const *over_k, const char *const *over_v,

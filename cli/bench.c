@@ -695,8 +695,11 @@ int cli_bench(int argc, char **argv) {
         if (!strcmp(a, "--T") && has) {
             const char *l[MAXL];
             o.nT = parse_list(argv[++i], l, MAXL);
-            for (int t = 0; t < o.nT; t++)
-                if ((o.T[t] = atoll(l[t])) < 1) return cli_fail("bench: bad --T '%s'", l[t]);
+            for (int t = 0; t < o.nT; t++) {
+                long long x;
+                if (cli_int("bench: --T", l[t], 1, 1 << 17, &x)) return 2;
+                o.T[t] = x;
+            }
         } else if (!strcmp(a, "--methods") && has) {
             o.nm = parse_list(argv[++i], o.methods, MAXL);
             for (int m = 0; m < o.nm; m++)
@@ -708,14 +711,21 @@ int cli_bench(int argc, char **argv) {
             else if (!strcmp(c, "no")) o.causal[0] = 0, o.ncausal = 1;
             else return cli_fail("bench: --causal takes both, yes or no");
         } else if (!strcmp(a, "--reps") && has) {
-            if ((o.reps = atoi(argv[++i])) < 1 || o.reps > 15) return cli_fail("bench: --reps takes 1..15");
+            long long x;
+            if (cli_int("bench: --reps", argv[++i], 1, 15, &x)) return 2;
+            o.reps = (int)x;
         } else if (!strcmp(a, "--threads") && has) {
-            if ((o.threads = atoi(argv[++i])) < 1) return cli_fail("bench: --threads takes N >= 1");
+            long long x;
+            if (cli_int("bench: --threads", argv[++i], 1, 1024, &x)) return 2;
+            o.threads = (int)x;
         } else if (!strcmp(a, "--only") && has) o.only = argv[++i];
         else if (!strcmp(a, "--no-torch")) o.torch = 0;
         else if (!strcmp(a, "--no-reference")) o.reference = 0;
-        else if (!strcmp(a, "--ref-max-T") && has) o.ref_max_T = atoll(argv[++i]);
-        else if (!strcmp(a, "--torch-max-T") && has) o.torch_max_T = atoll(argv[++i]);
+        else if ((!strcmp(a, "--ref-max-T") || !strcmp(a, "--torch-max-T")) && has) {
+            long long x;
+            if (cli_int(a, argv[++i], 0, 1 << 20, &x)) return 2;
+            *(a[2] == 'r' ? &o.ref_max_T : &o.torch_max_T) = x;
+        }
         else if (!strcmp(a, "--torch") && has) o.torch_path = argv[++i];
         else if (!strcmp(a, "--readme") && has) o.readme = argv[++i];
         else if (!strcmp(a, "--quick")) o.T[0] = 512, o.T[1] = 2048, o.nT = 2, o.reps = 1;

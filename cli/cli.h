@@ -27,6 +27,11 @@ int cli_readme_block(const char *cmd, const char *path, const char *tag, const c
 int cli_merge_settings(const pe_st_file *f, int n_over, const char *const *over_k, const char *const *over_v,
                        const char **keys, const char **vals);
 
+/* A whole number from the command line: *out = text if it is one within lo .. hi; else 2 with
+ * the message "FLAG: 'text' is not a whole number in lo .. hi" (what every size flag uses, so a
+ * size from input never overflows what it allocates). */
+int cli_int(const char *flag, const char *text, long long lo, long long hi, long long *out);
+
 /* Prints "posenc: <msg>" and returns 2, the status of bad input. */
 int cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

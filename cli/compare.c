@@ -19,6 +19,7 @@
 #include "../train/env.h"
 #include "../train/plot.h"
 #include "../train/trainer.h"
+#include "../src/io/output.h"
 #include "cli.h"
 
 #define MAX_VARIANTS 64
@@ -133,11 +134,16 @@ int cli_compare(int argc, char **argv) {
         if (i + 1 >= argc) return cli_fail("compare: %s needs a value", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--methods")) methods = v;
-        else if (!strcmp(a, "--seeds")) seeds = atoi(v);
+        else if (!strcmp(a, "--seeds") || !strcmp(a, "--jobs") || !strcmp(a, "--shape-k")) {
+            long long x;
+            if (cli_int(a, v, a[2] == 's' && a[3] == 'e' ? 1 : 0, a[2] == 'j' ? 1024 : 1LL << 31, &x)) return 2;
+            if (a[2] == 'j') jobs = (int)x;
+            else if (a[3] == 'e') seeds = (int)x;
+            else shape_k = x;
+        }
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--readme")) readme = v;
-        else if (!strcmp(a, "--jobs")) jobs = atoi(v);
-        else if (!strcmp(a, "--shape-k")) shape_k = atoll(v);
+
         else if (!strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--shape"))
             return cli_fail("compare: %s is chosen per run; use --methods, --seeds, --shape-k", a);
         else if (tr_options_set(&o, a + 2, v, &err)) return cli_fail("compare: %s", err.msg);
@@ -393,11 +399,12 @@ int cli_compare(int argc, char **argv) {
     }
     char path[1100];
     snprintf(path, sizeof path, "%s/compare.csv", out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        rc = cli_fail("compare: cannot write '%s'", path);
+    pe_out po;
+    if (pe_out_open(&po, path, &err)) {
+        rc = cli_fail("compare: %s", err.msg);
         goto done;
     }
+    FILE *f = po.fp;
     fprintf(f, "task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n");
     for (int j = 0; j < njobs; j++) {
         const job *jb = &J[j];
@@ -410,8 +417,8 @@ int cli_compare(int argc, char **argv) {
                     jb->failed ? "failed" : "ok");
         }
     }
-    if (fclose(f)) {
-        rc = cli_fail("compare: cannot write '%s'", path);
+    if (pe_out_commit(&po, &err)) {
+        rc = cli_fail("compare: %s", err.msg);
         goto done;
     }
     printf("wrote %s", path);
@@ -463,9 +470,13 @@ int cli_compare(int argc, char **argv) {
         free(S), free(ys), free(xs);
     }
     snprintf(path, sizeof path, "%s/compare.md", out);
-    f = fopen(path, "w");
-    if (!f || fputs(md, f) < 0 || fclose(f)) {
-        rc = cli_fail("compare: cannot write '%s'", path);
+    if (pe_out_open(&po, path, &err)) {
+        rc = cli_fail("compare: %s", err.msg);
+        goto done;
+    }
+    fputs(md, po.fp); /* a failed write shows as the stream's error in commit */
+    if (pe_out_commit(&po, &err)) {
+        rc = cli_fail("compare: %s", err.msg);
         goto done;
     }
     printf(", %s\n", path);

@@ -53,9 +53,11 @@ int cli_convert_rope(int argc, char **argv) {
         int has = i + 1 < argc;
         if (!strcmp(a, "-o") && has) out = argv[++i];
         else if (!strcmp(a, "--to") && has) to_s = argv[++i];
-        else if (!strcmp(a, "--heads") && has) heads = atoll(argv[++i]);
-        else if (!strcmp(a, "--kv-heads") && has) kv = atoll(argv[++i]);
-        else if (!strcmp(a, "--rotary-dim") && has) rd = atoll(argv[++i]);
+        else if ((!strcmp(a, "--heads") || !strcmp(a, "--kv-heads") || !strcmp(a, "--rotary-dim")) && has) {
+            long long x;
+            if (cli_int(a, argv[++i], 1, 1 << 20, &x)) return 2;
+            *(a[2] == 'h' ? &heads : a[2] == 'k' ? &kv : &rd) = x;
+        }
         else if (!strcmp(a, "--q") && has) qn = argv[++i];
         else if (!strcmp(a, "--k") && has) kn = argv[++i];
         else if (a[0] != '-' && !in) in = a;

@@ -4,6 +4,7 @@
  *   ms       forward + backward time at the demo's T
  */
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,16 +33,22 @@ static double loss_of(pe_attention *att, pe_layer *L, const float *x, const int6
 }
 
 int cli_demo(int argc, char **argv) {
-    int64_t T = 64, H = 4, D = 16;
-    uint64_t seed = 1;
+    long long T = 64, H = 4, D = 16, sd = 1;
     for (int i = 0; i < argc; i++) {
-        int has = i + 1 < argc;
-        if (!strcmp(argv[i], "--T") && has) T = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--heads") && has) H = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--head-dim") && has) D = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && has) seed = strtoull(argv[++i], NULL, 10);
-        else return cli_fail("demo: unknown option '%s' (options: --T N --heads H --head-dim D --seed S)", argv[i]);
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long *dst = !strcmp(a, "--T") ? &T : !strcmp(a, "--heads") ? &H : !strcmp(a, "--head-dim") ? &D
+                       : !strcmp(a, "--seed") ? &sd : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: posenc demo [--T N (1..4096)] [--heads H (1..256)] [--head-dim D (even, 2..512)] [--seed S]\n");
+            return 0;
+        }
+        if (!dst) return cli_fail("demo: unknown option '%s' (options: --T N --heads H --head-dim D --seed S)", a);
+        if (!v) return cli_fail("demo: %s needs a value", a);
+        if (cli_int(a, v, dst == &sd ? 0 : 1, dst == &T ? 4096 : dst == &H ? 256 : dst == &D ? 512 : LLONG_MAX, dst))
+            return 2;
+        i++;
     }
+    const uint64_t seed = (uint64_t)sd;
     if (T < 1 || H < 1 || D < 2 || D % 2 || T > 4096)
         return cli_fail("demo: need 1 <= T <= 4096, heads >= 1 and an even head dim >= 2");
     int64_t C = H * D, shift = 100;

@@ -67,20 +67,20 @@ int cli_encode(int argc, char **argv) {
 
     /* the positions asked for on the command line */
     int64_t *pos = NULL, T = 0, C = 0;
-    char *end;
+    long long big;
     if (!rc && T_arg) {
-        T = strtoll(T_arg, &end, 10);
-        if (!*T_arg || *end || T < 1) rc = cli_fail("--T: '%s' is not a length >= 1", T_arg);
-        else if (!(pos = malloc(sizeof(int64_t) * T))) rc = cli_fail("out of memory");
+        if ((rc = cli_int("--T", T_arg, 1, 1 << 20, &big))) goto out;
+        T = big;
+        if (!(pos = malloc(sizeof(int64_t) * T))) rc = cli_fail("out of memory");
         else
             for (int64_t t = 0; t < T; t++) pos[t] = t;
     }
     if (!rc && list && (T = parse_list(list, &pos)) < 0)
         rc = cli_fail("--positions: '%s' is not a comma-separated list of integers", list);
-    if (!rc && width) {
-        C = strtoll(width, &end, 10);
-        if (!*width || *end || C < 1) rc = cli_fail("--width: '%s' is not a width >= 1", width);
-    }
+    if (!rc && width && !(rc = cli_int("--width", width, 1, 1 << 16, &big))) C = big;
+    if (!rc && T * C > ((int64_t)1 << 28))
+        rc = cli_fail("--T %lld x --width %lld: more than 2^28 values to encode", (long long)T, (long long)C);
+out:
 
     pe_err err = {{0}};
     pe_st_file f = {0};

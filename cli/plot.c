@@ -9,12 +9,14 @@
  *                  trainer checkpoint on --input TEXT, per head
  *   extrapolation  the metric against evaluation length of a `posenc compare` CSV */
 #include <math.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../src/io/safetensors.h"
 #include "../train/trainer.h"
+#include "../src/io/output.h"
 #include "cli.h"
 #include "draw.h"
 #include "posmat.h"
@@ -89,8 +91,13 @@ static int parse(int argc, char **argv, opts *o) {
                 if (!v || sscanf(v, "%dx%d", &o->W, &o->H) != 2 || o->W < 160 || o->H < 120 || o->W > 8000 || o->H > 8000)
                     return cli_fail("--size: '%s' is not WxH with W in 160..8000 and H in 120..8000", v ? v : "");
             } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--batch")) {
-                if (!v || parse_int(v, strcmp(a, "--seed") && strcmp(a, "--batch") ? 1 : 0, &x))
-                    return cli_fail("%s: '%s' is not a %s", a, v ? v : "", strcmp(a, "--seed") && strcmp(a, "--batch") ? "count >= 1" : "number >= 0");
+                /* sizes bounded so that no product of them overflows what a plot allocates */
+                const int seed = !strcmp(a, "--seed");
+                long long big;
+                if (cli_int(a, v, seed || !strcmp(a, "--batch") ? 0 : 1,
+                            seed ? LLONG_MAX : !strcmp(a, "--width") ? 1 << 16 : !strcmp(a, "--heads") ? 1024 : 1 << 20, &big))
+                    return 2;
+                x = big;
                 if (!strcmp(a, "--N")) {
                     if (x > 4096) return cli_fail("--N: %lld positions is more than 4096", (long long)x);
                     o->N = x;
@@ -428,8 +435,9 @@ static int plot_attention(const opts *o) {
 /* the compare CSV: mean of --metric over seeds per (variant, eval_multiple), x = log2(multiple) */
 static int plot_extrapolation(const opts *o) {
     if (!o->in) return cli_fail("plot extrapolation needs a CSV: posenc plot extrapolation compare.csv -o FILE.png");
-    FILE *f = fopen(o->in, "r");
-    if (!f) return cli_fail("%s: cannot open", o->in);
+    pe_err ierr;
+    FILE *f = pe_in_open(o->in, (long long)1 << 30, NULL, &ierr);
+    if (!f) return cli_fail("%s", ierr.msg);
     enum { MAXV = 40, MAXL = 16 };
     char line[2048], name[MAXV][64], metric_name[64] = "";
     double sum[MAXV][MAXL], cnt[MAXV][MAXL], mult[MAXL];

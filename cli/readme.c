@@ -4,18 +4,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../src/io/output.h"
 #include "cli.h"
 
 int cli_readme_block(const char *cmd, const char *path, const char *tag, const char *block) {
     char begin[64], end[64];
     snprintf(begin, sizeof begin, "<!-- %s:begin -->", tag);
     snprintf(end, sizeof end, "<!-- %s:end -->", tag);
-    FILE *f = fopen(path, "rb");
-    if (!f) return cli_fail("%s: --readme: cannot open '%s'", cmd, path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    pe_err err;
+    long long n = 0;
+    FILE *f = pe_in_open(path, (long long)1 << 30, &n, &err);
+    if (!f) return cli_fail("%s: --readme: %s", cmd, err.msg);
+    char *text = malloc((size_t)n + 1);
     if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
         fclose(f), free(text);
         return cli_fail("%s: --readme: cannot read '%s'", cmd, path);
@@ -27,22 +27,16 @@ int cli_readme_block(const char *cmd, const char *path, const char *tag, const c
         free(text);
         return cli_fail("%s: --readme: '%s' has no %s ... %s block", cmd, path, begin, end);
     }
-    /* written beside the file and renamed: the file is replaced whole or not at all */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *o = fopen(tmp, "wb");
-    if (!o) {
+    /* the file is replaced whole or not at all (output.h) */
+    pe_out o;
+    if (pe_out_open(&o, path, &err)) {
         free(text);
-        return cli_fail("%s: --readme: cannot write '%s'", cmd, tmp);
+        return cli_fail("%s: --readme: %s", cmd, err.msg);
     }
-    fwrite(text, 1, (size_t)(b - text) + strlen(begin), o);
-    fprintf(o, "\n%s", block);
-    fputs(e, o);
-    int bad = fclose(o) != 0;
+    fwrite(text, 1, (size_t)(b - text) + strlen(begin), o.fp);
+    fprintf(o.fp, "\n%s", block);
+    fputs(e, o.fp);
     free(text);
-    if (bad || rename(tmp, path)) {
-        unlink(tmp);
-        return cli_fail("%s: --readme: cannot write '%s'", cmd, path);
-    }
+    if (pe_out_commit(&o, &err)) return cli_fail("%s: --readme: %s", cmd, err.msg);
     return 0;
 }

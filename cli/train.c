@@ -46,8 +46,12 @@ int cli_train(int argc, char **argv) {
         else if (!has) return cli_fail("train: %s needs a value", a);
         else if (!strcmp(a, "--save")) save = argv[++i];
         else if (!strcmp(a, "--resume")) resume = argv[++i];
-        else if (!strcmp(a, "--save-every")) save_every = atoll(argv[++i]);
-        else if (!strcmp(a, "--threads")) threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--save-every") || !strcmp(a, "--threads")) {
+            long long x;
+            if (cli_int(a, argv[++i], a[2] == 't' ? 1 : 0, a[2] == 't' ? 1024 : 1LL << 40, &x)) return 2;
+            if (a[2] == 't') threads = (int)x;
+            else save_every = x;
+        }
         else if (!tr_options_known(a + 2)) return cli_fail("train: unknown option '%s' (try: posenc train --help)", a);
         else i++;
     }

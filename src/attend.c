@@ -254,6 +254,15 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     pe_status st = pe_config_set_all(&cfg, n_keys, keys, values, err);
     if (st) return st;
     if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    /* the contract's finiteness rule: every float input finite (doc/spec/conformance.md) */
+    for (int i = 0; i < n_in; i++)
+        if (in[i].dtype == PE_F32 && in[i].data) {
+            const float *v = in[i].data;
+            for (int64_t e = 0, n = numel(&in[i]); e < n; e++)
+                if (!isfinite(v[e]))
+                    return pe__fail(err, PE_ETENSOR, "tensor '%s': element %lld is %s: inputs must be finite", in[i].name,
+                                    (long long)e, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf");
+        }
 
     if (find(n_in, in, "q")) return attend_qkv(&cfg, n_in, in, outs_p, n_outs_p, err);
 

@@ -160,6 +160,17 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
     return PE_OK;
 }
 
+/* An output the library hands back must be finite: a NaN or Inf anywhere upstream (an input, a
+ * weight, a setting that derived a non-finite table) is an error, not a silent answer. One pass
+ * over the output, far below the attention's cost. */
+static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return pe__fail(err, PE_EINVAL, "output '%s' is not finite at element %lld (%s): an input, weight or setting "
+                            "is NaN or Inf, or too large", name, (long long)i, isnan(x[i]) ? "NaN" : "Inf");
+    return PE_OK;
+}
+
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
                         int64_t out) {
     pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
@@ -263,6 +274,9 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
             pmin = p < pmin ? p : pmin, pmax = p > pmax ? p : pmax;
         }
     }
+    if (pmin < -PE_MAX_POSITION || pmax > PE_MAX_POSITION)
+        return pe__fail(err, PE_EPOS, "tensor 'positions': position %lld is beyond +-2^53 (positions must be exact in double)",
+                        (long long)(pmin < -PE_MAX_POSITION ? pmin : pmax));
     a->has_mask = at && at->mask;
     if (a->has_mask)
         for (int64_t b = 0; b < B; b++)
@@ -423,6 +437,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     pe__linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
     if ((st = core_forward(a, scores, probs, err))) return st;
     pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
+    if ((st = finite_out(y, B * T * C, "y", err))) return st;
     a->have_forward = 1;
     return PE_OK;
 }
@@ -470,7 +485,8 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
     pe_status st = reserve(a, B, T, T, 0, 1, at && at->mask, err);
     if (st) return st;
     memcpy(a->ids, ids, sizeof(int64_t) * B * T); /* before prepare, which checks them */
-    if ((st = begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)))
+    if ((st = begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)) ||
+        (st = finite_out(y, B * T * a->C, "y", err)) || (st = finite_out(y_imag, B * T * a->C, "y_imag", err)))
         return st;
     a->have_forward = 1;
     return PE_OK;
@@ -499,6 +515,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     memcpy(a->v, v, sizeof(float) * B * Tk * a->Ckv);
     if ((st = core_forward(a, scores, probs, err))) return st;
     memcpy(o, a->o, sizeof(float) * B * T * a->C);
+    if ((st = finite_out(o, B * T * a->C, "o", err))) return st;
     a->have_forward = 1;
     return PE_OK;
 }
@@ -515,7 +532,8 @@ pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const fl
         a->fused = 1, a->layer = 0, a->M = 0;
         if ((st = reserve_positions(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;
-        return pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, err);
+        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, err))) return st;
+        return finite_out(o, B * T * a->C, "o", err);
     }
     float *buf = NULL; /* the projected form reads (B, Tk, Ckv) */
     const int64_t Ckv = a->Ckv;
@@ -548,6 +566,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     a->ctx.g = g ? g : &none;
     pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, err);
     if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
+    if (!st) st = finite_out(work, nq + 2 * nk, "dq, dk, dv", err);
     if (!st) {
         if (dq) memcpy(dq, work, sizeof(float) * nq);
         if (dk) memcpy(dk, work + nq, sizeof(float) * nk);
@@ -599,10 +618,11 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     /* pass 1: x' = x + P[pos]; then the tables of prepare */
     if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
     if (a->m->finish_backward) a->m->finish_backward(ctx);
-    if (dx) memcpy(dx, dxe, sizeof(float) * B * T * C);
+    st = finite_out(dxe, B * T * C, "dx", err);
+    if (dx && !st) memcpy(dx, dxe, sizeof(float) * B * T * C);
     free(work);
     ctx->g = NULL;
-    return PE_OK;
+    return st;
 }
 
 pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const float *dy,
@@ -625,6 +645,9 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
     static const pe_weights none = {0};
     if (!w) w = &none;
     ctx->state = NULL;
+    if (lo < -PE_MAX_POSITION || hi > PE_MAX_POSITION)
+        return pe__fail(err, PE_EPOS, "position %lld is beyond +-2^53 (positions must be exact in double)",
+                        (long long)(lo < -PE_MAX_POSITION ? lo : hi));
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);

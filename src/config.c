@@ -159,6 +159,8 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         errno = 0;
         long long v = strtoll(value, &end, 10);
         if (!*value || *end || errno) return bad_value(err, key, value, "an integer");
+        if (v > PE_MAX_KEY_INT || v < -PE_MAX_KEY_INT) /* sizes and offsets stay far from overflow */
+            return pe__fail(err, PE_EKEY, "key '%s': %lld is outside -2^31 .. 2^31", key->name, v);
         *(int64_t *)field = v;
         break;
     }
@@ -207,8 +209,8 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         for (const char *p = value;;) {
             errno = 0;
             long long v = strtoll(p, &end, 10);
-            if (end == p || errno || (*end && *end != ',') || l.n == PE_MAX_AXES)
-                return bad_value(err, key, value, "a comma-separated list of 1 to 8 integers");
+            if (end == p || errno || (*end && *end != ',') || l.n == PE_MAX_AXES || v > PE_MAX_KEY_INT || v < -PE_MAX_KEY_INT)
+                return bad_value(err, key, value, "a comma-separated list of 1 to 8 integers within +-2^31");
             l.v[l.n++] = v;
             if (!*end) break;
             p = end + 1;

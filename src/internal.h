@@ -36,6 +36,10 @@
 #include "posenc.h"
 
 #define PE_PI 3.14159265358979323846
+/* Bounds on what input may ask for, checked where it enters: integer keys, positions (exact
+ * in double, so angles and differences are), elements of one tensor. */
+#define PE_MAX_KEY_INT ((int64_t)1 << 31)
+#define PE_MAX_POSITION ((int64_t)1 << 53)
 
 #define PE_ASSERT(x)                                                                      \
     do {                                                                                  \

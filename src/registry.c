@@ -59,12 +59,23 @@ const char *pe_status_str(pe_status s) {
     return "unknown status";
 }
 
+/* One line, whatever the input held: control characters (a value with a newline, a tab) are
+ * written as \n, \t or \xNN. */
 pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...) {
     if (err) {
+        char raw[sizeof err->msg];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        size_t o = 0;
+        for (const unsigned char *c = (const unsigned char *)raw; *c && o + 5 < sizeof err->msg; c++) {
+            if (*c >= 0x20 && *c != 0x7f) err->msg[o++] = (char)*c;
+            else if (*c == '\n') err->msg[o++] = '\\', err->msg[o++] = 'n';
+            else if (*c == '\t') err->msg[o++] = '\\', err->msg[o++] = 't';
+            else o += (size_t)snprintf(err->msg + o, 5, "\\x%02x", *c);
+        }
+        err->msg[o] = 0;
     }
     return status;
 }

@@ -1,5 +1,6 @@
 /* Masked row softmax. Masked entries are -inf in s and exactly 0 in p; a row with every
- * entry masked gives all zeros (the core rejects such rows before they get here). */
+ * entry masked gives all zeros (the core rejects such rows before they get here); a row with
+ * a NaN gives NaN, never a silent 0 (the core then reports a non-finite output). */
 #include "internal.h"
 
 void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m) {
@@ -7,7 +8,12 @@ void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m) {
         const float *si = s + i * m;
         float *pi = p + i * m;
         float mx = -INFINITY;
-        for (int64_t j = 0; j < m; j++) mx = si[j] > mx ? si[j] : mx;
+        int nan = 0;
+        for (int64_t j = 0; j < m; j++) mx = si[j] > mx ? si[j] : mx, nan |= si[j] != si[j];
+        if (nan) {
+            for (int64_t j = 0; j < m; j++) pi[j] = NAN;
+            continue;
+        }
         if (mx == -INFINITY) {
             memset(pi, 0, sizeof(float) * m);
             continue;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../src/internal.h"
+#include "../src/io/output.h"
 #include "../src/io/layer.h"
 
 static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add"};
@@ -166,11 +167,13 @@ pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *tex
         st = text_to_ids(t, (const unsigned char *)text, n, err);
         free(text);
     } else {
-        FILE *f = fopen(text_path, "rb");
-        if (!f) return pe__fail(err, PE_EIO, "--text: cannot open '%s'", text_path);
-        fseek(f, 0, SEEK_END);
-        long n = ftell(f);
-        fseek(f, 0, SEEK_SET);
+        long long n = 0;
+        FILE *f = pe_in_open(text_path, (long long)1 << 32, &n, err);
+        if (!f) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return pe__fail(err, PE_EIO, "--text: %s", why);
+        }
         unsigned char *text = n > 0 ? malloc((size_t)n) : NULL;
         size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
         fclose(f);

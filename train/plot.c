@@ -1,11 +1,13 @@
 /* Line plots as PNG through cairo, and the helpers cli/draw.c shares (plot.h). */
 #include "plot.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../src/internal.h"
+#include "../src/io/output.h"
 
 double tr_nice_step(double range, int n) {
     if (!(range > 0) || n < 1) return 1;
@@ -43,13 +45,26 @@ void tr_text_fit(cairo_t *cr, double x, double y, double size, double W, const c
     tr_text_at(cr, x, y, s, 0.5, valign);
 }
 
+static cairo_status_t png_chunk(void *closure, const unsigned char *data, unsigned int n) {
+    return fwrite(data, 1, n, closure) == n ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+/* The PNG through the one output writer: whole or not at all, never a 0-byte file. */
 pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err) {
-    cairo_status_t cs = cairo_surface_write_to_png(surf, path);
+    pe_out o;
+    pe_status st = pe_out_open(&o, path, err);
+    cairo_status_t cs = st ? CAIRO_STATUS_SUCCESS : cairo_surface_write_to_png_stream(surf, png_chunk, o.fp);
     cairo_surface_destroy(surf);
     cairo_debug_reset_static_data();
     FcFini();
-    if (cs != CAIRO_STATUS_SUCCESS) return pe__fail(err, PE_EIO, "%s: cannot write the plot (%s)", path, cairo_status_to_string(cs));
-    return PE_OK;
+    if (st) return st;
+    if (cs != CAIRO_STATUS_SUCCESS) {
+        const int e = errno;
+        pe_out_abort(&o);
+        return pe__fail(err, PE_EIO, "%s: cannot write the plot: %s", path,
+                        cs == CAIRO_STATUS_WRITE_ERROR && e ? strerror(e) : cairo_status_to_string(cs));
+    }
+    return pe_out_commit(&o, err);
 }
 
 /* 20 colours (Tableau 10, then its light variants, drawn dashed). */

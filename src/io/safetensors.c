@@ -7,6 +7,7 @@
  * tests and the trainer link it. */
 #include "safetensors.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "../internal.h"
+#include "output.h"
 
 static int dtype_from_name(const char *s) {
 #define XX(name, size) \
@@ -132,11 +134,11 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
                 goto done;
             }
             t->shape[d] = json_integer_value(e);
-            elems *= t->shape[d];
-            if (elems > ((int64_t)1 << 40)) {
-                st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': too many elements", path, key);
+            if (t->shape[d] && elems > ((int64_t)1 << 40) / t->shape[d]) { /* before the product can overflow */
+                st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': more than 2^40 elements", path, key);
                 goto done;
             }
+            elems *= t->shape[d];
         }
         json_t *jb = json_array_get(jo, 0), *je = json_array_get(jo, 1);
         if (!json_is_integer(jb) || !json_is_integer(je)) {
@@ -183,27 +185,18 @@ done:
 
 pe_status pe_st_read(const char *path, pe_st_file *f, pe_err *err) {
     memset(f, 0, sizeof *f);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return pe__fail(err, PE_EIO, "%s: cannot open", path);
-    unsigned char *raw = NULL;
-    size_t size = 0, cap = 0, got;
-    do {
-        if (size == cap) {
-            cap = cap ? cap * 2 : 1 << 16;
-            unsigned char *r = realloc(raw, cap);
-            if (!r) {
-                free(raw);
-                fclose(fp);
-                return pe__fail(err, PE_ENOMEM, "%s: out of memory", path);
-            }
-            raw = r;
-        }
-        got = fread(raw + size, 1, cap - size, fp);
-        size += got;
-    } while (got > 0);
-    int bad = ferror(fp);
+    long long size = 0;
+    FILE *fp = pe_in_open(path, (long long)1 << 40, &size, err);
+    if (!fp) return PE_EIO;
+    unsigned char *raw = malloc(size ? (size_t)size : 1);
+    if (!raw) {
+        fclose(fp);
+        return pe__fail(err, PE_ENOMEM, "%s: out of memory for %lld bytes", path, size);
+    }
+    size_t got = fread(raw, 1, (size_t)size, fp);
+    int bad = ferror(fp) || got != (size_t)size;
     fclose(fp);
-    pe_status st = bad ? pe__fail(err, PE_EIO, "%s: read error", path) : parse(raw, size, path, f, err);
+    pe_status st = bad ? pe__fail(err, PE_EIO, "%s: read error", path) : parse(raw, (size_t)size, path, f, err);
     free(raw);
     if (st) pe_st_free(f);
     return st;
@@ -239,27 +232,26 @@ pe_status pe_st_write(const char *path, const pe_tensor *t, int n, int n_meta,
     if (!hdr) return pe__fail(err, PE_ENOMEM, "out of memory");
     size_t hlen = strlen(hdr), padded = (hlen + 7) / 8 * 8;
 
-    /* write beside the target and rename, so a failure never leaves a partial file */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
+    /* written whole or not at all (output.h) */
+    pe_out o;
+    pe_status st = pe_out_open(&o, path, err);
+    if (st) {
         free(hdr);
-        return pe__fail(err, PE_EIO, "%s: cannot create", path);
+        return st;
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    int ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(hdr, 1, hlen, fp) == hlen;
-    for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', fp) != EOF;
+    int ok = fwrite(len8, 1, 8, o.fp) == 8 && fwrite(hdr, 1, hlen, o.fp) == hlen;
+    for (size_t i = hlen; ok && i < padded; i++) ok = fputc(' ', o.fp) != EOF;
     for (int i = 0; ok && i < n; i++) {
         size_t bytes = numel(&t[i]) * pe_dtype_size(t[i].dtype);
-        ok = bytes == 0 || fwrite(t[i].data, 1, bytes, fp) == bytes;
+        ok = bytes == 0 || fwrite(t[i].data, 1, bytes, o.fp) == bytes;
     }
     free(hdr);
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        remove(tmp);
-        return pe__fail(err, PE_EIO, "%s: write failed", path);
+    if (!ok) {
+        const int e = errno;
+        pe_out_abort(&o);
+        return pe__fail(err, PE_EIO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
     }
-    return PE_OK;
+    return pe_out_commit(&o, err);
 }

@@ -5,7 +5,9 @@
  * M-RoPE's mrope_section and mrope_interleaved; a model with a `text_config` is read from it.
  * Keys given explicitly keep their values; unknown scaling entries, unknown rope types and a
  * head_dim other than the layer's are errors, never warnings. */
+#include <errno.h>
 #include <jansson.h>
+#include <sys/stat.h>
 
 #include "../internal.h"
 
@@ -64,6 +66,10 @@ static pe_status read_factors(pe_config *cfg, json_t *arr, int which, const char
 pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
     const char *path = cfg->hf_config;
     json_error_t jerr;
+    struct stat sb; /* a FIFO would block, a device never end */
+    if (stat(path, &sb) != 0) return pe__fail(err, PE_EKEY, "hf_config %s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode) || sb.st_size > (1 << 26))
+        return pe__fail(err, PE_EKEY, "hf_config %s: not a regular file of at most 64 MiB", path);
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) return pe__fail(err, PE_EKEY, "hf_config %s: cannot read: %s", path, jerr.text);
     pe_status st = PE_OK;

@@ -123,6 +123,16 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                                                   : ctx->cfg->hf_factors[st->factor_table];
     double attn = st->attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
     if (sections && ctx->cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS) per_axis_freqs(ctx->cfg, st->inv_freq);
+    for (int64_t t = -1; t < half; t++) { /* settings that derive a non-finite table: an error, not NaN outputs */
+        const double v = t < 0 ? attn : st->inv_freq[t];
+        if (isfinite(v) && v > 0) continue;
+        const pe_config *c = ctx->cfg;
+        if (st->cs_k != st->cs) free(st->cs_k);
+        free(st->cs), free(st->inv_freq), free(st->axis), free(st);
+        return pe__fail(err, PE_EKEY, "key 'rope_scaling': these settings give %s %g (rope_base %g, rope_factor %g%s)",
+                        t < 0 ? "an attention factor" : "a frequency", v, c->rope_base, c->rope_factor,
+                        factors ? ", the LongRoPE factors" : "");
+    }
     pe__rope_table(ctx->run, st->cs, ctx->pos, ctx->A, st->axis, n, st->inv_freq, half, attn);
     if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, ctx->A, st->axis, nk, st->inv_freq, half, attn);
     ctx->state = st;

@@ -114,8 +114,10 @@ static void test_integers(void **state) {
     assert_int_equal(c.kv_heads, 4);
     set_ok(&c, "heads", "-3"); /* range checks come in pe_attention_init */
     assert_int_equal(c.heads, -3);
-    set_ok(&c, "max_rel", "9000000000");
-    assert_int_equal(c.max_rel, 9000000000LL);
+    set_ok(&c, "max_rel", "2147483648"); /* 2^31: the largest an integer key takes */
+    assert_int_equal(c.max_rel, 2147483648LL);
+    set_bad(&c, "max_rel", "9000000000", "max_rel", "2^31", (char *)NULL); /* sizes stay far from overflow */
+    set_bad(&c, "shift", "9223372036854775807", "shift", (char *)NULL);
     set_bad(&c, "heads", "", "heads", (char *)NULL);
     set_bad(&c, "heads", "2.5", "heads", "'2.5'", "integer", (char *)NULL);
     set_bad(&c, "heads", "1e3", "heads", (char *)NULL);
