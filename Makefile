@@ -155,6 +155,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
 	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
+	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask

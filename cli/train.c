@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../train/trainer.h"
+#include "../src/io/output.h"
 #include "cli.h"
 #include "../train/env.h"
 
@@ -56,6 +57,11 @@ int cli_train(int argc, char **argv) {
         else i++;
     }
     if (threads < 1) return cli_fail("train: --threads needs a positive count");
+    if (save) { /* a --save that cannot be written fails now, not after the run */
+        pe_out probe;
+        if (pe_out_open(&probe, save, &err)) return cli_fail("train: --save: %s", err.msg);
+        pe_out_abort(&probe);
+    }
     tr_env_blas_select("train", argc, argv);
     if (resume && tr_checkpoint_options(resume, &o, &err)) return cli_fail("train: %s", err.msg);
     /* pass 2: the run's options (over the checkpoint's) */

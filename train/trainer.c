@@ -424,6 +424,31 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
     const char *step = meta(&f, "step");
     int64_t s = 0;
     if (!step || parse_int(step, &s) || s < 0) st = pe__fail(err, PE_EFORMAT, "%s: no step in the metadata", path);
+    else if (s > r->o.steps)
+        st = pe__fail(err, PE_EFORMAT, "%s: step %lld is past the run's %lld steps (a checkpoint of another run?)", path,
+                      (long long)s, (long long)r->o.steps);
+    /* every tensor is one the run knows, and every value is finite */
+    for (int j = 0; j < f.n && !st; j++) {
+        const char *nm = f.t[j].name;
+        int known = !strcmp(nm, "memory");
+        for (int i = 0; i < nt && !known; i++) {
+            const char *base = !strncmp(nm, "adam.m.", 7) || !strncmp(nm, "adam.v.", 7) ? nm + 7 : nm;
+            known = !strcmp(base, t[i].name);
+        }
+        if (!known) {
+            st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s' is not one of the model's (method %s)", path, nm, r->o.method);
+            break;
+        }
+        if (f.t[j].dtype != PE_F32) continue; /* the shape check below names it */
+        int64_t numel = 1;
+        for (int d = 0; d < f.t[j].ndim; d++) numel *= f.t[j].shape[d];
+        const float *v = f.t[j].data;
+        for (int64_t e = 0; e < numel; e++)
+            if (!isfinite(v[e])) {
+                st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s': element %lld is not finite", path, nm, (long long)e);
+                break;
+            }
+    }
     for (int k = 0; k < 3 && !st; k++)
         for (int i = 0; i < nt && !st; i++) {
             char name[80];
