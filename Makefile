@@ -40,7 +40,7 @@ HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo compare plots deps test unit cli-test conformance reference python-test asan valgrind fixtures install clean bench bench-readme
+.PHONY: all run demo compare plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
@@ -171,6 +171,29 @@ conformance: $(BUILD)/posenc
 asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" unit cli-test
+
+# fuzz: libFuzzer harnesses (tests/fuzz, clang) over the safetensors reader + pe_attend, the
+# settings and hf_config, with ASan and UBSan, FUZZ_SECONDS each (seed corpora: the public cases,
+# tests/hf); findings go to build-fuzz/findings
+FUZZ_SECONDS ?= 60
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
+	    build-fuzz/libposenc.a build-fuzz/libposenc_io.a
+	@mkdir -p build-fuzz/findings
+	@set -e; for h in attend config hf_config; do \
+	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/fuzz_$$h tests/fuzz/fuzz_$$h.c \
+	        build-fuzz/libposenc_io.a build-fuzz/libposenc.a -ljansson $(LIBBLAS) -lm $(FUZZ_OMP); \
+	    mkdir -p build-fuzz/corpus_$$h; \
+	    case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
+	        hf_config) seeds=tests/hf;; *) seeds=tests/fuzz/seeds_config;; esac; \
+	    echo "== fuzz_$$h ($(FUZZ_SECONDS) s)"; \
+	    build-fuzz/fuzz_$$h -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	        -artifact_prefix=build-fuzz/findings/$$h- build-fuzz/corpus_$$h $$seeds 2>&1 | \
+	        grep -E "^stat::number_of_executed_units|^stat::peak_rss|ERROR|SUMMARY|Done" ; \
+	    test -z "$$(ls build-fuzz/findings | grep "^$$h-")" || { echo "fuzz_$$h found a crash: build-fuzz/findings"; exit 1; }; \
+	done
 
 # valgrind: the unit tests under memcheck (slow)
 valgrind: $(TESTS)

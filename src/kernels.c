@@ -105,6 +105,17 @@ const pe__kernels *pe__kernels_pick(const char *isa) {
 typedef float vf __attribute__((vector_size(VEC * 4)));
 typedef int32_t vi __attribute__((vector_size(VEC * 4)));
 
+#ifdef __clang__ /* clang (the fuzzing build) has no __builtin_shuffle: the same permutation by lanes */
+static inline vf KN(shuf)(vf v, vi m) {
+    vf r;
+    for (int i = 0; i < VEC; i++) r[i] = v[m[i] & (VEC - 1)];
+    return r;
+}
+#define SHUF(v, ...) KN(shuf)(v, __VA_ARGS__)
+#else
+#define SHUF(v, ...) __builtin_shuffle(v, __VA_ARGS__)
+#endif
+
 static inline vf vld(const float *p) {
     vf v;
     memcpy(&v, p, sizeof v);
@@ -138,16 +149,16 @@ static inline float hsum(vf v) {
 /* hsum as a tree of shuffles: for sums of many independent vectors (the erow pairs) */
 static inline float hsum_tree(vf v) {
 #if VEC == 16
-    v += __builtin_shuffle(v, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    v += __builtin_shuffle(v, (vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    v += __builtin_shuffle(v, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+    v += SHUF(v, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
+    v += SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
+    v += SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
 #elif VEC == 8
-    v += __builtin_shuffle(v, (vi){4, 5, 6, 7, 0, 1, 2, 3});
-    v += __builtin_shuffle(v, (vi){2, 3, 0, 1, 6, 7, 4, 5});
+    v += SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3});
+    v += SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5});
 #else
-    v += __builtin_shuffle(v, (vi){2, 3, 0, 1});
+    v += SHUF(v, (vi){2, 3, 0, 1});
 #endif
-    v += __builtin_shuffle(v, (vi)SWAP);
+    v += SHUF(v, (vi)SWAP);
     return v[0];
 }
 static inline float hmax(vf v) {
@@ -584,7 +595,7 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
                     int64_t e = 0;
                     for (; e + VEC <= 2 * n; e += VEC) {
                         vf a = vld(xp + e);
-                        vst(xp + e, a * vld(cb + e) + __builtin_shuffle(a, swap) * vld(sb + e));
+                        vst(xp + e, a * vld(cb + e) + SHUF(a, swap) * vld(sb + e));
                     }
                     for (; e < 2 * n; e += 2) {
                         float a = xp[e], b = xp[e + 1];
@@ -597,6 +608,7 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
     }
 }
 
+#undef SHUF
 #undef VEC
 #undef MRN
 #undef NV

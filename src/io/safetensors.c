@@ -202,6 +202,13 @@ pe_status pe_st_read(const char *path, pe_st_file *f, pe_err *err) {
     return st;
 }
 
+pe_status pe_st_parse(const unsigned char *raw, size_t size, const char *name, pe_st_file *f, pe_err *err) {
+    memset(f, 0, sizeof *f);
+    pe_status st = parse(raw, size, name, f, err);
+    if (st) pe_st_free(f);
+    return st;
+}
+
 static size_t numel(const pe_tensor *t) {
     size_t n = 1;
     for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];

@@ -15,6 +15,8 @@ typedef struct pe_st_file {
 /* Reads and validates a whole file; on failure *f is empty and err names the problem. */
 pe_status pe_st_read(const char *path, pe_st_file *f, pe_err *err);
 void pe_st_free(pe_st_file *f);
+/* The same over bytes in memory (size of them; name for messages). */
+pe_status pe_st_parse(const unsigned char *raw, size_t size, const char *name, pe_st_file *f, pe_err *err);
 
 /* Writes tensors (F32/I32/I64...) and string metadata; the file appears whole or not at all. */
 pe_status pe_st_write(const char *path, const pe_tensor *t, int n, int n_meta,
