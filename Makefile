@@ -83,8 +83,12 @@ $(BUILD)/libposenc.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# the shared library carries its SONAME (ABI 0); make install puts libposenc.so.0.<version> and the
+# two links beside it
+SOVERSION := 0
+VERSION   := $(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc.h)
 $(BUILD)/libposenc.so: $(LIB_OBJ)
-	$(CC) -shared $(SAN) -o $@ $^ $(LDLIBS)
+	$(CC) -shared $(SAN) -Wl,-soname,libposenc.so.$(SOVERSION) -o $@ $^ $(LDLIBS)
 
 # internal tooling (safetensors, random layers) shared by the tool, tests and benchmarks
 $(BUILD)/libposenc_io.a: $(IO_OBJ)
@@ -156,6 +160,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
 	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
 	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
+	@bash tests/cli/test_install.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask
@@ -218,9 +223,11 @@ install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/posenc.h include/posenc_methods.def $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libposenc.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libposenc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libposenc.so $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(VERSION)
+	ln -sf libposenc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(SOVERSION)
+	ln -sf libposenc.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libposenc.so
 	install -m 755 $(BUILD)/posenc $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc.h)|' \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' \
 	    -e 's|@LIBS@|$(LDLIBS)|' posenc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/posenc.pc
 
 # clean: remove every build folder

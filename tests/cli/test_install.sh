@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `make install PREFIX=...` into a scratch prefix: the shared library has its SONAME and the
+# versioned file with its two links, posenc.pc works, and a program built with
+# `pkg-config --cflags --libs posenc` (examples/decode.c) runs without LD_LIBRARY_PATH.
+#   usage: bash tests/cli/test_install.sh PATH/TO/posenc
+. "$(dirname "$0")/lib.sh" install "${1:-}"
+ROOT=$(cd "$HERE/../.." && pwd)
+P="$WORK/prefix"
+if make -C "$ROOT" --no-print-directory install PREFIX="$P" > "$WORK/install.log" 2>&1; then ok "make install"
+else bail "make install: $(tail -3 "$WORK/install.log")"; fi
+readelf -d "$P/lib/libposenc.so" 2>/dev/null | grep -q "SONAME.*libposenc.so.0" && ok "SONAME libposenc.so.0" ||
+    not_ok "SONAME" "$(readelf -d "$P/lib/libposenc.so" | grep SONAME)"
+[ -L "$P/lib/libposenc.so" ] && [ -L "$P/lib/libposenc.so.0" ] && ok "libposenc.so -> .so.0 -> the versioned file" ||
+    not_ok "the library's links" "$(ls -la "$P/lib")"
+flags=$(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs posenc) && ok "pkg-config posenc" || not_ok "pkg-config posenc"
+if cc -o "$WORK/decode" "$ROOT/examples/decode.c" $flags -lm > "$WORK/cc.log" 2>&1; then
+    if env -u LD_LIBRARY_PATH "$WORK/decode" > "$WORK/run.log" 2>&1; then ok "a program linked with pkg-config runs without LD_LIBRARY_PATH"
+    else not_ok "the installed program runs" "$(cat "$WORK/run.log")"; fi
+    ldd "$WORK/decode" | grep -q "$P/lib/libposenc.so.0" && ok "it loads the installed library" || not_ok "ldd" "$(ldd "$WORK/decode")"
+else
+    not_ok "build against the installed library" "$(tail -5 "$WORK/cc.log")"
+fi
+finish
