@@ -1,6 +1,7 @@
 /* posenc: the command-line tool. Subcommands are a table; each is a function in cli/.
  * Errors print one line "posenc: ..." and exit with status 2 (bad input) or 1 (failure). */
 #include "cli.h"
+#include "../src/internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -11,8 +12,78 @@ static int cmd_version(int argc, char **argv) {
     return 0;
 }
 
+/* posenc methods NAME: the method's family, reference, keys with defaults and meanings,
+ * tensors, and the paths it has. */
+static int method_detail(const char *name) {
+    const int m = pe_method_from_name(name);
+    if (m < 0) {
+        const char *best = NULL;
+        int bd = 3;
+        for (int k = 0; k < PE_METHOD_COUNT; k++)
+            if (pe__edit_distance(name, pe_method_name(k)) < bd) bd = pe__edit_distance(name, pe_method_name(k)), best = pe_method_name(k);
+        if (best) return cli_fail("methods: unknown method '%s' (did you mean %s?)", name, best);
+        return cli_fail("methods: unknown method '%s' (posenc methods lists them)", name);
+    }
+    const pe__method *mt = pe__method_get(m);
+    pe_config cfg;
+    pe_err err;
+    pe_config_init(&cfg);
+    pe_config_set(&cfg, "method", name, &err);
+    printf("%s (%s): %s\n\nkeys (default; - is the method's own or the width's):\n", name, pe_family_name(mt->family),
+           mt->reference ? mt->reference : "");
+    for (int k = 0; pe_config_key_name(k); k++) {
+        const char *key = pe_config_key_name(k);
+        char words[600];
+        snprintf(words, sizeof words, " %s ", mt->keys ? mt->keys : "");
+        char pat[64];
+        snprintf(pat, sizeof pat, " %s ", key);
+        const int common = k < 5; /* method heads causal scale kv_heads */
+        if (!common && !strstr(words, pat)) continue;
+        if (!strcmp(key, "method")) continue;
+        char val[128];
+        pe_config_key_value(&cfg, k, val, sizeof val);
+        if (!strcmp(key, "heads")) snprintf(val, sizeof val, "(required)");
+        if (!strcmp(key, "kv_heads")) snprintf(val, sizeof val, "heads");
+        printf("  %-33s %-12s %s\n", key, val, pe_config_key_meaning(k));
+    }
+    /* the tensors, at heads 2 and width 16 (shapes in the legend's letters where they follow it) */
+    pe_attention *att = NULL;
+    pe_config c2;
+    pe_config_init(&c2);
+    pe_config_set(&c2, "method", name, &err);
+    pe_config_set(&c2, "heads", "2", &err);
+    printf("\ntensors (for heads H = 2, head_dim D = 8; N: any number of rows):\n");
+    if (!pe_attention_init(&att, &c2, 16, &err)) {
+        pe_param_spec sp[PE_MAX_PARAMS];
+        int n = pe_attention_params(att, sp);
+        if (!n) printf("  none\n");
+        for (int i = 0; i < n; i++) {
+            printf("  %-18s [", sp[i].name);
+            for (int d = 0; d < sp[i].ndim; d++) {
+                if (sp[i].shape[d] < 0) printf("%sN", d ? ", " : "");
+                else printf("%s%lld", d ? ", " : "", (long long)sp[i].shape[d]);
+            }
+            printf("]%s\n", sp[i].optional ? " (optional)" : "");
+        }
+        pe_attention_free(att);
+    } else {
+        printf("  (depend on keys: %s)\n", err.msg);
+    }
+    printf("\npaths: fused (no T x Tk buffer) %s; grouped-query attention %s; projected form (q, k, v) %s;"
+           " memory (mems) %s; multi-axis positions %s\n",
+           mt->flags & PE__FUSED ? "yes" : "no", mt->flags & PE__GQA ? "yes" : "no", mt->flags & PE__INPUT ? "no" : "yes",
+           mt->flags & PE__MEMORY ? "yes" : "no", mt->axes ? "yes" : "no");
+    return 0;
+}
+
 static int cmd_methods(int argc, char **argv) {
-    (void)argc, (void)argv;
+    if (argc > 1) return cli_fail("methods: one method at a time (posenc methods NAME)");
+    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
+        printf("usage: posenc methods [NAME]\n  without NAME: every method, its family and keys\n"
+               "  NAME: its reference, every key with default and meaning, its tensors and paths\n");
+        return 0;
+    }
+    if (argc == 1) return method_detail(argv[0]);
     printf("%-12s %-9s %s\n", "method", "family", "keys (besides method heads causal scale kv_heads)");
     for (int m = 0; m < PE_METHOD_COUNT; m++) {
         char keys[512];
@@ -55,7 +126,7 @@ static const struct command {
      "      attention of a case file, a compare CSV's curves (--help)", cli_plot},
     {"analyze", "[--methods LIST] [--from FILE] [-o FILE.csv] [--N N] ...",
      "monotonicity, translation invariance and symmetry of each method's position-position matrix", cli_analyze},
-    {"methods", "", "list the methods, their families and keys", cmd_methods},
+    {"methods", "[NAME]", "list the methods, their families and keys; NAME: one method in full", cmd_methods},
     {"version", "", "print the version", cmd_version},
     {"help", "", "this help", cmd_help},
 };

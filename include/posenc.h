@@ -154,8 +154,11 @@ pe_status pe_config_set(pe_config *cfg, const char *key, const char *value, pe_e
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err);
 int pe_config_is_set(const pe_config *cfg, const char *key);
-/* Key k's name, or NULL past the last key. */
+/* Key k's name, or NULL past the last key; its meaning in one line; its value in cfg as text
+ * ("-" for a value left to the method or the width), into buf. */
 const char *pe_config_key_name(int k);
+const char *pe_config_key_meaning(int k);
+int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len);
 /* Writes the keys the method accepts, space-separated, into buf. */
 void pe_method_keys(pe_method m, char *buf, size_t len);
 

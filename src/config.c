@@ -12,13 +12,13 @@ typedef enum { PE_KEY_METHOD, PE_KEY_INT, PE_KEY_REAL, PE_KEY_BOOL, PE_KEY_ENUM,
 typedef struct {
     const char *name;
     pe_key_type type;
-    const char *choices;
+    const char *choices, *meaning;
     size_t offset, size;
 } pe_key;
 
 static const pe_key KEYS[] = {
-#define K(name, type, choices) \
-    {#name, type, choices, offsetof(pe_config, name), sizeof(((pe_config *)0)->name)},
+#define K(name, type, choices, meaning) \
+    {#name, type, choices, meaning, offsetof(pe_config, name), sizeof(((pe_config *)0)->name)},
 #include "keys.def"
 #undef K
 };
@@ -75,6 +75,84 @@ void pe_config_init(pe_config *c) {
 }
 
 const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }
+const char *pe_config_key_meaning(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].meaning : NULL; }
+
+int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len) {
+    if (k < 0 || k >= N_KEYS) return -1;
+    const pe_key *key = &KEYS[k];
+    const void *f = (const char *)cfg + key->offset;
+    switch (key->type) {
+    case PE_KEY_METHOD: snprintf(buf, len, "%s", *(const int *)f >= 0 ? pe_method_name(*(const int *)f) : "-"); break;
+    case PE_KEY_INT: {
+        const int64_t v = *(const int64_t *)f;
+        if (v == -1) snprintf(buf, len, "-");
+        else snprintf(buf, len, "%lld", (long long)v);
+        break;
+    }
+    case PE_KEY_REAL: {
+        const double v = *(const double *)f;
+        if (isnan(v)) snprintf(buf, len, "-");
+        else snprintf(buf, len, "%.17g", v);
+        break;
+    }
+    case PE_KEY_BOOL: {
+        const int v = *(const int *)f;
+        snprintf(buf, len, "%s", v < 0 ? "-" : v ? "true" : "false");
+        break;
+    }
+    case PE_KEY_ENUM: case PE_KEY_FLAGS: {
+        const int v = *(const int *)f;
+        size_t o = 0;
+        buf[0] = 0;
+        int i = 0;
+        for (const char *p = key->choices;; i++) {
+            const char *e = strchr(p, '|');
+            const size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (key->type == PE_KEY_ENUM ? i == v : (v >> i & 1))
+                o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%.*s", o ? "|" : "", (int)n, p);
+            if (!e) break;
+            p = e + 1;
+        }
+        break;
+    }
+    case PE_KEY_PATH: snprintf(buf, len, "%s", *(const char *)f ? (const char *)f : "-"); break;
+    case PE_KEY_LIST: {
+        const pe_int_list *l = f;
+        size_t o = 0;
+        buf[0] = 0;
+        for (int i = 0; i < l->n; i++) o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%lld", i ? "," : "", (long long)l->v[i]);
+        if (!l->n) snprintf(buf, len, "-");
+        break;
+    }
+    }
+    return 0;
+}
+
+int pe__edit_distance(const char *a, const char *b) {
+    const int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 99;
+    int d[64][64];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int x = d[i - 1][j] + 1, y = d[i][j - 1] + 1, z = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            d[i][j] = x < y ? (x < z ? x : z) : (y < z ? y : z);
+        }
+    return d[la][lb];
+}
+
+/* ", did you mean NAME?" for the nearest of names (within 3 edits), or "" */
+static void suggest(char *buf, size_t n, const char *word, const char *(*name)(int), int count) {
+    int best = -1, bd = 4;
+    for (int i = 0; i < count; i++) {
+        const int dd = pe__edit_distance(word, name(i));
+        if (dd < bd) bd = dd, best = i;
+    }
+    snprintf(buf, n, best >= 0 ? "; did you mean '%s'?" : "%s", best >= 0 ? name(best) : "");
+}
+
+static const char *method_name_of(int i) { return pe_method_name(i); }
 
 static int find_key(const char *name) {
     for (int k = 0; k < N_KEYS; k++)
@@ -129,7 +207,11 @@ static pe_status bad_value(pe_err *err, const pe_key *key, const char *value, co
 
 pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_err *err) {
     int k = find_key(name);
-    if (k < 0) return pe__fail(err, PE_EKEY, "unknown key '%s'", name);
+    if (k < 0) {
+        char hint[96];
+        suggest(hint, sizeof hint, name, pe_config_key_name, N_KEYS);
+        return pe__fail(err, PE_EKEY, "unknown key '%s'%s", name, hint);
+    }
     const pe_key *key = &KEYS[k];
     PE_ASSERT(key->size == type_size(key->type));
     if (cfg->method >= 0 && !method_accepts(cfg->method, k)) {
@@ -149,8 +231,9 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
                 strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
                 strncat(list, pe_method_name(i), sizeof list - strlen(list) - 1);
             }
-            return pe__fail(err, PE_EKEY, "key 'method': unknown method '%s' (known: %s)", value,
-                            list);
+            char hint[96];
+            suggest(hint, sizeof hint, value, method_name_of, PE_METHOD_COUNT);
+            return pe__fail(err, PE_EKEY, "key 'method': unknown method '%s'%s (known: %s)", value, hint, list);
         }
         *(int *)field = m;
         break;

@@ -104,6 +104,7 @@ typedef struct pe__rel {
 
 typedef struct pe__method {
     const char *name;
+    const char *reference; /* the paper and the implementation it follows (posenc methods NAME) */
     pe_family family;
     const char *keys; /* the method's own keys, space-separated */
     unsigned flags;
@@ -188,6 +189,9 @@ typedef struct pe__method {
 #undef X
 
 const pe__method *pe__method_get(int m);
+
+/* Levenshtein distance of two names up to 63 characters (99 past that): "did you mean". */
+int pe__edit_distance(const char *a, const char *b);
 
 /* Fills method- and width-dependent defaults into cfg and validates it (config.c). */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err);

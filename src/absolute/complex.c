@@ -242,6 +242,7 @@ static pe_status walk_backward(pe__ctx *ctx, const float *dy, const float *dy_im
 
 const pe__method pe__method_complex = {
     .name = "complex",
+    .reference = "Wang et al. 2020, complex-order word embeddings (iclr-complex-order)",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "",
     .flags = PE__COMPLEX | PE__INPUT,

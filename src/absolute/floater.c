@@ -701,6 +701,7 @@ done:
 
 const pe__method pe__method_floater = {
     .name = "floater",
+    .reference = "Liu et al. 2020, FLOATER (xuanqing94/FLOATER)",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "floater_dt floater_step",
     .flags = PE__PERSIST | PE__FUSED,

@@ -40,6 +40,7 @@ static void embed_backward(pe__ctx *ctx, const float *dx) {
 
 const pe__method pe__method_learned = {
     .name = "learned",
+    .reference = "a learned table: BERT, ConvS2S",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "shift",
     .flags = PE__GQA | PE__INPUT | PE__FUSED,

@@ -4,6 +4,7 @@
 
 const pe__method pe__method_none = {
     .name = "none",
+    .reference = "NoPE: order only through the causal mask (Kazemnejad et al. 2023)",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "",
     .flags = PE__GQA | PE__FUSED,

@@ -57,6 +57,7 @@ static void embed_forward(pe__ctx *ctx, float *x) {
 
 const pe__method pe__method_sinusoidal = {
     .name = "sinusoidal",
+    .reference = "Vaswani et al. 2017; tensor2tensor",
     .family = PE_FAMILY_ABSOLUTE,
     .keys = "sin_layout sin_base shift",
     .flags = PE__GQA | PE__INPUT | PE__FUSED,

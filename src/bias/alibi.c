@@ -76,6 +76,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
 
 const pe__method pe__method_alibi = {
     .name = "alibi",
+    .reference = "Press et al. 2022, ALiBi (ofirpress/attention_with_linear_biases)",
     .family = PE_FAMILY_BIAS,
     .keys = "",
     .flags = PE__GQA | PE__FUSED,

@@ -236,6 +236,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
 
 const pe__method pe__method_fire = {
     .name = "fire",
+    .reference = "Li et al. 2023, FIRE (paper appendix)",
     .family = PE_FAMILY_BIAS,
     .keys = "fire_init_L",
     .flags = PE__GQA | PE__FUSED,

@@ -66,6 +66,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
 
 const pe__method pe__method_kerple = {
     .name = "kerple",
+    .reference = "Chi et al. 2022, KERPLE",
     .family = PE_FAMILY_BIAS,
     .keys = "kerple",
     .flags = PE__GQA | PE__FUSED,

@@ -111,6 +111,7 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
 
 const pe__method pe__method_t5 = {
     .name = "t5",
+    .reference = "Raffel et al. 2020, T5 (HF T5Attention)",
     .family = PE_FAMILY_BIAS,
     .keys = "num_buckets max_distance bidirectional",
     .flags = PE__GQA | PE__FUSED,

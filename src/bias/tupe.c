@@ -238,6 +238,7 @@ static void finish_backward(pe__ctx *ctx) {
 
 const pe__method pe__method_tupe = {
     .name = "tupe",
+    .reference = "Ke et al. 2021, TUPE (guolinke/TUPE)",
     .family = PE_FAMILY_BIAS,
     .keys = "num_buckets max_distance tupe_cls",
     .defaults = defaults,

@@ -220,6 +220,7 @@ static void finish_backward(pe__ctx *ctx) {
 
 const pe__method pe__method_deberta = {
     .name = "deberta",
+    .reference = "He et al. 2021, DeBERTa (HF DebertaV2, microsoft/DeBERTa)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "position_buckets max_relative_positions pos_att share_att_key",
     .defaults = defaults,

@@ -205,6 +205,7 @@ static void rel_vec4(const pe_config *cfg, pe__rel *r) {
 #define HUANG_METHOD(n, params_fn, fwd, bwd, rel_fn)                                                  \
     const pe__method pe__method_huang##n = {                                                  \
         .name = "huang" #n,                                                                   \
+        .reference = "Huang et al. 2020, improve transformer models with better relative position embeddings", \
         .family = PE_FAMILY_RELATIVE,                                                         \
         .keys = "max_rel",                                                                    \
         .flags = PE__FUSED,                                                                   \

@@ -109,6 +109,7 @@ static void rel(const pe_config *cfg, pe__rel *r) {
 
 const pe__method pe__method_shaw = {
     .name = "shaw",
+    .reference = "Shaw et al. 2018 (tensor2tensor)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "max_rel",
     .flags = PE__FUSED,

@@ -200,6 +200,7 @@ static int mask(const pe__ctx *ctx, int64_t b, int64_t i, int64_t j) {
 
 const pe__method pe__method_xl = {
     .name = "xl",
+    .reference = "Dai et al. 2019, Transformer-XL (kimiyoung/transformer-xl)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "clamp_len same_length mem_len",
     .flags = PE__MEMORY,

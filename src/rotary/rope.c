@@ -259,6 +259,7 @@ pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim
 
 const pe__method pe__method_rope = {
     .name = "rope",
+    .reference = "Su et al. 2021, RoFormer; scalings of HF modeling_rope_utils; M-RoPE of Qwen2-VL, Qwen3-VL",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_layout rope_base rotary_dim rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "

@@ -135,6 +135,7 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
 
 const pe__method pe__method_rope_mixed = {
     .name = "rope_mixed",
+    .reference = "Heo et al. 2024, RoPE-Mixed (naver-ai/rope-vit)",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_layout rotary_dim",
     .flags = PE__FUSED,

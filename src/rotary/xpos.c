@@ -149,6 +149,7 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
 
 const pe__method pe__method_xpos = {
     .name = "xpos",
+    .reference = "Sun et al. 2023, xPos (torchscale, lucidrains/rotary-embedding-torch)",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_base xpos_scale_base xpos_gamma",
     .flags = PE__GQA | PE__FUSED,

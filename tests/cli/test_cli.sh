@@ -316,4 +316,14 @@ else
     not_ok "output directory missing: exit $rc" "$(cat "$WORK/stderr")"
 fi
 
+# ---- posenc methods NAME, and suggestions for misspelled names ---------------------------------
+out=$("$POSENC" methods rope)
+echo "$out" | grep -q "^rope (rotary): Su et al" && echo "$out" | grep -q "rope_scaling  *none  *none, linear" &&
+    echo "$out" | grep -q "paths: fused (no T x Tk buffer) yes; grouped-query attention yes" && ok "methods rope" ||
+    not_ok "methods rope" "$out"
+"$POSENC" methods t5 | grep -q "rel_bias  *\[32, 2\]" && ok "methods t5 lists its tensor" || not_ok "methods t5"
+"$POSENC" methods learned | grep -q "pos_table  *\[N, 16\]" && ok "methods learned: free rows" || not_ok "methods learned"
+expect_bad "methods: a misspelled method" "did you mean rope?" "" methods ropee
+expect_bad "attend: a misspelled key" "did you mean 'rope_scaling'?" "" attend "$HERE/../conformance/cases/rope_half.safetensors" -o "$WORK/x.safetensors" --rope_scalling yarn
+expect_bad "attend: a misspelled method" "did you mean 'alibi'?" "" attend "$HERE/../conformance/cases/rope_half.safetensors" -o "$WORK/x.safetensors" --method alibj
 finish
