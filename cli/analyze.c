@@ -97,7 +97,20 @@ int cli_analyze(int argc, char **argv) {
     for (int i = 0; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s\n", USAGE);
+            printf("%s\n"
+                   "  The three properties of \"On Position Embeddings in BERT\" (Wang et al. 2021) of every method's\n"
+                   "  position-position matrix: the Gram matrix P P^T of an absolute encoding, the scores with\n"
+                   "  q = k = ones of the others, averaged over heads (doc/plots.md): monotonicity (forward and\n"
+                   "  backward apart), translation invariance and symmetry.\n"
+                   "  --methods LIST   comma-separated (default: every method)\n"
+                   "  --from FILE      a trained encoding: a posenc train checkpoint or a safetensors table\n"
+                   "  --tensor NAME    the table in FILE (default: the method's)\n"
+                   "  --layer L        a checkpoint's block (default 0)\n"
+                   "  --N N            positions (3 .. 2048, default 64)\n"
+                   "  --width C, --heads H, --seed S   the random layer (defaults 64, 4, 1)\n"
+                   "  --cosine         cosine similarity of the encodings instead of logits\n"
+                   "  -o FILE.csv      the table as CSV\n"
+                   "  --KEY VALUE      a method setting\n", USAGE);
             free(keys), free(vals);
             return 0;
         } else if (!strcmp(a, "--cosine")) {

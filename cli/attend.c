@@ -57,6 +57,17 @@ int cli_attend(int argc, char **argv) {
     int rc = 0;
     for (int i = 0; i < argc && !rc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            free(over_k), free(over_v);
+            printf("usage: posenc attend CASE.safetensors -o OUT.safetensors [--KEY VALUE ...]\n"
+                   "  One attention layer as the conformance contract defines it (doc/spec/conformance.md).\n"
+                   "  CASE       settings in __metadata__, tensors by the contract's names: x, wq, wk, wv, wo\n"
+                   "             (biases optional), positions, mems, attn_mask, dy and the method's tensors;\n"
+                   "             or q, k, v (the projected form) with positions, key_positions, do\n"
+                   "  -o OUT     y (or o), scores, probs, and with dy (do) every gradient\n"
+                   "  --KEY V    overrides a setting of the case (posenc methods NAME lists a method's keys)\n");
+            return 0;
+        }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (i + 1 >= argc) rc = cli_fail("%s needs a file name", a);
             else out_path = argv[++i];

@@ -51,6 +51,15 @@ int cli_convert_rope(int argc, char **argv) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: posenc convert-rope IN.safetensors -o OUT.safetensors --to half|interleaved [--heads H]\n"
+                   "           [--kv-heads K] [--rotary-dim R] [--q NAME] [--k NAME]\n"
+                   "  Permutes the q and k projection rows (and their biases) between the RoPE layouts: Meta's\n"
+                   "  checkpoints are interleaved, HF Llama's half. Every other tensor is copied.\n"
+                   "  --heads, --kv-heads, --rotary-dim   default to IN's metadata (a posenc attend case)\n"
+                   "  --q, --k NAME   the projections to permute (default wq, wk; e.g. q_proj.weight)\n");
+            return 0;
+        }
         if (!strcmp(a, "-o") && has) out = argv[++i];
         else if (!strcmp(a, "--to") && has) to_s = argv[++i];
         else if ((!strcmp(a, "--heads") || !strcmp(a, "--kv-heads") || !strcmp(a, "--rotary-dim")) && has) {

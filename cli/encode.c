@@ -45,6 +45,16 @@ int cli_encode(int argc, char **argv) {
     for (int i = 0; i < argc && !rc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            free(over_k), free(over_v);
+            printf("%s\n  The absolute encoding of an absolute method (pe_encode): P [T, C] for sinusoidal and\n"
+                   "  learned, P_q P_k P_v for floater, P_re P_im for complex, with the positions.\n"
+                   "  IN          a case file: its settings and tensors (pos_table, floater_*, amp freq phase, ids)\n"
+                   "  --T N       positions 0 .. N-1 (1 .. 2^20)\n  --positions P0,P1,...  a list instead\n"
+                   "  --width C   the width where no tensor gives it (sinusoidal; 1 .. 2^16)\n"
+                   "  --KEY V     a setting (--method sinusoidal --sin_layout concat ...)\n", USAGE);
+            return 0;
+        }
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!has) rc = cli_fail("%s needs a file name", a);
             else out_path = argv[++i];

@@ -326,4 +326,9 @@ echo "$out" | grep -q "^rope (rotary): Su et al" && echo "$out" | grep -q "rope_
 expect_bad "methods: a misspelled method" "did you mean rope?" "" methods ropee
 expect_bad "attend: a misspelled key" "did you mean 'rope_scaling'?" "" attend "$HERE/../conformance/cases/rope_half.safetensors" -o "$WORK/x.safetensors" --rope_scalling yarn
 expect_bad "attend: a misspelled method" "did you mean 'alibi'?" "" attend "$HERE/../conformance/cases/rope_half.safetensors" -o "$WORK/x.safetensors" --method alibj
+# ---- every subcommand answers --help with exit 0 ----------------------------------------------
+for c in attend demo convert-rope train compare encode bench plot analyze generate positions methods; do
+    if "$POSENC" $c --help > "$WORK/help" 2>&1 && [ "$(wc -l < "$WORK/help")" -ge 3 ]; then ok "$c --help"
+    else not_ok "$c --help" "$(head -3 "$WORK/help")"; fi
+done
 finish
