@@ -40,7 +40,7 @@ HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo compare plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fixtures install clean bench bench-readme
+.PHONY: all run demo compare readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
@@ -51,22 +51,29 @@ run: deps
 demo: $(BUILD)/posenc
 	$(BUILD)/posenc demo
 
-# compare: the extrapolation experiment (every method, 3 seeds; under 10 min on 2 cores): table
-# and plot into doc/compare and README.md
+# compare: the extrapolation experiment (every method, 3 seeds; under 10 min on 2 cores): table,
+# CSV and plot into $(BUILD)/compare; tracked files stay as they are
 compare: $(BUILD)/posenc
-	$(BUILD)/posenc compare --out doc/compare --readme README.md
+	$(BUILD)/posenc compare --out $(BUILD)/compare
 
-# plots: regenerate the README's pictures (posenc plot) and the analyze table into doc/img; the
-# attention picture is of a small model trained here (a few seconds)
+# readme: what the README shows, regenerated on this machine: the comparison into doc/compare and
+# the README's table, and the pictures into doc/img (bench-readme: the speed summary)
+readme: $(BUILD)/posenc
+	$(BUILD)/posenc compare --out doc/compare --readme README.md
+	@$(MAKE) --no-print-directory plots PLOTS=doc/img
+
+# plots: the README's pictures (posenc plot) and the analyze table into PLOTS ($(BUILD)/img; make
+# readme: doc/img); the attention picture is of a small model trained here (a few seconds)
+PLOTS ?= $(BUILD)/img
 plots: $(BUILD)/posenc
-	@mkdir -p doc/img
-	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --N 128 --width 128 --size 800x500 -o doc/img/encoding_sinusoidal.png
-	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --N 512 --size 800x450 -o doc/img/similarity_rope.png
-	$(BUILD)/posenc plot relative --method t5 --N 96 --size 700x560 -o doc/img/relative_t5.png
-	$(BUILD)/posenc plot relative --method alibi --heads 4 --N 64 --size 800x600 -o doc/img/relative_alibi.png
+	@mkdir -p $(PLOTS)
+	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --N 128 --width 128 --size 800x500 -o $(PLOTS)/encoding_sinusoidal.png
+	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --N 512 --size 800x450 -o $(PLOTS)/similarity_rope.png
+	$(BUILD)/posenc plot relative --method t5 --N 96 --size 700x560 -o $(PLOTS)/relative_t5.png
+	$(BUILD)/posenc plot relative --method alibi --heads 4 --N 64 --size 800x600 -o $(PLOTS)/relative_alibi.png
 	$(BUILD)/posenc train --method alibi --steps 600 --width 64 --layers 2 --length 64 --eval 1 --eval-tokens 1024 --quiet --save $(BUILD)/plots_alibi.safetensors > /dev/null
-	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. the kemo of the laki was vupo. vupo is 4812." --size 900x700 -o doc/img/attention_alibi_trained.png
-	$(BUILD)/posenc analyze -o doc/img/analyze.csv
+	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. the kemo of the laki was vupo. vupo is 4812." --size 900x700 -o $(PLOTS)/attention_alibi_trained.png
+	$(BUILD)/posenc analyze -o $(PLOTS)/analyze.csv
 
 # deps: install the Debian packages the build and tests need (only those missing)
 deps:
