@@ -2,6 +2,7 @@
  * updating line, safetensors checkpoints, --resume, and a final evaluation at multiples of
  * the training length. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +21,25 @@ static void usage(void) {
            "GELU MLP, tied output) with AdamW, warm-up and cosine decay, gradient clipping; then evaluates\n"
            "at multiples of the training length.\n\n");
     tr_options_help();
-    printf("  --save FILE             checkpoint (safetensors) at the end and every --save-every steps\n"
+    printf("  --save FILE             checkpoint (safetensors) at the end, every --save-every steps and on Ctrl-C\n"
            "  --save-every N          steps between checkpoints (default: only at the end)\n"
-           "  --resume FILE           continue a checkpoint's run (its options; later flags override)\n"
+           "  --resume FILE           continue a checkpoint's run (its options, --save and --save-every; later\n"
+           "                          flags override)\n"
            "  --threads N             BLAS threads (default 1: at this size one thread per run is fastest)\n"
            "  --quiet                 no progress line\n");
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
 }
 
 int cli_train(int argc, char **argv) {
     const char *save = NULL, *resume = NULL;
     int64_t save_every = 0;
+    int every_given = 0;
+    static char ck_save[512];
     int threads = 1, quiet = 0;
     pe_err err = {{0}};
     tr_options o;
@@ -51,12 +61,18 @@ int cli_train(int argc, char **argv) {
             long long x;
             if (cli_int(a, argv[++i], a[2] == 't' ? 1 : 0, a[2] == 't' ? 1024 : 1LL << 40, &x)) return 2;
             if (a[2] == 't') threads = (int)x;
-            else save_every = x;
+            else save_every = x, every_given = 1;
         }
         else if (!tr_options_known(a + 2)) return cli_fail("train: unknown option '%s' (try: posenc train --help)", a);
         else i++;
     }
     if (threads < 1) return cli_fail("train: --threads needs a positive count");
+    if (resume) { /* a resumed run goes on saving where it saved, unless told otherwise */
+        int64_t ck_every = 0;
+        if (tr_checkpoint_saving(resume, ck_save, sizeof ck_save, &ck_every, &err)) return cli_fail("train: %s", err.msg);
+        if (!save && ck_save[0]) save = ck_save;
+        if (!every_given) save_every = ck_every;
+    }
     if (save) { /* a --save that cannot be written fails now, not after the run */
         pe_out probe;
         if (pe_out_open(&probe, save, &err)) return cli_fail("train: --save: %s", err.msg);
@@ -84,6 +100,8 @@ int cli_train(int argc, char **argv) {
         return cli_fail("train: %s", err.msg);
     }
     int rc = 0;
+    if (save) snprintf(run.save, sizeof run.save, "%s", save);
+    run.save_every = save_every;
     if (resume && tr_run_load(&run, resume, &err)) {
         rc = cli_fail("train: %s", err.msg);
         goto done;
@@ -101,8 +119,24 @@ int cli_train(int argc, char **argv) {
     double t0 = tr_now(), last_print = 0, loss = 0, ema = NAN;
     int64_t tokens = 0, start = run.step;
     int tty = isatty(2);
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int); /* Ctrl-C: a last checkpoint, then stop */
     while (run.step < ro->steps) {
         int64_t tk;
+        if (interrupted) {
+            sigaction(SIGINT, &old_int, NULL);
+            if (save && !tr_run_save(&run, save, &err))
+                fprintf(stderr, "\nposenc: train: interrupted at step %lld; checkpoint %s (posenc train --resume %s goes on)\n",
+                        (long long)run.step, save, save);
+            else if (save)
+                fprintf(stderr, "\nposenc: train: interrupted at step %lld; the checkpoint failed: %s\n", (long long)run.step,
+                        err.msg);
+            else
+                fprintf(stderr, "\nposenc: train: interrupted at step %lld (no --save: nothing kept)\n", (long long)run.step);
+            rc = 130;
+            goto done;
+        }
         if (tr_run_step(&run, &loss, &tk, &err)) {
             rc = cli_fail("train: step %lld: %s", (long long)run.step, err.msg);
             goto done;
@@ -127,6 +161,7 @@ int cli_train(int argc, char **argv) {
             goto done;
         }
     }
+    sigaction(SIGINT, &old_int, NULL);
     double el = tr_now() - t0;
     if (run.step > start)
         printf("trained %lld steps in %.1f s: %.1fk tokens/s, last loss %.4f\n", (long long)(run.step - start), el,

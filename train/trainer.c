@@ -384,12 +384,14 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err) {
         ts[n].shape[0] = r->o.layers, ts[n].shape[1] = mB, ts[n].shape[2] = mM, ts[n].shape[3] = r->o.width;
         ts[n++].data = (void *)mem;
     }
-    int nm = tr_options_list(&r->o, names + 2, values + 2, 62);
+    int nm = tr_options_list(&r->o, names + 4, values + 4, 60);
     snprintf(names[0], 40, "format"), snprintf(values[0], 520, FORMAT);
     snprintf(names[1], 40, "step"), snprintf(values[1], 520, "%lld", (long long)r->step);
+    snprintf(names[2], 40, "save"), snprintf(values[2], 520, "%s", r->save);
+    snprintf(names[3], 40, "save_every"), snprintf(values[3], 520, "%lld", (long long)r->save_every);
     const char *mk[64], *mv[64];
-    for (int i = 0; i < nm + 2; i++) mk[i] = names[i], mv[i] = values[i];
-    pe_status st = pe_st_write(path, ts, n, nm + 2, mk, mv, err);
+    for (int i = 0; i < nm + 4; i++) mk[i] = names[i], mv[i] = values[i];
+    pe_status st = pe_st_write(path, ts, n, nm + 4, mk, mv, err);
     free(ts), free(names), free(values);
     return st;
 }
@@ -408,10 +410,23 @@ pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err) {
     if (!fmt || strcmp(fmt, FORMAT)) st = pe__fail(err, PE_EFORMAT, "%s: not a posenc training checkpoint (format %s)", path, FORMAT);
     tr_options_default(o);
     for (int i = 0; i < f.n_meta && !st; i++)
-        if (strcmp(f.meta_keys[i], "format") && strcmp(f.meta_keys[i], "step"))
+        if (strcmp(f.meta_keys[i], "format") && strcmp(f.meta_keys[i], "step") && strcmp(f.meta_keys[i], "save") &&
+            strcmp(f.meta_keys[i], "save_every"))
             st = tr_options_set(o, f.meta_keys[i], f.meta_values[i], err);
     pe_st_free(&f);
     return st;
+}
+
+pe_status tr_checkpoint_saving(const char *path, char *save, size_t n, int64_t *save_every, pe_err *err) {
+    pe_st_file f;
+    pe_status st = pe_st_read(path, &f, err);
+    if (st) return st;
+    const char *s = meta(&f, "save"), *e = meta(&f, "save_every");
+    if (save) snprintf(save, n, "%s", s ? s : "");
+    int64_t v = 0;
+    if (save_every) *save_every = e && !parse_int(e, &v) && v >= 0 ? v : 0;
+    pe_st_free(&f);
+    return PE_OK;
 }
 
 pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {

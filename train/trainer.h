@@ -73,6 +73,10 @@ typedef struct tr_run {
     int32_t *in, *tgt;
     int64_t *pos;
     int64_t cap; /* tokens the buffers hold */
+    /* where the run saves (posenc train --save, --save-every), kept in its checkpoints so that
+     * --resume goes on saving there; "" and 0: not saving */
+    char save[512];
+    int64_t save_every;
 } tr_run;
 
 /* The metric `compare` tabulates: "bpc" (lower is better) for lm, "exact" (higher) otherwise. */
@@ -92,8 +96,10 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);
 pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
 
 pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err);
-/* Reads a checkpoint's options (o gets defaults first, then the file's). */
+/* Reads a checkpoint's options (o gets defaults first, then the file's), and where it saved
+ * (save: "" when it did not say; may be NULL). */
 pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err);
+pe_status tr_checkpoint_saving(const char *path, char *save, size_t n, int64_t *save_every, pe_err *err);
 /* Loads parameters, moments, step and memory into a run built from the same options. */
 pe_status tr_run_load(tr_run *r, const char *path, pe_err *err);
 

@@ -59,6 +59,25 @@ else
     not_ok "train --save, then --resume continues from step 6" "$(cat "$WORK/t.out" "$WORK/r.out" 2>/dev/null | tail -n 8)"
 fi
 
+# ---- --resume goes on saving where the run saved; Ctrl-C writes a last checkpoint -------------
+T=(--method alibi --width 16 --heads 2 --layers 1 --length 16 --eval 1 --eval-tokens 64 --quiet)
+"$POSENC" train "${T[@]}" --steps 4 --save "$WORK/k.safetensors" --save-every 2 > /dev/null 2>&1
+rm -f "$WORK/k2.safetensors"
+if "$POSENC" train --resume "$WORK/k.safetensors" --steps 6 --quiet > "$WORK/k.out" 2>&1 &&
+    grep -q "checkpoint: $WORK/k.safetensors" "$WORK/k.out" &&
+    "$PY" - "$WORK/k.safetensors" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+m = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+assert (m["step"], m["save_every"]) == ("6", "2"), m
+PYEOF
+then ok "train --resume keeps --save and --save-every"; else not_ok "train --resume keeps --save" "$(cat "$WORK/k.out")"; fi
+rm -f "$WORK/c.safetensors"
+timeout -s INT 2 "$POSENC" train "${T[@]}" --steps 10000000 --save "$WORK/c.safetensors" > /dev/null 2> "$WORK/c.err"
+if grep -q "interrupted at step [0-9]*; checkpoint $WORK/c.safetensors" "$WORK/c.err" && [ -s "$WORK/c.safetensors" ]; then
+    ok "Ctrl-C writes a last checkpoint and says where"
+else not_ok "Ctrl-C writes a last checkpoint" "$(cat "$WORK/c.err")"; fi
+
 # ---- bad input: status 2, one line ----------------------------------------------------------------
 bad() { local name=$1; shift; expect_bad "$name" "" "" "$@"; }
 bad "compare: unknown method" compare --methods rope,nosuch --out "$WORK/x"
