@@ -22,9 +22,13 @@
 #ifndef PE_KPASS
 #include <stdint.h>
 
+#ifdef __clang__ /* clang contracts a * b - c * d into FMAs by default; GCC's C mode does not */
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #include "fused.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) /* GCC, and clang (the fuzzing build) */
 #define PE_KX86 1
 #include <immintrin.h>
 #define PE_KPASS 512
@@ -60,15 +64,23 @@ const pe__kernels *pe__kernels_pick(const char *isa) {
 #else /* ---- one instruction set: PE_KPASS 512, 256 or 1 (generic) ------------------------ */
 
 #if PE_KPASS == 512
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")
+#endif
 #define VEC 16
 #define MRN 8 /* rows of the s = a bt microkernel (times 2 vectors of columns) */
 #define NV 4  /* vectors per row of the accumulating microkernel (times MRR rows) */
 #define SWAP {1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14}
 #elif PE_KPASS == 256
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+#endif
 #define VEC 8
 #define MRN 4
 #define NV 2
@@ -632,6 +644,10 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
 #undef online_softmax
 #undef pack_rows
 #if PE_KPASS != 1
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 #endif
