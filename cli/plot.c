@@ -16,13 +16,15 @@
 
 #include "../src/io/safetensors.h"
 #include "../train/trainer.h"
+#include "../src/internal.h"
+#include "../src/io/layer.h"
 #include "../src/io/output.h"
 #include "cli.h"
 #include "draw.h"
 #include "posmat.h"
 #include "props.h"
 
-#define USAGE "usage: posenc plot encoding|similarity|relative|attention|extrapolation [IN] -o FILE.png [options] (posenc plot --help)"
+#define USAGE "usage: posenc plot encoding|similarity|relative|attention|extrapolation|axes|grid [IN] -o FILE.png [options] (posenc plot --help)"
 
 static const char HELP[] =
     "posenc plot KIND [IN] -o FILE.png [options] [--KEY VALUE ...]\n"
@@ -40,6 +42,12 @@ static const char HELP[] =
     "                 --layer L (default 0) on TEXT, characters of its task's vocabulary (lm: the\n"
     "                 training text's; copy, reverse, sort, add: e.g. \"abcd=abcd.\", \"12+345=\")\n"
     "  extrapolation  IN = a `posenc compare` CSV: --metric COLUMN (default value) against length\n"
+    "  axes           rope with rope_sections: which position axis each frequency pair reads\n"
+    "                 (--rope_sections 16,24,24 [--rope_section_layout interleaved])\n"
+    "  grid           a 2-D grid of patches (--grid HxW, default 16x16), positions (column, row): the\n"
+    "                 score of q = k = ones between --patch R,C (default the centre) and every patch,\n"
+    "                 per head: rope with two rope_sections (--rope_section_freqs per_axis: axial) or\n"
+    "                 rope_mixed (rope-vit's initial frequencies, theta 10, angles from --seed)\n"
     "options: --method NAME --N positions (64) --width C (64) --heads H (4) --seed S (1)\n"
     "         --size WxH (900x700) --from FILE --tensor NAME --layer L; other --KEY VALUE: method\n"
     "         settings (with a checkpoint: its own, the command line's win)\n";
@@ -47,6 +55,7 @@ static const char HELP[] =
 typedef struct opts {
     const char *kind, *in, *out, *from, *tensor, *part, *show, *metric, *checkpoint, *input;
     int W, H, cosine, batch, checkpoint_from, layer_set;
+    int64_t grid_h, grid_w, patch_r, patch_c; /* plot grid: the grid and the patch (-1: the centre) */
     int64_t layer;
     int64_t N, C, heads;
     uint64_t seed;
@@ -63,7 +72,8 @@ static int parse_int(const char *s, int64_t lo, int64_t *v) {
 }
 
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){.W = 900, .H = 700, .N = 64, .C = 64, .heads = 4, .seed = 1, .metric = "value"};
+    *o = (opts){.W = 900, .H = 700, .N = 64, .C = 64, .heads = 4, .seed = 1, .metric = "value", .grid_h = 16, .grid_w = 16,
+                .patch_r = -1, .patch_c = -1};
     o->keys = calloc((size_t)argc + 1, sizeof(char *)), o->vals = calloc((size_t)argc + 1, sizeof(char *));
     if (!o->keys || !o->vals) return cli_fail("out of memory");
     for (int i = 0; i < argc; i++) {
@@ -87,6 +97,15 @@ static int parse(int argc, char **argv, opts *o) {
             else if (!strcmp(a, "--layer")) {
                 if (!v || parse_int(v, 0, &o->layer)) return cli_fail("--layer: '%s' is not a number >= 0", v ? v : "");
                 o->layer_set = 1;
+            } else if (!strcmp(a, "--grid") || !strcmp(a, "--patch")) {
+                long long r, c;
+                const int grid = a[2] == 'g';
+                char sep = 0, extra = 0;
+                if (!v || sscanf(v, grid ? "%lld%c%lld%c" : "%lld%c%lld%c", &r, &sep, &c, &extra) != 3 ||
+                    sep != (grid ? 'x' : ',') || r < (grid ? 1 : 0) || c < (grid ? 1 : 0) || r > 256 || c > 256)
+                    return cli_fail("%s: '%s' is not %s", a, v ? v : "", grid ? "HxW with H, W in 1..256" : "R,C (row, column)");
+                if (grid) o->grid_h = r, o->grid_w = c;
+                else o->patch_r = r, o->patch_c = c;
             } else if (!strcmp(a, "--size")) {
                 if (!v || sscanf(v, "%dx%d", &o->W, &o->H) != 2 || o->W < 160 || o->H < 120 || o->W > 8000 || o->H > 8000)
                     return cli_fail("--size: '%s' is not WxH with W in 160..8000 and H in 120..8000", v ? v : "");
@@ -289,6 +308,101 @@ static int plot_similarity(const opts *o) {
         rc = heat(o, title, "key position j", "query position i", "score", (int)H, N, N, S, 0, 0);
     }
     free(S);
+    return rc;
+}
+
+/* A layer of the plot's settings (method and keys), heads and width as given. */
+static pe_status plot_layer(const opts *o, pe_attention **att, pe_err *err) {
+    pe_config cfg;
+    pe_config_init(&cfg);
+    char heads[32];
+    snprintf(heads, sizeof heads, "%lld", (long long)o->heads);
+    pe_status st = pe_config_set_all(&cfg, o->n_keys, o->keys, o->vals, err);
+    if (!st && !pe_config_is_set(&cfg, "heads")) st = pe_config_set(&cfg, "heads", heads, err);
+    return st ? st : pe_attention_init(att, &cfg, o->C, err);
+}
+
+/* axes: rope with rope_sections, the axis each pair reads (1 in row a for pair t) */
+static int plot_axes(const opts *o) {
+    pe_attention *att;
+    pe_err err;
+    if (plot_layer(o, &att, &err)) return cli_fail("plot axes: %s", err.msg);
+    const pe_config *cfg = pe_attention_config(att);
+    if (cfg->method != PE_METHOD_ROPE || cfg->rope_sections.n < 2) {
+        pe_attention_free(att);
+        return cli_fail("plot axes: needs --method rope with --rope_sections of two axes or more (e.g. 16,24,24)");
+    }
+    const int64_t A = cfg->rope_sections.n, half = cfg->rotary_dim / 2;
+    uint8_t axis[PE_MAX_ROPE_PAIRS];
+    pe__rope_pair_axes(cfg, axis);
+    double *d = calloc((size_t)(A * half), sizeof(double));
+    int rc = d ? 0 : cli_fail("out of memory");
+    for (int64_t t = 0; d && t < half; t++) d[axis[t] * half + t] = 1;
+    char title[200], sec[96];
+    size_t n = 0;
+    for (int a = 0; a < A; a++) n += (size_t)snprintf(sec + n, sizeof sec - n, "%s%lld", a ? "," : "", (long long)cfg->rope_sections.v[a]);
+    snprintf(title, sizeof title, "rope_sections %s (%s): the position axis each frequency pair reads", sec,
+             cfg->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
+    if (!rc) rc = heat(o, title, "frequency pair t", "position axis", "reads it", 1, A, half, d, 0, 0);
+    free(d);
+    pe_attention_free(att);
+    return rc;
+}
+
+/* grid: the score of q = k = ones between one patch and every patch of a 2-D grid, per head */
+static int plot_grid(const opts *o) {
+    pe_attention *att;
+    pe_err err;
+    if (plot_layer(o, &att, &err)) return cli_fail("plot grid: %s", err.msg);
+    const pe_config *cfg = pe_attention_config(att);
+    const int mixed = cfg->method == PE_METHOD_ROPE_MIXED;
+    if (!mixed && !(cfg->method == PE_METHOD_ROPE && cfg->rope_sections.n == 2)) {
+        pe_attention_free(att);
+        return cli_fail("plot grid: needs --method rope with two --rope_sections (e.g. 8,8) or --method rope_mixed");
+    }
+    const int64_t GH = o->grid_h, GW = o->grid_w, T = GH * GW, H = cfg->heads, C = o->C, D = C / H,
+                  half = cfg->rotary_dim / 2;
+    const int64_t pr = o->patch_r < 0 ? GH / 2 : o->patch_r, pc = o->patch_c < 0 ? GW / 2 : o->patch_c;
+    if (pr >= GH || pc >= GW) {
+        pe_attention_free(att);
+        return cli_fail("plot grid: --patch %lld,%lld is outside the %lldx%lld grid", (long long)pr, (long long)pc,
+                        (long long)GH, (long long)GW);
+    }
+    int64_t *kpos = malloc(sizeof(int64_t) * (size_t)(2 * T)), qpos[2] = {pc, pr};
+    float *q = malloc(sizeof(float) * (size_t)C), *k = malloc(sizeof(float) * (size_t)(T * C));
+    float *v = calloc((size_t)(T * C), sizeof(float)), *out = malloc(sizeof(float) * (size_t)C);
+    float *sc = malloc(sizeof(float) * (size_t)(H * T)), *freqs = mixed ? malloc(sizeof(float) * (size_t)(2 * H * half)) : NULL;
+    double *d = malloc(sizeof(double) * (size_t)(H * T));
+    int rc = kpos && q && k && v && out && sc && d && (!mixed || freqs) ? 0 : cli_fail("out of memory");
+    for (int64_t t = 0; !rc && t < T; t++) kpos[2 * t] = t % GW, kpos[2 * t + 1] = t / GW;
+    for (int64_t e = 0; !rc && e < C; e++) q[e] = 1.0f;
+    for (int64_t e = 0; !rc && e < T * C; e++) k[e] = 1.0f;
+    pe_weights w = {0};
+    if (!rc && mixed) { /* rope-vit init_random_2d_freqs: per head, magnitudes theta^(-4u/D) at a random angle */
+        const int64_t quarter = half / 2;
+        pe_rng rng = {o->seed};
+        for (int64_t h = 0; h < H; h++) {
+            const double ang = 2 * PE_PI * pe_rng_uniform(&rng);
+            for (int64_t t = 0; t < half; t++) {
+                const int64_t u = t % (quarter ? quarter : 1), second = quarter && t >= quarter;
+                const double mag = pow(10.0, -4.0 * (double)u / (double)D), a = ang + (second ? PE_PI / 2 : 0);
+                freqs[(0 * H + h) * half + t] = (float)(mag * cos(a));
+                freqs[(1 * H + h) * half + t] = (float)(mag * sin(a));
+            }
+        }
+        w.param[0] = freqs, w.param_rows[0] = 2;
+    }
+    pe_positions at = {.pos = qpos, .key_pos = kpos, .axes = 2};
+    if (!rc && pe_attention_forward_qkv(att, &w, q, k, v, 1, 1, T, &at, out, sc, NULL, &err))
+        rc = cli_fail("plot grid: %s", err.msg);
+    for (int64_t e = 0; !rc && e < H * T; e++) d[e] = sc[e];
+    char title[200];
+    snprintf(title, sizeof title, "%s: score of patch (%lld, %lld) against every patch of a %lldx%lld grid",
+             mixed ? "rope_mixed" : cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS ? "axial rope" : "rope, 2 sections",
+             (long long)pr, (long long)pc, (long long)GH, (long long)GW);
+    if (!rc) rc = heat(o, title, "column", "row", "score", (int)H, GH, GW, d, 0, 0);
+    free(kpos), free(q), free(k), free(v), free(out), free(sc), free(freqs), free(d);
+    pe_attention_free(att);
     return rc;
 }
 
@@ -532,10 +646,12 @@ int cli_plot(int argc, char **argv) {
     if (!rc) {
         if (!strcmp(o.kind, "encoding")) rc = plot_encoding(&o);
         else if (!strcmp(o.kind, "similarity")) rc = plot_similarity(&o);
+        else if (!strcmp(o.kind, "axes")) rc = plot_axes(&o);
+        else if (!strcmp(o.kind, "grid")) rc = plot_grid(&o);
         else if (!strcmp(o.kind, "relative")) rc = plot_relative(&o);
         else if (!strcmp(o.kind, "attention")) rc = plot_attention(&o);
         else if (!strcmp(o.kind, "extrapolation")) rc = plot_extrapolation(&o);
-        else rc = cli_fail("unknown plot kind '%s' (encoding, similarity, relative, attention, extrapolation)", o.kind);
+        else rc = cli_fail("unknown plot kind '%s' (encoding, similarity, relative, attention, extrapolation, axes, grid)", o.kind);
     }
     pm_checkpoint_free(&ck);
     free(keys), free(vals);

@@ -121,9 +121,10 @@ static const struct command {
      "3-axis positions of text and image/video grids, as Qwen2-VL's get_rope_index (--help)", cli_positions},
     {"bench", "[--T 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
      "speed as ratios: RoPE vs a copy, fused vs reference attention vs PyTorch eager, memory (--help)", cli_bench},
-    {"plot", "encoding|similarity|relative|attention|extrapolation [IN] -o FILE.png [--method NAME] [--size WxH] ...",
+    {"plot", "encoding|similarity|relative|attention|extrapolation|axes|grid [IN] -o FILE.png [--method NAME] [--size WxH] ...",
      "pictures: an absolute encoding, position similarity / RoPE decay, relative index or bias per head,\n"
-     "      attention of a case file, a compare CSV's curves (--help)", cli_plot},
+     "      attention of a case file, a compare CSV's curves, the axis of each RoPE pair, a 2-D grid's\n"
+     "      similarity map (--help)", cli_plot},
     {"analyze", "[--methods LIST] [--from FILE] [-o FILE.csv] [--N N] ...",
      "monotonicity, translation invariance and symmetry of each method's position-position matrix", cli_analyze},
     {"methods", "[NAME]", "list the methods, their families and keys; NAME: one method in full", cmd_methods},

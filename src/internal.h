@@ -263,6 +263,8 @@ void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double ba
  * the positions select (pe__rope_longrope_uses_long), NULL otherwise. */
 double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq);
 int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
+/* rope_sections: the position axis each of the rotary_dim/2 pairs reads (rope.c). */
+void pe__rope_pair_axes(const pe_config *cfg, uint8_t *axis);
 
 /* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(p * inv_freq) * attn,
  * angles and cos/sin in double, rounded once to float. Position r has A axes at pos + r A; pair

@@ -63,7 +63,7 @@ static int64_t axes(const pe_config *cfg, const pe_weights *w) {
 
 /* The axis each pair reads: contiguous sections (Qwen2-VL), or interleaved (Qwen3-VL: pair t
  * reads axis a >= 1 when t % A == a and t < A s_a, axis 0 otherwise). */
-static void section_axes(const pe_config *cfg, uint8_t *axis) {
+void pe__rope_pair_axes(const pe_config *cfg, uint8_t *axis) {
     const pe_int_list *sec = &cfg->rope_sections;
     const int64_t A = sec->n, half = cfg->rotary_dim / 2;
     for (int64_t t = 0, a = 0, end = sec->v[0]; t < half; t++) {
@@ -113,7 +113,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the rope table");
     }
-    if (sections) section_axes(ctx->cfg, st->axis);
+    if (sections) pe__rope_pair_axes(ctx->cfg, st->axis);
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;

@@ -230,4 +230,14 @@ bad "analyze: unknown method" "$WORK/a2.csv" analyze --methods rope,nope -o "$WO
 bad "analyze: bad --N" "$WORK/a2.csv" analyze --N 1 -o "$WORK/a2.csv"
 bad "analyze: bad key" "$WORK/a2.csv" analyze --methods rope --rope_scaling warp -o "$WORK/a2.csv"
 
+# multi-axis positions: the axis of each pair, and 2-D similarity maps of axial and mixed RoPE
+plot axes-contiguous 700 400 axes --method rope --rope_sections 16,24,24 --width 256 --heads 2
+plot axes-interleaved 700 400 axes --method rope --rope_sections 24,20,20 --rope_section_layout interleaved --width 256 --heads 2
+plot grid-axial 700 600 grid --method rope --rope_sections 8,8 --rope_section_freqs per_axis --rope_base 100 --width 128 --heads 4
+plot grid-mixed 700 600 grid --method rope_mixed --width 128 --heads 4 --grid 12x10 --patch 3,2
+bad "plot axes: not multi-axis" "$WORK/x.png" plot axes --method rope -o "$WORK/x.png"
+bad "plot grid: three sections" "$WORK/x.png" plot grid --method rope --rope_sections 2,1,1 --width 16 --heads 2 -o "$WORK/x.png"
+bad "plot grid: a patch outside" "$WORK/x.png" plot grid --method rope_mixed --grid 4x4 --patch 5,1 -o "$WORK/x.png"
+bad "plot grid: bad --grid" "$WORK/x.png" plot grid --method rope_mixed --grid 4by4 -o "$WORK/x.png"
+
 finish
