@@ -6,9 +6,10 @@
 . "$(dirname "$0")/lib.sh" install "${1:-}"
 ROOT=$(cd "$HERE/../.." && pwd)
 P="$WORK/prefix"
-# the plain build (build/), whatever build the calling make runs (the ASan pass passes BUILD and
-# SAN down through MAKEFLAGS)
-if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$ROOT" --no-print-directory install PREFIX="$P" > "$WORK/install.log" 2>&1
+# the plain build (build/), whatever build the calling make runs (the ASan pass passes BUILD, OPT
+# and SAN down through MAKEFLAGS and the environment)
+if env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$ROOT" --no-print-directory install PREFIX="$P" BUILD=build OPT=-O2 SAN= \
+    > "$WORK/install.log" 2>&1
 then ok "make install"
 else bail "make install: $(tail -3 "$WORK/install.log")"; fi
 readelf -d "$P/lib/libposenc.so" 2>/dev/null | grep -q "SONAME.*libposenc.so.0" && ok "SONAME libposenc.so.0" ||
