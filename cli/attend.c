@@ -8,18 +8,16 @@
 
 #include "../src/io/safetensors.h"
 #include "cli.h"
+#include "../src/internal.h"
 
 int cli_fail(const char *fmt, ...) {
-    char raw[2048];
+    char raw[2048], line[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    fputs("posenc: ", stderr);
-    for (const unsigned char *c = (const unsigned char *)raw; *c; c++) /* one line: control characters escaped */
-        if (*c >= 0x20 && *c != 0x7f) fputc(*c, stderr);
-        else fprintf(stderr, *c == '\n' ? "\\n" : *c == '\t' ? "\\t" : "\\x%02x", *c);
-    fputc('\n', stderr);
+    pe__one_line(line, sizeof line, raw);
+    fprintf(stderr, "posenc: %s\n", line);
     return 2;
 }
 

@@ -5,6 +5,7 @@
  * prints the largest difference of the next-token probabilities (and log-probabilities) from
  * the cache's. Positions are 0, 1, ... plus SHAPE's shift, as at evaluation. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,8 @@ static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
 
 int cli_generate(int argc, char **argv) {
     const char *ckpt = NULL, *prompt = NULL;
-    double tokens = 200, temp = 1, seed = 1;
+    double temp = 1;
+    long long tokens = 200, seed = 1;
     int check = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -68,14 +70,13 @@ int cli_generate(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--checkpoint")) ckpt = v;
         else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--tokens") && parse_num(a, v, 0, 1 << 20, &tokens)) return 2;
+        else if (!strcmp(a, "--tokens") && cli_int(a, v, 0, 1 << 20, &tokens)) return 2;
         else if (!strcmp(a, "--temperature") && parse_num(a, v, 0, 100, &temp)) return 2;
-        else if (!strcmp(a, "--seed") && parse_num(a, v, 0, 9007199254740992.0, &seed)) return 2;
+        else if (!strcmp(a, "--seed") && cli_int(a, v, 0, LLONG_MAX, &seed)) return 2;
     }
     if (!ckpt || !prompt) return cli_fail("generate: --checkpoint and --prompt are required (posenc generate --help)");
     const int64_t P = (int64_t)strlen(prompt), N = (int64_t)tokens;
     if (!P) return cli_fail("generate: --prompt is empty (give at least one character)");
-    if (tokens != floor(tokens)) return cli_fail("--tokens: '%g' is not a whole number", tokens);
 
     pe_err err = {{0}};
     tr_options opt;

@@ -63,14 +63,6 @@ typedef struct opts {
     const char **keys, **vals;
 } opts;
 
-static int parse_int(const char *s, int64_t lo, int64_t *v) {
-    char *end;
-    long long x = strtoll(s, &end, 10);
-    if (!*s || *end || x < lo) return -1;
-    *v = x;
-    return 0;
-}
-
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.W = 900, .H = 700, .N = 64, .C = 64, .heads = 4, .seed = 1, .metric = "value", .grid_h = 16, .grid_w = 16,
                 .patch_r = -1, .patch_c = -1};
@@ -95,7 +87,9 @@ static int parse(int argc, char **argv, opts *o) {
             else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
             else if (!strcmp(a, "--input")) o->input = v;
             else if (!strcmp(a, "--layer")) {
-                if (!v || parse_int(v, 0, &o->layer)) return cli_fail("--layer: '%s' is not a number >= 0", v ? v : "");
+                long long layer;
+                if (cli_int("--layer", v, 0, 1 << 20, &layer)) return 2;
+                o->layer = layer;
                 o->layer_set = 1;
             } else if (!strcmp(a, "--grid") || !strcmp(a, "--patch")) {
                 long long r, c;

@@ -93,8 +93,8 @@ int cli_positions(int argc, char **argv) {
             i++;
             errno = 0;
             if (!strcmp(a, "-o")) out = v;
-            else if (!strcmp(a, "--merge") && ((merge = strtoll(v, &end, 10)) < 1 || *end || end == v || errno))
-                return cli_fail("positions: --merge: '%s' is not a size >= 1", v);
+            else if (!strcmp(a, "--merge") && cli_int("positions: --merge", v, 1, 1 << 20, &merge))
+                return 2;
             else if (!strcmp(a, "--tokens-per-second") && (!((tps = strtod(v, &end)) >= 0) || *end || end == v))
                 return cli_fail("positions: --tokens-per-second: '%s' is not a number >= 0", v);
         } else if (a[0] == '-' && a[1]) {

@@ -100,7 +100,7 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 }
 
 /* The attn_mask copy of a call (begin holds the positions). */
-static pe_status reserve_positions(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
+static pe_status reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
     if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
         free(a->mask);
         a->mask = malloc((size_t)(B * T * Tk));
@@ -130,7 +130,7 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
     }
-    pe_status st = reserve_positions(a, B, T, Tk, masked, err);
+    pe_status st = reserve_mask(a, B, T, Tk, masked, err);
     if (st || !n) return st;
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
@@ -200,13 +200,16 @@ int64_t pe_attention_axes(const pe_attention *a, const pe_weights *w) {
 }
 
 /* Positions of one side into dst (B, n, A): from src ((B, n, A) when batched, else (n, A); A = 1
- * without axes), or, src NULL, start + t on every axis. */
+ * without axes), or, src NULL, start + t on every axis, where row b starts at klen[b] - qlen[b]
+ * with per-row lengths (klen not NULL), else at start. */
 static void fill_positions(int64_t *dst, const int64_t *src, int batched, int64_t B, int64_t n, int64_t A,
-                           int64_t start) {
-    for (int64_t b = 0; b < B; b++)
+                           int64_t start, const int64_t *klen, const int64_t *qlen) {
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t s0 = klen ? klen[b] - qlen[b] : start;
         for (int64_t t = 0; t < n; t++)
             for (int64_t x = 0; x < A; x++)
-                dst[(b * n + t) * A + x] = src ? src[((batched ? b * n : 0) + t) * A + x] : start + t;
+                dst[(b * n + t) * A + x] = src ? src[((batched ? b * n : 0) + t) * A + x] : s0 + t;
+    }
 }
 
 /* The call's positions into a->pos: queries (B, T, A) from at->pos (NULL: q_default + t, or per
@@ -250,16 +253,9 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                             "%lld queries): the queries are the last of the row's tokens",
                             (long long)b, (long long)klen[b], (long long)qlen[b]);
     }
-    if (lens) {
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t x = 0; x < A; x++)
-                    pos[(b * T + t) * A + x] = qp ? qp[((at->pos_batched ? b * T : 0) + t) * A + x] : klen[b] - qlen[b] + t;
-    } else {
-        fill_positions(pos, qp, at && at->pos_batched, B, T, A, q_default);
-    }
+    fill_positions(pos, qp, at && at->pos_batched, B, T, A, q_default, lens ? klen : NULL, qlen);
     if (keys_are_queries) kpos = pos;
-    else fill_positions(kpos, kp, at && at->key_pos_batched, B, Tk, A, 0);
+    else fill_positions(kpos, kp, at && at->key_pos_batched, B, Tk, A, 0, NULL, NULL);
     int64_t pmin = INT64_MAX, pmax = INT64_MIN;
     for (int64_t b = 0; b < B; b++) {
         const int64_t *fill = kpos + b * Tk * A;
@@ -530,7 +526,7 @@ pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const fl
     const int masked = at && at->mask;
     if (a->run.path == PE_PATH_AUTO && pe__decode_eligible(a->m, a->H, a->Hkv, T, masked)) {
         a->fused = 1, a->layer = 0, a->M = 0;
-        if ((st = reserve_positions(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
+        if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;
         if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, err))) return st;
         return finite_out(o, B * T * a->C, "o", err);

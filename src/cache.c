@@ -33,11 +33,16 @@ struct pe_kv_cache {
     int64_t *len;  /* (B) */
     int64_t frame[2];
     int have_frame;
+    int64_t lo, hi; /* the cached positions' range (lo > hi: empty), kept on append, remade on shift */
     /* scratch of the calls */
     float *q;      /* (B, T, C) transformed queries */
     size_t q_cap;
     int64_t *kpos; /* (B, Tk) key positions, then (B, T) query positions */
     size_t kpos_cap;
+    float *layer;  /* pe_kv_cache_layer_forward: x', q, o (B, T, C), k, v (B, T, Ckv) */
+    size_t layer_cap;
+    int64_t *lpos; /* its tokens' positions (B, T) */
+    size_t lpos_cap;
 };
 
 static pe_status grow_scratch(void **p, size_t *cap, size_t need, size_t elem, pe_err *err) {
@@ -68,7 +73,7 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     pe_kv_cache *c = calloc(1, sizeof *c);
     if (!c) return pe__fail(err, PE_ENOMEM, "out of memory");
     *c = (pe_kv_cache){.att = att, .m = m, .B = B, .max = max_tokens, .H = H, .Hkv = Hkv, .D = D, .C = H * D,
-                       .Ckv = Hkv * D};
+                       .Ckv = Hkv * D, .lo = INT64_MAX, .hi = INT64_MIN};
     c->transform = m->rotate_forward != NULL;
     c->rotary = c->transform && m->rotary_angle && m->rotary_frame;
     c->len = calloc((size_t)B, sizeof(int64_t));
@@ -100,13 +105,14 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
 void pe_kv_cache_free(pe_kv_cache *c) {
     if (!c) return;
     pe_attention_free(c->plain);
-    free(c->k), free(c->v), free(c->pos), free(c->len), free(c->q), free(c->kpos);
+    free(c->k), free(c->v), free(c->pos), free(c->len), free(c->q), free(c->kpos), free(c->layer), free(c->lpos);
     free(c);
 }
 
 void pe_kv_cache_clear(pe_kv_cache *c) {
     memset(c->len, 0, sizeof(int64_t) * (size_t)c->B);
     c->have_frame = 0;
+    c->lo = INT64_MAX, c->hi = INT64_MIN;
 }
 
 int64_t pe_kv_cache_length(const pe_kv_cache *c, int64_t b) { return b >= 0 && b < c->B ? c->len[b] : -1; }
@@ -145,13 +151,13 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
     return PE_OK;
 }
 
-/* min and max of the cached positions (*lo > *hi when the cache is empty) */
-static void cached_range(const pe_kv_cache *c, int64_t *lo, int64_t *hi) {
-    *lo = INT64_MAX, *hi = INT64_MIN;
+/* Remakes the cached positions' range (lo > hi when the cache is empty): after a shift. */
+static void remake_range(pe_kv_cache *c) {
+    c->lo = INT64_MAX, c->hi = INT64_MIN;
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t u = 0; u < c->len[b]; u++) {
             int64_t p = c->pos[b * c->cap + u];
-            *lo = p < *lo ? p : *lo, *hi = p > *hi ? p : *hi;
+            c->lo = p < c->lo ? p : c->lo, c->hi = p > c->hi ? p : c->hi;
         }
 }
 
@@ -236,7 +242,7 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
                                int64_t *lo, int64_t *hi, pe_err *err) {
     pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(c->B * n), sizeof(int64_t), err);
     if (st) return st;
-    cached_range(c, lo, hi);
+    *lo = c->lo, *hi = c->hi;
     for (int64_t b = 0; b < c->B; b++) {
         const int64_t nb = lens ? lens[b] : n, len = c->len[b];
         if (nb < 0 || nb > n)
@@ -279,6 +285,7 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
         memcpy(c->pos + at, c->kpos + b * n, sizeof(int64_t) * (size_t)nb);
     }
     for (int64_t b = 0; b < c->B; b++) c->len[b] += lens ? lens[b] : n;
+    c->lo = lo < c->lo ? lo : c->lo, c->hi = hi > c->hi ? hi : c->hi;
     return PE_OK;
 }
 
@@ -296,7 +303,7 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
     if (st) return st;
     int64_t *kpos = c->kpos, *qpos = kpos + B * Tk, *klen = qpos + B * T;
     int lens = at && at->q_lens;
-    cached_range(c, &lo, &hi);
+    lo = c->lo, hi = c->hi;
     for (int64_t b = 0; b < B; b++) {
         const int64_t len = c->len[b], nq = at && at->q_lens ? at->q_lens[b] : T;
         klen[b] = len ? len : 1; /* an empty row without queries: one padding key */
@@ -337,14 +344,12 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
     int64_t lo, hi;
     pe_status st = new_positions(c, T, pos, pos_batched, lens, &lo, &hi, err);
     if (st) return st;
-    float *buf = malloc(sizeof(float) * (size_t)(N * (3 * C + 2 * Ckv)));
-    int64_t *p = malloc(sizeof(int64_t) * (size_t)N);
-    if (!buf || !p) {
-        free(buf), free(p);
-        return pe__fail(err, PE_ENOMEM, "out of memory for %lld tokens of the layer", (long long)N);
-    }
+    if ((st = grow_scratch((void **)&c->layer, &c->layer_cap, (size_t)(N * (3 * C + 2 * Ckv)), sizeof(float), err)) ||
+        (st = grow_scratch((void **)&c->lpos, &c->lpos_cap, (size_t)N, sizeof(int64_t), err)))
+        return st;
+    int64_t *p = c->lpos;
     memcpy(p, c->kpos, sizeof(int64_t) * (size_t)N); /* append reuses the scratch */
-    float *xe = buf, *q = xe + N * C, *o = q + N * C, *k = o + N * C, *v = k + N * Ckv;
+    float *xe = c->layer, *q = xe + N * C, *o = q + N * C, *k = o + N * C, *v = k + N * Ckv;
     memcpy(xe, x, sizeof(float) * (size_t)(N * C));
     if (lo > hi) lo = hi = p[0];
     st = pe__attention_apply(c->att, w, N, p, lo, hi, xe, NULL, NULL, NULL, err); /* x' = x + P[pos] */
@@ -357,7 +362,6 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
     pe_positions at = {.pos = p, .pos_batched = 1, .q_lens = lens};
     if (!st) st = pe_kv_cache_attend(c, w, q, T, &at, o, err);
     if (!st) pe__linear_forward(y, o, w->wo, w->bo, N, C, C);
-    free(buf), free(p);
     return st;
 }
 
@@ -390,8 +394,8 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
         c->len[b] = keep + rest;
     }
     pe_status st = PE_OK;
-    int64_t lo, hi;
-    cached_range(c, &lo, &hi);
+    remake_range(c);
+    const int64_t lo = c->lo, hi = c->hi;
     if (c->rotary && c->have_frame && lo <= hi) {
         const int64_t to[2] = {lo, hi};
         if (c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi)) {

@@ -49,7 +49,11 @@
         }                                                                                 \
     } while (0)
 
-/* Writes a message into err (may be NULL) and returns status. */
+/* src as one line into dst (n bytes): control characters (a value holding a newline, a tab)
+ * become \n, \t or \xNN. Every message goes through it. */
+void pe__one_line(char *dst, size_t n, const char *src);
+
+/* Writes a message into err (may be NULL) as one line and returns status. */
 pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -263,6 +267,19 @@ void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double ba
  * the positions select (pe__rope_longrope_uses_long), NULL otherwise. */
 double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq);
 int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
+/* Pair t of a head in a RoPE layout: its first element at offset *first, the second *step
+ * after it ((t, t + rd/2) half, (2t, 2t+1) interleaved). */
+static inline void pe__rope_pair(int layout, int64_t rd, int64_t t, int64_t *first, int64_t *step) {
+    *first = layout == PE_ROPE_HALF ? t : 2 * t, *step = layout == PE_ROPE_HALF ? rd / 2 : 1;
+}
+/* dL/dangle of one rotated pair y = R(angle) x_in (cs: its cos, sin, any common scale) with
+ * upstream gradient dy at elements e1, e2: dy1/dangle = -y2, dy2/dangle = y1. Used by the
+ * rotary methods whose angles carry parameters (LongRoPE's factors, rope_mixed's frequencies). */
+static inline double pe__rope_dangle(const float *x_in, const float *dy, int64_t e1, int64_t e2, const float *cs) {
+    const double y1 = (double)x_in[e1] * cs[0] - (double)x_in[e2] * cs[1];
+    const double y2 = (double)x_in[e2] * cs[0] + (double)x_in[e1] * cs[1];
+    return -(double)dy[e1] * y2 + (double)dy[e2] * y1;
+}
 /* rope_sections: the position axis each of the rotary_dim/2 pairs reads (rope.c). */
 void pe__rope_pair_axes(const pe_config *cfg, uint8_t *axis);
 
@@ -298,9 +315,10 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
                              int64_t kv_stride, float *o, pe_err *err);
 
 /* Attention over keys and values held elsewhere (a KV cache, cache.c): q (B, T, C); k, v of row
- * b at k + b kv_stride, row stride Ckv, Tk of them (rotated already: the layer's rotate hook is
- * not run); at as the projected form; o (B, T, C). The decode path where it applies, else the
- * projected form over a contiguous copy. Saves nothing for backward. */
+ * b at k + b kv_stride, row stride Ckv, Tk of them; at as the projected form; o (B, T, C). a's
+ * method has no rotate hook (the cache transforms keys itself and attends through a plain
+ * layer). The decode path where it applies, else the projected form over a contiguous copy.
+ * Saves nothing for backward. */
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                   const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
                                   const pe_positions *at, float *o, pe_err *err);

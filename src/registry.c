@@ -59,8 +59,17 @@ const char *pe_status_str(pe_status s) {
     return "unknown status";
 }
 
-/* One line, whatever the input held: control characters (a value with a newline, a tab) are
- * written as \n, \t or \xNN. */
+void pe__one_line(char *dst, size_t n, const char *src) {
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)src; *c && o + 5 < n; c++) {
+        if (*c >= 0x20 && *c != 0x7f) dst[o++] = (char)*c;
+        else if (*c == '\n') dst[o++] = '\\', dst[o++] = 'n';
+        else if (*c == '\t') dst[o++] = '\\', dst[o++] = 't';
+        else o += (size_t)snprintf(dst + o, 5, "\\x%02x", *c);
+    }
+    if (n) dst[o] = 0;
+}
+
 pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...) {
     if (err) {
         char raw[sizeof err->msg];
@@ -68,14 +77,7 @@ pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...) {
         va_start(ap, fmt);
         vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
-        size_t o = 0;
-        for (const unsigned char *c = (const unsigned char *)raw; *c && o + 5 < sizeof err->msg; c++) {
-            if (*c >= 0x20 && *c != 0x7f) err->msg[o++] = (char)*c;
-            else if (*c == '\n') err->msg[o++] = '\\', err->msg[o++] = 'n';
-            else if (*c == '\t') err->msg[o++] = '\\', err->msg[o++] = 't';
-            else o += (size_t)snprintf(err->msg + o, 5, "\\x%02x", *c);
-        }
-        err->msg[o] = 0;
+        pe__one_line(err->msg, sizeof err->msg, raw);
     }
     return status;
 }

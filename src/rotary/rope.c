@@ -191,17 +191,14 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
  * nh heads of x_in (pre-rotation) with upstream gradient dy. */
 static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *cs, const int64_t *pos,
                         int64_t n, const float *x_in, const float *dy, int64_t ld, int64_t nh, double *acc) {
-    int64_t r = ctx->cfg->rotary_dim, half = r / 2, D = ctx->D;
-    int half_layout = ctx->cfg->rope_layout == PE_ROPE_HALF;
-    int64_t stride = half_layout ? 1 : 2, step = half_layout ? half : 1;
+    const int64_t rd = ctx->cfg->rotary_dim, half = rd / 2, D = ctx->D;
     for (int64_t i = 0; i < n; i++)
         for (int64_t h = 0; h < nh; h++)
             for (int64_t t = 0; t < half; t++) {
-                const float *c = cs + (i * half + t) * 2;
-                int64_t a = i * ld + h * D + t * stride, b = a + step;
-                double y1 = (double)x_in[a] * c[0] - (double)x_in[b] * c[1];
-                double y2 = (double)x_in[b] * c[0] + (double)x_in[a] * c[1];
-                double dtheta = -(double)dy[a] * y2 + (double)dy[b] * y1;
+                int64_t first, step;
+                pe__rope_pair(ctx->cfg->rope_layout, rd, t, &first, &step);
+                const int64_t a = i * ld + h * D + first;
+                const double dtheta = pe__rope_dangle(x_in, dy, a, a + step, cs + (i * half + t) * 2);
                 acc[t] += dtheta * (double)(pos[i * ctx->A + (st->axis ? st->axis[t] : 0)] - ctx->pos_min) * st->inv_freq[t];
             }
 }

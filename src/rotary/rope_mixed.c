@@ -102,17 +102,14 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
 /* acc[a, h, t] += dL/dangle (p[a] - min p) over n rows: x_in before the rotation, dy after */
 static void freq_grad(const pe__ctx *ctx, const float *cs, const int64_t *pos, int64_t n, const float *x_in,
                       const float *dy, int64_t ld, double *acc) {
-    const int64_t H = ctx->H, D = ctx->D, half = ctx->cfg->rotary_dim / 2, A = ctx->A;
-    const int halfl = ctx->cfg->rope_layout == PE_ROPE_HALF;
-    const int64_t stride = halfl ? 1 : 2, step = halfl ? half : 1;
+    const int64_t H = ctx->H, D = ctx->D, rd = ctx->cfg->rotary_dim, half = rd / 2, A = ctx->A;
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < n; i++)
             for (int64_t t = 0; t < half; t++) {
-                const float *c = cs + ((h * n + i) * half + t) * 2;
-                const int64_t e1 = i * ld + h * D + t * stride, e2 = e1 + step;
-                const double y1 = (double)x_in[e1] * c[0] - (double)x_in[e2] * c[1];
-                const double y2 = (double)x_in[e2] * c[0] + (double)x_in[e1] * c[1];
-                const double dangle = -(double)dy[e1] * y2 + (double)dy[e2] * y1;
+                int64_t first, step;
+                pe__rope_pair(ctx->cfg->rope_layout, rd, t, &first, &step);
+                const int64_t e1 = i * ld + h * D + first;
+                const double dangle = pe__rope_dangle(x_in, dy, e1, e1 + step, cs + ((h * n + i) * half + t) * 2);
                 for (int64_t a = 0; a < A; a++)
                     acc[(a * H + h) * half + t] += dangle * (double)(pos[i * A + a] - ctx->pos_min);
             }

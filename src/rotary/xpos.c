@@ -26,6 +26,12 @@ static double zeta(const pe_config *cfg, int64_t t, int64_t D) {
     return (2.0 * (double)t + g * (double)D) / ((1.0 + g) * (double)D);
 }
 
+/* The centre of positions lo .. hi: floor((lo + hi + 1) / 2), without overflow (unsigned span). */
+static int64_t midpoint(int64_t lo, int64_t hi) {
+    const uint64_t span = (uint64_t)hi - (uint64_t)lo;
+    return lo + (int64_t)(span / 2 + span % 2);
+}
+
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
     if (D % 2) return pe__fail(err, PE_EKEY, "key 'heads': xpos needs an even head_dim, not %lld", (long long)D);
@@ -83,9 +89,8 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
      * floor((min + max + 1) / 2) of queries and keys together equals the reference's
      * floor(n / 2) when positions start at 0 and otherwise keeps each factor z^(+-c/B) as
      * close to 1 as possible: far positions (10^5 with B = 512) stay within float range.
-     * Unsigned span: no overflow. */
-    uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
-    int64_t centre = ctx->pos_min + (int64_t)(span / 2 + span % 2);
+     * (midpoint: no overflow) */
+    const int64_t centre = midpoint(ctx->pos_min, ctx->pos_max);
     pe_status s = side(ctx, ctx->pos, n, 1, centre, inv_freq, z, st->cs_q, err);
     if (!s) s = side(ctx, ctx->kpos, nk, -1, centre, inv_freq, z, st->cs_k, err);
     if (s) {
@@ -115,9 +120,7 @@ static void rotary_angle(const pe__ctx *ctx, int which, int64_t p, int64_t t, do
  * own): keys are re-scaled once per B/2 positions of growth, not at every token. */
 static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], int64_t lo, int64_t hi) {
     (void)D;
-    uint64_t span = (uint64_t)hi - (uint64_t)lo, cspan = (uint64_t)cur[1] - (uint64_t)cur[0];
-    double mid = (double)lo + (double)(span / 2 + span % 2), cmid = (double)cur[0] + (double)(cspan / 2 + cspan % 2);
-    return fabs(mid - cmid) > fabs(cfg->xpos_scale_base) / 2;
+    return fabs((double)midpoint(lo, hi) - (double)midpoint(cur[0], cur[1])) > fabs(cfg->xpos_scale_base) / 2;
 }
 
 static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int *layout) {
