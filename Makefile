@@ -185,21 +185,27 @@ asan:
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" unit cli-test
 
 # fuzz: libFuzzer harnesses (tests/fuzz, clang) over the safetensors reader + pe_attend, the
-# settings and hf_config, with ASan and UBSan, FUZZ_SECONDS each (seed corpora: the public cases,
-# tests/hf); findings go to build-fuzz/findings
+# settings, hf_config and checkpoint loading, with ASan and UBSan, FUZZ_SECONDS each (seed
+# corpora: the public cases, tests/hf, tests/fuzz/seeds_*); findings go to build-fuzz/findings.
+# FUZZ_HARNESSES=NAME... runs only those.
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+FUZZ_HARNESSES := attend config hf_config checkpoint
+# the trainer's objects that checkpoint loading needs (not plot.c: no cairo)
+FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer model data optim kernels env)
+# for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
+FUZZ_CASE = case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
+        hf_config) seeds=tests/hf;; checkpoint) seeds=tests/fuzz/seeds_checkpoint;; *) seeds=tests/fuzz/seeds_config;; esac; \
+    case $$h in checkpoint) extra="$(addprefix $$B/,$(FUZZ_TRAIN))";; *) extra=;; esac
 fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \
-	    build-fuzz/libposenc.a build-fuzz/libposenc_io.a
+	    build-fuzz/libposenc.a build-fuzz/libposenc_io.a $(addprefix build-fuzz/,$(FUZZ_TRAIN))
 	@mkdir -p build-fuzz/findings
-	@set -e; for h in attend config hf_config; do \
-	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/fuzz_$$h tests/fuzz/fuzz_$$h.c \
+	@set -e; B=build-fuzz; for h in $(FUZZ_HARNESSES); do $(FUZZ_CASE); \
+	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
 	        build-fuzz/libposenc_io.a build-fuzz/libposenc.a -ljansson $(LIBBLAS) -lm $(FUZZ_OMP); \
 	    mkdir -p build-fuzz/corpus_$$h; \
-	    case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
-	        hf_config) seeds=tests/hf;; *) seeds=tests/fuzz/seeds_config;; esac; \
 	    echo "== fuzz_$$h ($(FUZZ_SECONDS) s)"; \
 	    build-fuzz/fuzz_$$h -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	        -artifact_prefix=build-fuzz/findings/$$h- build-fuzz/corpus_$$h $$seeds 2>&1 | \

@@ -191,6 +191,22 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
         return pe__fail(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
     if (o->eval_tokens < 1) return pe__fail(err, PE_EKEY, "--eval-tokens: need >= 1");
     if (o->corpus_chars < 10000) return pe__fail(err, PE_EKEY, "--corpus-chars: need >= 10000");
+    /* upper bounds: sizes from the command line or a checkpoint's metadata must not overflow
+     * the products the run forms from them (parameters, batch and evaluation tokens) */
+    static const struct { const char *name; size_t off; int64_t max; } MAX[] = {
+        {"width", offsetof(tr_options, width), TR_MAX_WIDTH}, {"mlp", offsetof(tr_options, mlp), TR_MAX_MLP},
+        {"batch", offsetof(tr_options, batch), TR_MAX_BATCH}, {"shape", offsetof(tr_options, shape), TR_MAX_SHAPE},
+        {"steps", offsetof(tr_options, steps), TR_MAX_STEPS}, {"warmup", offsetof(tr_options, warmup), TR_MAX_STEPS},
+        {"eval-tokens", offsetof(tr_options, eval_tokens), TR_MAX_EVAL_TOKENS},
+        {"corpus-chars", offsetof(tr_options, corpus_chars), TR_MAX_CORPUS}};
+    for (size_t i = 0; i < sizeof MAX / sizeof MAX[0]; i++) {
+        int64_t v = *(const int64_t *)((const char *)o + MAX[i].off);
+        if (v > MAX[i].max)
+            return pe__fail(err, PE_EKEY, "--%s: %lld is past the limit %lld", MAX[i].name, (long long)v, (long long)MAX[i].max);
+    }
+    for (int k = 0; k < o->n_eval; k++)
+        if (o->eval[k] > TR_MAX_EVAL_MULT)
+            return pe__fail(err, PE_EKEY, "--eval: multiple %lld is past the limit %d", (long long)o->eval[k], TR_MAX_EVAL_MULT);
     return PE_OK;
 }
 
@@ -471,13 +487,13 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
             const pe_tensor *x = NULL;
             for (int j = 0; j < f.n; j++)
                 if (!strcmp(f.t[j].name, name)) x = &f.t[j];
-            int64_t numel = 1;
-            for (int d = 0; x && d < x->ndim; d++) numel *= x->shape[d];
-            if (!x || x->dtype != PE_F32 || numel != t[i].numel) {
+            int same = x && x->dtype == PE_F32 && x->ndim == t[i].ndim;
+            for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == t[i].shape[d];
+            if (!same) {
                 st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s' missing or of another shape than the model's", path, name);
                 break;
             }
-            memcpy((k == 0 ? params : k == 1 ? r->opt.m : r->opt.v) + t[i].off, x->data, sizeof(float) * (size_t)numel);
+            memcpy((k == 0 ? params : k == 1 ? r->opt.m : r->opt.v) + t[i].off, x->data, sizeof(float) * (size_t)t[i].numel);
         }
     tr_model_reset_memory(r->model);
     for (int j = 0; j < f.n && !st; j++)

@@ -16,6 +16,15 @@
 #include "optim.h"
 
 #define TR_MAX_EVAL 8
+/* upper bounds of the sizes (tr_options_check) */
+#define TR_MAX_WIDTH 8192
+#define TR_MAX_MLP 65536
+#define TR_MAX_BATCH 65536
+#define TR_MAX_SHAPE (1LL << 30)
+#define TR_MAX_STEPS (1LL << 40)
+#define TR_MAX_EVAL_TOKENS (1LL << 32)
+#define TR_MAX_CORPUS (1LL << 32)
+#define TR_MAX_EVAL_MULT 1024
 
 typedef struct tr_options {
     /* task */
@@ -51,7 +60,8 @@ int tr_options_known(const char *name);
 int tr_options_list(const tr_options *o, char names[][40], char values[][520], int max);
 /* The option lines of `posenc train --help`. */
 void tr_options_help(void);
-/* Checks the options together (task, method, SHAPE with an absolute method, sizes). */
+/* Checks the options together (task, method, SHAPE with an absolute method, sizes and their
+ * upper bounds TR_MAX_*). */
 pe_status tr_options_check(const tr_options *o, pe_err *err);
 
 /* What an evaluation measures at one length. */

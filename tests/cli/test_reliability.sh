@@ -109,5 +109,19 @@ open(sys.argv[2], "wb").write(raw)
 PYEOF
 expect_bad "a NaN weight in a checkpoint" "tensor 'wte': element 0 is not finite" "" train --resume "$WORK/ck_nan.safetensors" --quiet
 expect_bad "generate from a NaN checkpoint" "not finite" "" generate --checkpoint "$WORK/ck_nan.safetensors" --prompt "a"
+# sizes of 2^62 in a checkpoint's metadata (a segfault and a division by zero before the bounds)
+for kv in width=4611686018427387904 mlp=4611686018427387904 batch=4611686018427387904 eval=4611686018427387904; do
+    "$PY" - "$WORK/ck.safetensors" "$WORK/ck_big.safetensors" "$kv" <<'PYEOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+k, v = sys.argv[3].split("=")
+h["__metadata__"][k] = v
+hb = json.dumps(h).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PYEOF
+    expect_bad "resume a checkpoint with $kv" "--${kv%%=*}" "" train --resume "$WORK/ck_big.safetensors" --quiet
+done
 expect_bad "train --save into a missing folder fails first" "No such file or directory" "" train --steps 3 --save "$WORK/none/x.safetensors"
 finish

@@ -1,7 +1,7 @@
 /* The trainer (train/): the model's gradients against finite differences for every method
  * the trainer supports, the model against its PyTorch reference (tests/fixtures/train,
  * written by tests/ref/train_ref.py), the tasks, the optimizer, a trivial task learnt to a
- * loss threshold, and a resumed run continuing bit for bit. */
+ * loss threshold, a resumed run continuing bit for bit, and hostile checkpoints refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 #include "../../train/model.h"
 #include "../../train/optim.h"
 #include "../../train/trainer.h"
+#include "../../src/io/safetensors.h"
 #include "harness.h"
 
 /* ---- finite differences on a tiny model --------------------------------------------------- */
@@ -430,6 +431,71 @@ static void test_resume(void **state) {
     resume_case("xl", "lm", NULL, NULL);        /* memory carried across the checkpoint */
 }
 
+/* Hostile checkpoints (found with tests/fuzz/fuzz_checkpoint.c): sizes past the limits in the
+ * options or a checkpoint's metadata are refused before anything is built (width, mlp or batch
+ * of 2^62 crashed the run, --eval 2^62 divided by zero), and a tensor of the model's size but
+ * another shape is refused on load. */
+static void test_hostile_checkpoint(void **state) {
+    (void)state;
+    static const char *const SIZES[] = {"width", "mlp", "batch", "shape", "steps", "warmup", "eval-tokens", "corpus-chars", "eval"};
+    const char *big = "4611686018427387904";
+    pe_err err;
+    for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
+        tr_options o;
+        tr_options_default(&o);
+        if (tr_options_set(&o, SIZES[i], big, &err)) fail_msg("%s", err.msg);
+        if (!strcmp(SIZES[i], "width")) tr_options_set(&o, "heads", "1", &err);
+        if (!strcmp(SIZES[i], "shape")) tr_options_set(&o, "method", "learned", &err);
+        assert_int_equal(tr_options_check(&o, &err), PE_EKEY);
+        char flag[40];
+        snprintf(flag, sizeof flag, "--%s", SIZES[i]);
+        if (!strstr(err.msg, flag)) fail_msg("%s: %s", SIZES[i], err.msg);
+        tr_task task;
+        assert_int_equal(tr_task_from_options(&task, &o, &err), PE_EKEY);
+    }
+    /* a run's checkpoint, then the same with mlp.fc.weight [F, C] stored as [C, F] */
+    tr_options o;
+    small_options(&o, "alibi");
+    tr_options_set(&o, "task", "copy", &err);
+    tr_options_set(&o, "length", "4", &err);
+    tr_options_set(&o, "steps", "2", &err);
+    tr_task task;
+    tr_run a, b;
+    if (tr_task_from_options(&task, &o, &err) || tr_run_init(&a, &o, &task, &err)) fail_msg("%s", err.msg);
+    char path[] = "/tmp/posenc_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    if (tr_run_save(&a, path, &err)) fail_msg("%s", err.msg);
+    pe_st_file f;
+    if (pe_st_read(path, &f, &err)) fail_msg("%s", err.msg);
+    int found = 0;
+    for (int j = 0; j < f.n; j++)
+        if (!strcmp(f.t[j].name, "h.0.mlp.fc.weight")) {
+            assert_true(f.t[j].shape[0] != f.t[j].shape[1]);
+            int64_t r = f.t[j].shape[0];
+            f.t[j].shape[0] = f.t[j].shape[1], f.t[j].shape[1] = r, found = 1;
+        }
+    assert_true(found);
+    const char *const *mk = (const char *const *)f.meta_keys, *const *mv = (const char *const *)f.meta_values;
+    if (pe_st_write(path, f.t, f.n, f.n_meta, mk, mv, &err)) fail_msg("%s", err.msg);
+    pe_st_free(&f);
+    if (tr_run_init(&b, &o, &task, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(tr_run_load(&b, path, &err), PE_ETENSOR);
+    if (!strstr(err.msg, "'h.0.mlp.fc.weight' missing or of another shape")) fail_msg("%s", err.msg);
+    /* width 2^62 in the metadata: the options read, the run refused */
+    const char *keys[] = {"format", "step", "width", "heads"}, *vals[] = {"posenc-train-1", "0", big, "1"};
+    if (pe_st_write(path, NULL, 0, 4, keys, vals, &err)) fail_msg("%s", err.msg);
+    tr_options o2;
+    if (tr_checkpoint_options(path, &o2, &err)) fail_msg("%s", err.msg);
+    tr_task task2;
+    assert_int_equal(tr_task_from_options(&task2, &o2, &err), PE_EKEY);
+    if (!strstr(err.msg, "--width")) fail_msg("%s", err.msg);
+    tr_run_free(&a), tr_run_free(&b);
+    tr_task_free(&task);
+    unlink(path);
+}
+
 /* ---- attention probabilities of a block (tr_model_attention, for posenc plot) --------------- */
 
 static const float *tensor_named(tr_model *m, const char *name) {
@@ -509,6 +575,7 @@ int main(void) {
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_trivial_task),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_hostile_checkpoint),
         cmocka_unit_test(test_attention),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
