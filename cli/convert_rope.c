@@ -10,6 +10,7 @@
 
 #include "../src/io/safetensors.h"
 #include "cli.h"
+#include "options.h"
 
 static pe_tensor *find(pe_st_file *f, const char *name) {
     for (int i = 0; i < f->n; i++)
@@ -46,47 +47,30 @@ static int permute(pe_st_file *f, const char *name, int64_t heads, int64_t rd, i
 }
 
 int cli_convert_rope(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *to_s = NULL, *qn = "wq", *kn = "wk";
-    int64_t heads = 0, kv = 0, rd = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: posenc convert-rope IN.safetensors -o OUT.safetensors --to half|interleaved [--heads H]\n"
-                   "           [--kv-heads K] [--rotary-dim R] [--q NAME] [--k NAME]\n"
-                   "  Permutes the q and k projection rows (and their biases) between the RoPE layouts: Meta's\n"
-                   "  checkpoints are interleaved, HF Llama's half. Every other tensor is copied.\n"
-                   "  --heads, --kv-heads, --rotary-dim   default to IN's metadata (a posenc attend case)\n"
-                   "  --q, --k NAME   the projections to permute (default wq, wk; e.g. q_proj.weight)\n");
-            return 0;
-        }
-        if (!strcmp(a, "-o") && has) out = argv[++i];
-        else if (!strcmp(a, "--to") && has) to_s = argv[++i];
-        else if ((!strcmp(a, "--heads") || !strcmp(a, "--kv-heads") || !strcmp(a, "--rotary-dim")) && has) {
-            long long x;
-            if (cli_int(a, argv[++i], 1, 1 << 20, &x)) return 2;
-            *(a[2] == 'h' ? &heads : a[2] == 'k' ? &kv : &rd) = x;
-        }
-        else if (!strcmp(a, "--q") && has) qn = argv[++i];
-        else if (!strcmp(a, "--k") && has) kn = argv[++i];
-        else if (a[0] != '-' && !in) in = a;
-        else return cli_fail("convert-rope: unexpected argument '%s'", a);
-    }
-    if (!in || !out || !to_s)
-        return cli_fail("usage: posenc convert-rope IN.safetensors -o OUT.safetensors --to half|interleaved "
-                        "[--heads H] [--kv-heads K] [--rotary-dim R] [--q NAME] [--k NAME]");
-    int to = !strcmp(to_s, "half") ? PE_ROPE_HALF : !strcmp(to_s, "interleaved") ? PE_ROPE_INTERLEAVED : -1;
-    if (to < 0) return cli_fail("convert-rope: --to must be half or interleaved, not '%s'", to_s);
+    convert_rope_args a;
+    arg_res r;
+    ARGS_CONVERT_ROPE.init(&a);
+    int rc = arg_parse(&ARGS_CONVERT_ROPE, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
+    const char *in = a.in, *out = a.out, *to_s = a.to, *qn = a.q, *kn = a.k;
+    int64_t heads = a.heads, kv = a.kv_heads, rd = a.rotary_dim;
+    const int to = !strcmp(to_s, "half") ? PE_ROPE_HALF : PE_ROPE_INTERLEAVED;
     pe_st_file f;
     pe_err err;
     if (pe_st_read(in, &f, &err)) return cli_fail("%s", err.msg);
-    const char *m;
-    if (!heads && (m = meta(&f, "heads"))) heads = atoll(m);
-    if (!kv && (m = meta(&f, "kv_heads"))) kv = atoll(m);
-    if (!rd && (m = meta(&f, "rotary_dim"))) rd = atoll(m);
+    /* what the command line leaves open, from IN's metadata (checked as the flags are) */
+    static const char *const KEYS[3] = {"heads", "kv_heads", "rotary_dim"};
+    int64_t *dst[3] = {&heads, &kv, &rd};
+    for (int i = 0; i < 3 && !rc; i++) {
+        const char *m = meta(&f, KEYS[i]);
+        long long x;
+        char what[64];
+        snprintf(what, sizeof what, "convert-rope: IN's %s", KEYS[i]);
+        if (!*dst[i] && m && !(rc = cli_int(what, m, 1, 1 << 20, &x))) *dst[i] = x;
+    }
     if (!kv) kv = heads;
-    int rc = 0;
-    if (heads < 1 || kv < 1) rc = cli_fail("convert-rope: --heads is required (no 'heads' in the file's metadata)");
+    if (!rc && (heads < 1 || kv < 1)) rc = cli_fail("convert-rope: --heads is required (no 'heads' in the file's metadata)");
     const char *method = meta(&f, "method"), *now = meta(&f, "rope_layout");
     if (!now && method && !strcmp(method, "rope")) now = "half"; /* the contract's default */
     if (!rc && now && !strcmp(now, to_s)) rc = cli_fail("convert-rope: the file's rope_layout is already %s", to_s);

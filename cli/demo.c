@@ -12,6 +12,7 @@
 
 #include "../src/io/layer.h"
 #include "cli.h"
+#include "options.h"
 
 static double now(void) {
     struct timespec ts;
@@ -33,30 +34,15 @@ static double loss_of(pe_attention *att, pe_layer *L, const float *x, const int6
 }
 
 int cli_demo(int argc, char **argv) {
-    long long T = 64, H = 4, D = 16, sd = 1;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long *dst = !strcmp(a, "--T") ? &T : !strcmp(a, "--heads") ? &H : !strcmp(a, "--head-dim") ? &D
-                       : !strcmp(a, "--seed") ? &sd : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: posenc demo [--T N] [--heads H] [--head-dim D] [--seed S]\n"
-                   "  Every method on one built-in random causal layer: whether shifting all positions changes\n"
-                   "  the output (relative methods: no), a finite-difference check of the backward, the time.\n"
-                   "  --T N          tokens (1 .. 4096, default 64)\n"
-                   "  --heads H      heads (1 .. 256, default 4)\n"
-                   "  --head-dim D   even, 2 .. 512 (default 16)\n"
-                   "  --seed S       the random layer's seed (default 1)\n");
-            return 0;
-        }
-        if (!dst) return cli_fail("demo: unknown option '%s' (options: --T N --heads H --head-dim D --seed S)", a);
-        if (!v) return cli_fail("demo: %s needs a value", a);
-        if (cli_int(a, v, dst == &sd ? 0 : 1, dst == &T ? 4096 : dst == &H ? 256 : dst == &D ? 512 : LLONG_MAX, dst))
-            return 2;
-        i++;
-    }
-    const uint64_t seed = (uint64_t)sd;
-    if (T < 1 || H < 1 || D < 2 || D % 2 || T > 4096)
-        return cli_fail("demo: need 1 <= T <= 4096, heads >= 1 and an even head dim >= 2");
+    demo_args a;
+    arg_res res;
+    ARGS_DEMO.init(&a);
+    int rc = arg_parse(&ARGS_DEMO, argc, argv, &a, &res);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&res);
+    if (a.head_dim % 2) return cli_fail("demo: --head-dim: %lld is odd (the rotary methods rotate pairs)", a.head_dim);
+    const int64_t T = a.length, H = a.heads, D = a.head_dim;
+    const uint64_t seed = (uint64_t)a.seed;
     int64_t C = H * D, shift = 100;
     printf("posenc demo: one attention layer, T=%lld, heads=%lld, head_dim=%lld, causal, random weights (seed %llu)\n\n",
            (long long)T, (long long)H, (long long)D, (unsigned long long)seed);
@@ -73,7 +59,6 @@ int cli_demo(int argc, char **argv) {
     for (int64_t i = 0; i < T * C; i++) x[i] = pe_rng_normal(&rng), r[i] = pe_rng_normal(&rng);
     for (int64_t t = 0; t < T; t++) pos[t] = t, pos2[t] = t + shift, ids[t] = (7 * t + 3) % T;
 
-    int rc = 0;
     for (int m = 0; m < PE_METHOD_COUNT && !rc; m++) {
         pe_config cfg;
         pe_err err;

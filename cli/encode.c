@@ -1,10 +1,10 @@
-/* posenc encode [IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,...] [--width C]
+/* posenc encode [IN.safetensors] -o OUT.safetensors [--length N | --positions P0,P1,...] [--width C]
  *               [--KEY VALUE ...]
  * Writes the absolute encoding of an absolute method (pe_encode): P [T, C] for sinusoidal and
  * learned, P_q P_k P_v for floater, P_re P_im for complex, plus the positions, with the
  * settings as metadata. Settings and tensors (pos_table, floater_*, amp freq phase, ids,
  * positions) come from IN when given (a conformance case works: its other tensors are
- * ignored), settings overridden by --KEY VALUE; --T / --positions replace IN's positions. */
+ * ignored), settings overridden by --KEY VALUE; --length / --positions replace IN's positions. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +12,7 @@
 
 #include "../src/io/safetensors.h"
 #include "cli.h"
-
-#define USAGE "usage: posenc encode [IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,...] [--width C] [--KEY VALUE ...]"
+#include "options.h"
 
 /* Parses "0,2,5" into a new array; returns the count, or -1 on a bad list. */
 static int64_t parse_list(const char *s, int64_t **out) {
@@ -38,59 +37,28 @@ static int64_t parse_list(const char *s, int64_t **out) {
 }
 
 int cli_encode(int argc, char **argv) {
-    const char *in_path = NULL, *out_path = NULL, *T_arg = NULL, *list = NULL, *width = NULL;
-    int n_over = 0, rc = 0;
-    const char **over_k = calloc(argc + 1, sizeof(char *)), **over_v = calloc(argc + 1, sizeof(char *));
-    if (!over_k || !over_v) return cli_fail("out of memory");
-    for (int i = 0; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            free(over_k), free(over_v);
-            printf("%s\n  The absolute encoding of an absolute method (pe_encode): P [T, C] for sinusoidal and\n"
-                   "  learned, P_q P_k P_v for floater, P_re P_im for complex, with the positions.\n"
-                   "  IN          a case file: its settings and tensors (pos_table, floater_*, amp freq phase, ids)\n"
-                   "  --T N       positions 0 .. N-1 (1 .. 2^20)\n  --positions P0,P1,...  a list instead\n"
-                   "  --width C   the width where no tensor gives it (sinusoidal; 1 .. 2^16)\n"
-                   "  --KEY V     a setting (--method sinusoidal --sin_layout concat ...)\n", USAGE);
-            return 0;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!has) rc = cli_fail("%s needs a file name", a);
-            else out_path = argv[++i];
-        } else if (!strcmp(a, "--T") || !strcmp(a, "--positions") || !strcmp(a, "--width")) {
-            if (!has) rc = cli_fail("%s needs a value", a);
-            else *(a[2] == 'T' ? &T_arg : a[2] == 'p' ? &list : &width) = argv[++i];
-        } else if (!strncmp(a, "--", 2) && a[2]) {
-            over_k[n_over] = a + 2;
-            over_v[n_over++] = (has && strncmp(argv[i + 1], "--", 2) && strcmp(argv[i + 1], "-o")) ? argv[++i] : "true";
-        } else if (a[0] == '-' && a[1]) {
-            rc = cli_fail("unknown option '%s'", a);
-        } else if (!in_path) {
-            in_path = a;
-        } else {
-            rc = cli_fail("unexpected argument '%s'", a);
-        }
-    }
-    if (!rc && !out_path) rc = cli_fail(USAGE);
-    if (!rc && T_arg && list) rc = cli_fail("give --T or --positions, not both");
+    encode_args a;
+    arg_res r;
+    ARGS_ENCODE.init(&a);
+    int rc = arg_parse(&ARGS_ENCODE, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *in_path = a.in, *out_path = a.out, *list = a.positions;
+    const int n_over = r.n_keys;
+    const char **over_k = r.keys, **over_v = r.vals;
+    if (a.length && list) rc = cli_fail("encode: give --length or --positions, not both");
 
     /* the positions asked for on the command line */
-    int64_t *pos = NULL, T = 0, C = 0;
-    long long big;
-    if (!rc && T_arg) {
-        if ((rc = cli_int("--T", T_arg, 1, 1 << 20, &big))) goto out;
-        T = big;
+    int64_t *pos = NULL, T = 0, C = a.width;
+    if (!rc && a.length) {
+        T = a.length;
         if (!(pos = malloc(sizeof(int64_t) * T))) rc = cli_fail("out of memory");
         else
             for (int64_t t = 0; t < T; t++) pos[t] = t;
     }
     if (!rc && list && (T = parse_list(list, &pos)) < 0)
-        rc = cli_fail("--positions: '%s' is not a comma-separated list of integers", list);
-    if (!rc && width && !(rc = cli_int("--width", width, 1, 1 << 16, &big))) C = big;
+        rc = cli_fail("encode: --positions: '%s' is not a comma-separated list of integers", list);
     if (!rc && T * C > ((int64_t)1 << 28))
-        rc = cli_fail("--T %lld x --width %lld: more than 2^28 values to encode", (long long)T, (long long)C);
-out:
+        rc = cli_fail("encode: --length %lld x --width %lld: more than 2^28 values to encode", (long long)T, (long long)C);
 
     pe_err err = {{0}};
     pe_st_file f = {0};
@@ -115,14 +83,15 @@ out:
         p->dtype = PE_I64, p->ndim = 1, p->shape[0] = T, p->data = pos;
     }
     if (!rc && !pos && !has_pos && !has_ids)
-        rc = cli_fail("no positions to encode: give --T N or --positions P0,P1,... (or IN with a 'positions' tensor)");
+        rc = cli_fail("encode: no positions to encode: give --length N or --positions P0,P1,... (or IN with a 'positions' tensor)");
 
     pe_tensor *outs = NULL;
     int n_outs = 0;
     if (!rc && pe_encode(nk, keys, vals, C, n_in, in, &outs, &n_outs, &err)) rc = cli_fail("%s", err.msg);
     if (!rc && pe_st_write(out_path, outs, n_outs, nk, keys, vals, &err)) rc = cli_fail("%s", err.msg);
     pe_tensors_free(outs, n_outs);
-    free(keys), free(vals), free(in), free(pos), free(over_k), free(over_v);
+    free(keys), free(vals), free(in), free(pos);
+    arg_free(&r);
     if (in_path) pe_st_free(&f);
     return rc;
 }

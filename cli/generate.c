@@ -4,8 +4,6 @@
  * at temperature 0. --check also runs the model over the whole sequence at every step and
  * prints the largest difference of the next-token probabilities (and log-probabilities) from
  * the cache's. Positions are 0, 1, ... plus SHAPE's shift, as at evaluation. */
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,26 +12,7 @@
 #include "../src/io/layer.h"
 #include "../train/trainer.h"
 #include "cli.h"
-
-#define USAGE                                                                                                   \
-    "usage: posenc generate --checkpoint FILE --prompt TEXT [--tokens N] [--temperature X] [--seed S] [--check]\n" \
-    "  --checkpoint FILE   a `posenc train --save` checkpoint (its task gives the characters)\n"                   \
-    "  --prompt TEXT       the text to continue (characters of the checkpoint's vocabulary)\n"                    \
-    "  --tokens N          characters to generate (default 200)\n"                                                 \
-    "  --temperature X     softmax temperature; 0: greedy (default 1)\n"                                           \
-    "  --seed S            the sampler's seed (default 1)\n"                                                       \
-    "  --check             compare every step with the model over the whole sequence; prints the\n"               \
-    "                      largest difference of the next-token probabilities\n"
-
-static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (!*v || *end || errno || !(x >= lo && x <= hi))
-        return cli_fail("%s: '%s' is not a number in [%g, %g]", flag, v, lo, hi);
-    *out = x;
-    return 0;
-}
+#include "options.h"
 
 /* The next token from probabilities p (V): argmax at temperature 0, else p^(1/temp) sampled. */
 static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
@@ -49,32 +28,16 @@ static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
 }
 
 int cli_generate(int argc, char **argv) {
-    const char *ckpt = NULL, *prompt = NULL;
-    double temp = 1;
-    long long tokens = 200, seed = 1;
-    int check = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s", USAGE);
-            return 0;
-        }
-        if (!strcmp(a, "--check")) {
-            check = 1;
-            continue;
-        }
-        int known = !strcmp(a, "--checkpoint") || !strcmp(a, "--prompt") || !strcmp(a, "--tokens") ||
-                    !strcmp(a, "--temperature") || !strcmp(a, "--seed");
-        if (!known) return cli_fail("generate: unknown option '%s' (posenc generate --help)", a);
-        if (!v || (!strncmp(v, "--", 2) && strcmp(a, "--prompt"))) return cli_fail("generate: %s needs a value", a);
-        i++;
-        if (!strcmp(a, "--checkpoint")) ckpt = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--tokens") && cli_int(a, v, 0, 1 << 20, &tokens)) return 2;
-        else if (!strcmp(a, "--temperature") && parse_num(a, v, 0, 100, &temp)) return 2;
-        else if (!strcmp(a, "--seed") && cli_int(a, v, 0, LLONG_MAX, &seed)) return 2;
-    }
-    if (!ckpt || !prompt) return cli_fail("generate: --checkpoint and --prompt are required (posenc generate --help)");
+    generate_args a;
+    arg_res r;
+    ARGS_GENERATE.init(&a);
+    int rc = arg_parse(&ARGS_GENERATE, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
+    const char *ckpt = a.checkpoint, *prompt = a.prompt;
+    const double temp = a.temperature;
+    const long long tokens = a.tokens, seed = a.seed;
+    const int check = a.check;
     const int64_t P = (int64_t)strlen(prompt), N = (int64_t)tokens;
     if (!P) return cli_fail("generate: --prompt is empty (give at least one character)");
 
@@ -88,7 +51,7 @@ int cli_generate(int argc, char **argv) {
         tr_task_free(&task);
         return cli_fail("%s: %s", ckpt, err.msg);
     }
-    int rc = tr_run_load(&run, ckpt, &err) ? cli_fail("%s", err.msg) : 0;
+    rc = tr_run_load(&run, ckpt, &err) ? cli_fail("%s", err.msg) : 0;
     const int64_t V = task.V, total = P + N;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)total);
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)total);

@@ -11,15 +11,7 @@
 
 #include "../src/io/safetensors.h"
 #include "cli.h"
-
-#define USAGE                                                                                                  \
-    "usage: posenc positions SPANS [--merge M] [--tokens-per-second R] [-o OUT.safetensors]\n"                  \
-    "  SPANS   comma-separated: text:N, image:HxW or image:TxHxW, video:TxHxW[@SECONDS] (patches, before\n"     \
-    "          the merge; SECONDS per temporal patch, Qwen2.5-VL), e.g. text:5,image:4x6,text:3\n"            \
-    "  --merge M               spatial merge size (default 2, Qwen2-VL's)\n"                                   \
-    "  --tokens-per-second R   Qwen2.5-VL: a video's temporal position is floor(i SECONDS R) (default 0:\n"    \
-    "                          the frame index, Qwen2-VL and Qwen3-VL)\n"                                      \
-    "  -o FILE                 write `positions` [N, 3] (I64) instead of printing them\n"
+#include "options.h"
 
 /* "4x6" or "2x4x6" into t, h, w (image: t = 1 when two numbers) */
 static int parse_grid(const char *s, int image, pe_span *sp) {
@@ -79,40 +71,21 @@ static int parse_spans(const char *text, pe_span **out) {
 }
 
 int cli_positions(int argc, char **argv) {
-    const char *spec = NULL, *out = NULL;
-    long long merge = 2;
-    double tps = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s", USAGE);
-            return 0;
-        } else if (!strcmp(a, "--merge") || !strcmp(a, "--tokens-per-second") || !strcmp(a, "-o")) {
-            if (!v) return cli_fail("positions: %s needs a value", a);
-            i++;
-            errno = 0;
-            if (!strcmp(a, "-o")) out = v;
-            else if (!strcmp(a, "--merge") && cli_int("positions: --merge", v, 1, 1 << 20, &merge))
-                return 2;
-            else if (!strcmp(a, "--tokens-per-second") && (!((tps = strtod(v, &end)) >= 0) || *end || end == v))
-                return cli_fail("positions: --tokens-per-second: '%s' is not a number >= 0", v);
-        } else if (a[0] == '-' && a[1]) {
-            return cli_fail("positions: unknown option '%s' (posenc positions --help)", a);
-        } else if (!spec) {
-            spec = a;
-        } else {
-            return cli_fail("positions: unexpected argument '%s'", a);
-        }
-    }
-    if (!spec) return cli_fail("positions: give the spans, e.g. text:5,image:4x6,text:3 (posenc positions --help)");
+    positions_args a;
+    arg_res r;
+    ARGS_POSITIONS.init(&a);
+    int rc = arg_parse(&ARGS_POSITIONS, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
+    const char *spec = a.spans, *out = a.out;
+    const long long merge = a.merge;
+    const double tps = a.tokens_per_second;
     pe_span *spans;
     int ns = parse_spans(spec, &spans);
     if (ns < 0)
         return cli_fail("positions: '%s' is not a list of text:N, image:HxW, image:TxHxW or video:TxHxW[@SECONDS]", spec);
     pe_err err;
     int64_t N, next, *pos = NULL;
-    int rc = 0;
     if (pe_mrope_positions(spans, ns, merge, tps, NULL, &N, &next, &err)) rc = cli_fail("positions: %s", err.msg);
     if (!rc && !(pos = malloc(sizeof(int64_t) * (size_t)(3 * N)))) rc = cli_fail("out of memory");
     if (!rc && pe_mrope_positions(spans, ns, merge, tps, pos, &N, &next, &err)) rc = cli_fail("positions: %s", err.msg);

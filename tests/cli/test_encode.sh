@@ -206,7 +206,7 @@ bad "not an absolute method" "not absolute" --method rope --T 3 --width 8 -o "$O
 bad "no method" "method" --T 3 --width 8 -o "$OUT"
 bad "unknown method" "zzz" --method zzz --T 3 --width 8 -o "$OUT"
 bad "key of another method" "rope_base" --method sinusoidal --rope_base 5 --T 3 --width 8 -o "$OUT"
-bad "no positions" "--T" --method sinusoidal --width 8 -o "$OUT"
+bad "no positions" "give --length N" --method sinusoidal --width 8 -o "$OUT"
 bad "width unknown" "width" --method sinusoidal --T 3 -o "$OUT"
 bad "odd width for sinusoidal" "even" --method sinusoidal --T 3 --width 7 -o "$OUT"
 bad "--T 0" "--T" --method sinusoidal --T 0 --width 8 -o "$OUT"

@@ -39,7 +39,7 @@ b=$("$POSENC" generate --checkpoint "$ck" --prompt "the " --tokens 30 --seed 3)
 [ "$a" = "$b" ] && ok "sampling is a function of the seed" || not_ok "sampling differs" "$a / $b"
 "$POSENC" generate --help | grep -q -- "--temperature" && ok "--help" || not_ok "--help"
 
-expect_bad "no checkpoint" "--checkpoint and --prompt are required" "" generate --prompt "a"
+expect_bad "no checkpoint" "--checkpoint FILE is required" "" generate --prompt "a"
 expect_bad "missing file" "$WORK/absent.safetensors" "" generate --checkpoint "$WORK/absent.safetensors" --prompt "a"
 expect_bad "empty prompt" "--prompt is empty" "" generate --checkpoint "$ck" --prompt ""
 expect_bad "prompt outside the vocabulary" "not in the vocabulary" "" generate --checkpoint "$ck" --prompt "A~"

@@ -68,7 +68,7 @@ assert [v[3 * i] for i in range(8)] == [0, 1, 1, 2, 2, 4, 4, 5], v
 assert h["__metadata__"]["next_position"] == "6", h["__metadata__"]
 PYEOF
 "$POSENC" positions --help | grep -q -- "--tokens-per-second" && ok "positions --help" || not_ok "positions --help"
-expect_bad "positions: no spans" "give the spans" "" positions
+expect_bad "positions: no spans" "SPANS is required" "" positions
 expect_bad "positions: a bad span" "is not a list" "" positions text:2,picture:4x4
 expect_bad "positions: grid not divisible" "do not divide by the spatial merge 2" "" positions image:3x4
 expect_bad "positions: bad --merge" "--merge" "" positions text:2 --merge 0
