@@ -166,6 +166,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
 	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
+	@bash tests/cli/test_hf_config.sh $(BUILD)/posenc
 	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
 	@bash tests/cli/test_install.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode

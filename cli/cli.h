@@ -16,6 +16,7 @@ int cli_plot(int argc, char **argv);
 int cli_analyze(int argc, char **argv);
 int cli_generate(int argc, char **argv);
 int cli_positions(int argc, char **argv);
+int cli_hf_config(int argc, char **argv);
 
 /* Replaces the text between "<!-- TAG:begin -->" and "<!-- TAG:end -->" of a Markdown file
  * with block; the file is written whole or not at all. Returns 0, or cli_fail's 2. */

@@ -119,6 +119,8 @@ static const struct command {
      "      --positions: a list; --width C: the width where no tensor gives it (sinusoidal)", cli_encode},
     {"positions", "SPANS [--merge M] [--tokens-per-second R] [-o OUT.safetensors]",
      "3-axis positions of text and image/video grids, as Qwen2-VL's get_rope_index (--help)", cli_positions},
+    {"hf-config", "CONFIG.json [--layer N] [--group]",
+     "every layer of a HuggingFace model as posenc runs it: method, base, scaling, rotated slice, scale", cli_hf_config},
     {"bench", "[--T 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
      "speed as ratios: RoPE vs a copy, fused vs reference attention vs PyTorch eager, memory (--help)", cli_bench},
     {"plot", "encoding|similarity|relative|attention|extrapolation|axes|grid [IN] -o FILE.png [--method NAME] [--size WxH] ...",

@@ -126,7 +126,7 @@ typedef struct pe_config {
     /* rotary */
     int rope_layout;
     double rope_base;
-    int64_t rotary_dim;
+    int64_t rotary_dim, rotary_offset;
     int rope_scaling;
     double rope_factor;
     int64_t original_max_position_embeddings, max_position_embeddings;
@@ -137,6 +137,10 @@ typedef struct pe_config {
     pe_int_list rope_sections;
     int rope_section_layout, rope_section_freqs;
     char hf_config[512];
+    int64_t hf_layer;
+    /* NoPE: Llama 4's attention-temperature tuning of the queries */
+    int attn_temperature_tuning;
+    double floor_scale, attn_scale;
     /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
      * short_factor / long_factor are not given. */
     int hf_factor_count;
@@ -328,12 +332,31 @@ pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const
 pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,
                                     float *dq, float *dk, float *dv, pe_grads *g, pe_err *err);
 
+/* ---- a model's layers from its HuggingFace config.json --------------------------------- */
+/* What a layer of the model needs beyond posenc's settings: the caller applies the window as
+ * an attn_mask (posenc's masks), and the model's qk-norm and MLA projections around the layer. */
+typedef struct pe_hf_layer_info {
+    int64_t n_layers, head_dim; /* num_hidden_layers; the qk head (MLA: nope + rope dims) */
+    char layer_type[40];        /* HF's: full_attention, sliding_attention, chunked_attention */
+    int64_t window;             /* sliding_window or attention_chunk_size of the layer; 0: none */
+    int chunked;                /* window is Llama 4's attention chunk (blocks of keys), not a slide */
+    int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
+    int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
+} pe_hf_layer_info;
+/* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings: method (rope, or
+ * none for a NoPE layer of Llama 4 or SmolLM3), heads, kv_heads, causal, the rope keys of the
+ * layer's type (HF v5 rope_parameters per layer type, Gemma 3's local base), the rotated slice
+ * (rotary_dim, rotary_offset), the softmax scale where the model sets one, and NoPE's
+ * temperature tuning. Keys already set in cfg keep their values. info may be NULL. The key
+ * hf_config (with hf_layer) does the same for a layer whose method and heads are given. */
+pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err);
+
 /* ---- rotation on caller buffers (rope, xpos) ------------------------------------------ */
 /* What the layer does to q or k, on the caller's rows: an engine that keeps rotated keys in its
  * cache, or rotates q and k in its own kernels. which: PE_ROTATE_Q or PE_ROTATE_K (xPos scales
  * them apart; rope alike).
  *   x        n rows at row stride ld floats, each nh heads of head_dim (H for q, Hkv for k);
- *            only the first rotary_dim of each head move
+ *            only rotary_dim dims of each head move, from dim rotary_offset (0 but in MLA)
  *   pos      (n) the rows' positions
  *   lo, hi   the positions of the whole attention the rows belong to, queries and keys
  *            together: dynamic NTK and LongRoPE choose their frequencies from hi + 1 and xPos
@@ -346,7 +369,8 @@ pe_status pe_attention_rotate(pe_attention *att, const pe_weights *w, float *x, 
                               const int64_t *pos, int64_t lo, int64_t hi, int which, int backward, pe_err *err);
 /* The table those rotations use, for callers who apply it themselves: cs (n, rotary_dim/2, 2)
  * = (cos, sin)(pos[r] theta_t) times the scaling's attention factor (xPos: times its scale of
- * q or k); *rotary_dim and *layout (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) say how it pairs. */
+ * q or k); *rotary_dim and *layout (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) say how it pairs, the
+ * config's rotary_offset where the rotated slice of a head starts. */
 pe_status pe_attention_rotary_table(pe_attention *att, const pe_weights *w, const int64_t *pos, int64_t n,
                                     int64_t lo, int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout,
                                     pe_err *err);

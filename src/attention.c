@@ -60,6 +60,7 @@ pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C,
         return st;
     }
     a->m = pe__method_get(a->cfg.method);
+    if (a->m->variant) a->m = a->m->variant(&a->cfg);
     a->H = a->cfg.heads;
     a->Hkv = a->cfg.kv_heads;
     a->C = C;
@@ -701,7 +702,7 @@ pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, in
     int layout;
     pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &cs, &rd, &layout, err);
     if (st) return st;
-    pe__rope_rotate(&a->run, x, n, ld, nh, a->D, rd, layout, cs, backward ? -1.0f : 1.0f);
+    pe__rope_rotate(&a->run, x + a->cfg.rotary_offset, n, ld, nh, a->D, rd, layout, cs, backward ? -1.0f : 1.0f);
     pe__attention_release(a, &ctx);
     return PE_OK;
 }

@@ -184,7 +184,7 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
     if (!cs) st = pe__fail(err, PE_ENOMEM, "out of memory for the re-rotation table");
     for (int64_t b = 0; b < c->B && !st; b++) {
         const int64_t n = c->len[b], *pn = c->pos + b * c->cap, *po = old ? old + b * c->cap : pn;
-        float *k = c->k + b * c->cap * c->Ckv;
+        float *k = c->k + b * c->cap * c->Ckv + pe_attention_config(c->att)->rotary_offset; /* the rotated slice */
         if (uniform) { /* the same rotation for every key from `first`: rows of CHUNK keys' heads */
             if (first >= n || po[first] == pn[first]) continue;
             for (int64_t t = 0; t < half; t++) {

@@ -72,6 +72,8 @@ void pe_config_init(pe_config *c) {
     c->yarn_truncate = 1;
     c->low_freq_factor = 1;
     c->high_freq_factor = 4;
+    c->floor_scale = 8192; /* Llama 4 */
+    c->attn_scale = 0.1;
 }
 
 const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }

@@ -113,6 +113,10 @@ typedef struct pe__method {
     const char *keys; /* the method's own keys, space-separated */
     unsigned flags;
 
+    /* The hook table a layer of these settings runs, when they change which hooks a method
+     * has (NoPE with temperature tuning rotates q); NULL: this one. */
+    const struct pe__method *(*variant)(const pe_config *cfg);
+
     /* Configuration: fill method defaults for keys not given (cfg->set), then validate. */
     void (*defaults)(pe_config *cfg, int64_t H, int64_t D);
     pe_status (*check)(const pe_config *cfg, int64_t H, int64_t D, pe_err *err);
@@ -334,7 +338,7 @@ pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, c
 const pe__method *pe__attention_method(const pe_attention *a);
 const pe_run_options *pe__attention_run(const pe_attention *a);
 
-/* Fills unset rope keys from the config.json named by cfg->hf_config (rotary/hf_config.c). */
+/* Fills unset keys of layer cfg->hf_layer from the config.json cfg->hf_config (rotary/hf_config.c). */
 pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);
 
 /* Validation shared by rope and its relatives (rope_scaling.c), and by t5 and tupe (t5.c). */

@@ -1,8 +1,9 @@
-/* RoPE (Su et al., RoFormer): rotate pairs of the first rotary_dim dims of every q and k
- * head by angle p * theta_t, theta_t = base^(-2t/rotary_dim) as modified by the scaling
+/* RoPE (Su et al., RoFormer): rotate pairs of rotary_dim dims of every q and k head, from dim
+ * rotary_offset (0 but in DeepSeek's MLA, which rotates the head's last qk_rope_head_dim), by
+ * angle p * theta_t, theta_t = base^(-2t/rotary_dim) as modified by the scaling
  * (rope_scaling.c), cos and sin both multiplied by the scaling's attention factor.
  *
- * Pair layouts within one head of D dims (rotary_dim r, the rest passes through):
+ * Pair layouts within the rotated slice of one head (rotary_dim r, the rest passes through):
  *   half         pairs (t, t + r/2)   [c c c c s s s s . . ]   GPT-NeoX, HF Llama
  *   interleaved  pairs (2t, 2t + 1)   [c s c s c s c s . . ]   RoFormer, GPT-J, Meta
  *
@@ -26,13 +27,20 @@ typedef struct {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D;
+    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D - cfg->rotary_offset;
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
+    const int64_t off = cfg->rotary_offset;
+    if (off < 0 || off > D - 2)
+        return pe__fail(err, PE_EKEY, "key 'rotary_offset': %lld is not within 0 .. head_dim - 2 (%lld)", (long long)off,
+                        (long long)(D - 2));
     pe_status st = pe__rope_check(cfg, D, err);
     if (st) return st;
+    if (cfg->rotary_dim > D - off)
+        return pe__fail(err, PE_EKEY, "key 'rotary_offset': %lld + rotary_dim %lld must lie within head_dim %lld",
+                        (long long)off, (long long)cfg->rotary_dim, (long long)D);
     const pe_int_list *sec = &cfg->rope_sections;
     if (!sec->n) {
         if (pe_config_is_set(cfg, "rope_section_layout") || pe_config_is_set(cfg, "rope_section_freqs"))
@@ -181,9 +189,9 @@ static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], i
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const rope_state *st = ctx->state;
-    int64_t rd = ctx->cfg->rotary_dim;
-    if (q) pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
-    if (k) pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+    const int64_t rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
+    if (q) pe__rope_rotate(ctx->run, q + off, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    if (k) pe__rope_rotate(ctx->run, k + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
 
 /* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
@@ -197,7 +205,7 @@ static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *c
             for (int64_t t = 0; t < half; t++) {
                 int64_t first, step;
                 pe__rope_pair(ctx->cfg->rope_layout, rd, t, &first, &step);
-                const int64_t a = i * ld + h * D + first;
+                const int64_t a = i * ld + h * D + ctx->cfg->rotary_offset + first;
                 const double dtheta = pe__rope_dangle(x_in, dy, a, a + step, cs + (i * half + t) * 2);
                 acc[t] += dtheta * (double)(pos[i * ctx->A + (st->axis ? st->axis[t] : 0)] - ctx->pos_min) * st->inv_freq[t];
             }
@@ -215,7 +223,7 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
                             const float *k_in) {
     (void)dv;
     const rope_state *st = ctx->state;
-    int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim;
+    int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
     float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
     if (dfactor) {
         double *acc = st->acc; /* sum dL/dtheta (theta - theta_min) f_t */
@@ -225,8 +233,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
         const float *f = ctx->w->param[st->factor_table];
         for (int64_t t = 0; t < rd / 2; t++) dfactor[t] -= (float)(acc[t] / (double)f[t]);
     }
-    pe__rope_rotate(ctx->run, dq, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
-    pe__rope_rotate(ctx->run, dk, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
+    pe__rope_rotate(ctx->run, dq + off, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
+    pe__rope_rotate(ctx->run, dk + off, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
 }
 
 pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
@@ -258,10 +266,10 @@ const pe__method pe__method_rope = {
     .name = "rope",
     .reference = "Su et al. 2021, RoFormer; scalings of HF modeling_rope_utils; M-RoPE of Qwen2-VL, Qwen3-VL",
     .family = PE_FAMILY_ROTARY,
-    .keys = "rope_layout rope_base rotary_dim rope_scaling rope_factor "
+    .keys = "rope_layout rope_base rotary_dim rotary_offset rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
-            "rope_section_layout rope_section_freqs hf_config",
+            "rope_section_layout rope_section_freqs hf_config hf_layer",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,

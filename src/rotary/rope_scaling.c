@@ -96,7 +96,7 @@ static double rope_llama3(const pe_config *cfg, int64_t n_pos, const float *f, d
         double wl = 2 * PE_PI / inv_freq[t];
         if (wl > low_wl) {
             inv_freq[t] /= s;
-        } else if (!(wl < high_wl)) {
+        } else if (!(wl < high_wl) && hff > lff) { /* low == high (Llama 4): no band between */
             double smooth = (L0 / wl - lff) / (hff - lff);
             inv_freq[t] = (1 - smooth) * inv_freq[t] / s + smooth * inv_freq[t];
         }
@@ -167,8 +167,8 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
         return pe__fail(err, PE_EKEY, "key 'original_max_position_embeddings' must be >= 2");
     if (pe_config_is_set(cfg, "max_position_embeddings") && cfg->max_position_embeddings < 1)
         return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
-    if (cfg->rope_scaling == PE_ROPE_LLAMA3 && !(cfg->high_freq_factor > cfg->low_freq_factor && cfg->low_freq_factor > 0))
-        return pe__fail(err, PE_EKEY, "keys 'low_freq_factor' and 'high_freq_factor' need 0 < low < high");
+    if (cfg->rope_scaling == PE_ROPE_LLAMA3 && !(cfg->high_freq_factor >= cfg->low_freq_factor && cfg->low_freq_factor > 0))
+        return pe__fail(err, PE_EKEY, "keys 'low_freq_factor' and 'high_freq_factor' need 0 < low <= high");
     if (cfg->rope_scaling == PE_ROPE_YARN && (cfg->beta_fast < 0 || cfg->beta_slow < 0))
         return pe__fail(err, PE_EKEY, "keys 'beta_fast' and 'beta_slow' must be >= 0");
     if (cfg->rope_scaling == PE_ROPE_DYNAMIC && cfg->rope_factor < 1)

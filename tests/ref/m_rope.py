@@ -75,7 +75,8 @@ def inv_freq(ctx):
     o.update({k: float(ctx.meta[k]) for k in REAL_KEYS if k in ctx.meta})
     if "yarn_truncate" in ctx.meta:
         o["yarn_truncate"] = ctx.meta["yarn_truncate"] == "true"
-    return scaled_inv_freq(ctx.get("rope_scaling", "none"), ctx.get("rotary_dim", ctx.D, int),
+    r = ctx.get("rotary_dim", ctx.D - ctx.get("rotary_offset", 0, int), int)
+    return scaled_inv_freq(ctx.get("rope_scaling", "none"), r,
                            ctx.get("rope_base", 10000.0, float), ctx.get("rope_factor", 1.0, float),
                            ctx.pos_max() + 1, o, ctx.t.get("short_factor"), ctx.t.get("long_factor"))
 
@@ -135,7 +136,11 @@ def rotate(ctx, q, k):
             freqs = torch.cat([base ** (-torch.arange(n, dtype=torch.float64) / n) for n in s])
         if len(s) == 1:
             axis = None
-    return rotate_one(q, ctx.pos, freqs, attn, layout, axis), rotate_one(k, ctx.kpos, freqs, attn, layout, axis)
+    off = ctx.get("rotary_offset", 0, int)  # DeepSeek MLA: the rotated slice is the head's last dims
+
+    def one(x, pos):
+        return torch.cat([x[..., :off], rotate_one(x[..., off:], pos, freqs, attn, layout, axis)], -1)
+    return one(q, ctx.pos), one(k, ctx.kpos)
 
 
 def tensors(meta, H, D, npos):
@@ -168,6 +173,14 @@ CASES = [
     dict(name="million_interleaved", T=4, H=2, D=8, positions="million",
          meta={"rope_layout": "interleaved"}),
     dict(name="gqa", T=6, H=6, D=4, kv_heads=2, causal=True, positions="gapped", B=2),
+    # DeepSeek-V3's MLA: the last qk_rope_head_dim dims rotate (interleaved), YaRN with mscale
+    # on the softmax scale (scale = mscale^2 / sqrt(D), here 1 + 0.1 ln 4 squared over sqrt 12)
+    dict(name="mla_slice", T=6, H=3, D=12, causal=True, positions="offset", meta=dict(
+        scaling("yarn", rope_factor=4, original_max_position_embeddings=64, mscale=1, mscale_all_dim=1),
+        rotary_dim="4", rotary_offset="8", rope_layout="interleaved", scale=repr((1 + 0.1 * math.log(4)) ** 2 / math.sqrt(12)))),
+    dict(name="slice_middle", T=5, H=2, D=10, kv_heads=1, positions="gapped", B=2,
+         meta={"rotary_dim": "4", "rotary_offset": "2"}),
+    dict(name="offset_default_dim", T=4, H=2, D=8, meta={"rotary_offset": "2"}),
     dict(name="linear", T=6, H=2, D=8, meta=scaling("linear", rope_factor=4), causal=True),
     dict(name="ntk", T=6, H=2, D=8, meta=scaling("ntk", rope_factor=8)),
     dict(name="dynamic_below", T=6, H=2, D=8, positions="offset",
@@ -188,6 +201,10 @@ CASES = [
         scaling("yarn", rope_factor=4, original_max_position_embeddings=64), rotary_dim="8")),
     dict(name="llama3", T=6, H=2, D=32, causal=True, meta=scaling(
         "llama3", rope_factor=8, original_max_position_embeddings=64, rope_base=500000)),
+    # Llama 4: low_freq_factor == high_freq_factor, no band between scaled and kept
+    dict(name="llama4_freqs", T=5, H=2, D=32, positions="offset", meta=dict(scaling(
+        "llama3", rope_factor=16, original_max_position_embeddings=64, low_freq_factor=1,
+        high_freq_factor=1, rope_base=500000), rope_layout="interleaved")),
     dict(name="llama3_freqs", T=5, H=2, D=32, meta=scaling(
         "llama3", rope_factor=4, original_max_position_embeddings=32, low_freq_factor=2,
         high_freq_factor=8)),

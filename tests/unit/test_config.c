@@ -347,8 +347,9 @@ static void test_method_keys(void **state) {
     assert_null(strstr(buf, "rope_base"));
     pe_method_keys(PE_METHOD_ROPE, buf, sizeof buf);
     assert_msg_has(buf, "rotary_dim");
+    assert_msg_has(buf, "rotary_offset");
     pe_method_keys(PE_METHOD_NONE, buf, sizeof buf);
-    assert_string_equal(buf, "");
+    assert_string_equal(buf, "attn_temperature_tuning floor_scale attn_scale hf_config hf_layer");
 }
 
 /* ---- pe_attention_init: validation --------------------------------------------------- */

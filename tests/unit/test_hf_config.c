@@ -171,12 +171,94 @@ static void mrope_configs(void **state) {
                  "sum to 2 pairs");
 }
 
+/* Per-layer schedules: each layer's settings as pe_config_from_hf gives them, and the
+ * hf_config + hf_layer keys agreeing with it (the same reading of the file). */
+static void per_layer_schedules(void **state) {
+    (void)state;
+    static const struct {
+        const char *config;
+        int64_t layer;
+        const char *method, *type;
+        double base, scale;
+        int64_t rotary_dim, rotary_offset;
+        int layout, tuning;
+        int64_t window;
+    } L[] = {
+        {"llama4_scout", 0, "rope", "chunked_attention", 500000, 0.08838834764831843, 128, 0, PE_ROPE_INTERLEAVED, 0, 8192},
+        {"llama4_scout", 3, "none", "full_attention", 0, 0.08838834764831843, 0, 0, 0, 1, 0},
+        {"gemma3_27b", 4, "rope", "sliding_attention", 10000, 0.07715167498104596, 128, 0, PE_ROPE_HALF, 0, 1024},
+        {"gemma3_27b", 5, "rope", "full_attention", 1e6, 0.07715167498104596, 128, 0, PE_ROPE_HALF, 0, 0},
+        {"gemma3_1b_v5", 0, "rope", "sliding_attention", 10000, 0.0625, 256, 0, PE_ROPE_HALF, 0, 512},
+        {"gemma3_1b_v5", 5, "rope", "full_attention", 1e6, 0.0625, 256, 0, PE_ROPE_HALF, 0, 0},
+        /* (1 + 0.1 ln 40)^2 / sqrt(192): YaRN's mscale on the softmax scale, as DeepSeek-V3 */
+        {"deepseek_v3", 9, "rope", "full_attention", 10000, 0.1352337788608801, 64, 128, PE_ROPE_INTERLEAVED, 0, 0},
+        {"qwen3vl", 1, "rope", "full_attention", 5e6, 0.08838834764831843, 128, 0, PE_ROPE_HALF, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
+        char path[256];
+        snprintf(path, sizeof path, "tests/hf/%s.json", L[i].config);
+        pe_config cfg;
+        pe_config_init(&cfg);
+        pe_hf_layer_info info;
+        pe_err err;
+        if (pe_config_from_hf(&cfg, path, L[i].layer, &info, &err)) fail_msg("%s: %s", path, err.msg);
+        pe_attention *att;
+        if (pe_attention_init(&att, &cfg, cfg.heads * info.head_dim, &err)) fail_msg("%s: %s", path, err.msg);
+        const pe_config *c = pe_attention_config(att);
+        assert_string_equal(pe_method_name(c->method), L[i].method);
+        assert_string_equal(info.layer_type, L[i].type);
+        assert_int_equal(info.window, L[i].window);
+        assert_true(fabs(c->scale - L[i].scale) < 1e-15 * L[i].scale);
+        assert_int_equal(c->attn_temperature_tuning, L[i].tuning);
+        if (L[i].tuning) assert_true(c->floor_scale == 8192 && c->attn_scale == 0.1);
+        if (c->method == PE_METHOD_ROPE) {
+            assert_true(c->rope_base == L[i].base);
+            assert_int_equal(c->rotary_dim, L[i].rotary_dim);
+            assert_int_equal(c->rotary_offset, L[i].rotary_offset);
+            assert_int_equal(c->rope_layout, L[i].layout);
+        }
+        /* the keys route: method and heads given, the layer's settings from the file */
+        pe_config k;
+        pe_config_init(&k);
+        char heads[32], layer[32];
+        snprintf(heads, sizeof heads, "%lld", (long long)c->heads);
+        snprintf(layer, sizeof layer, "%lld", (long long)L[i].layer);
+        const char *keys[] = {"method", "heads", "hf_config", "hf_layer"};
+        const char *vals[] = {L[i].method, heads, path, layer};
+        pe_attention *att2;
+        if (pe_config_set_all(&k, 4, keys, vals, &err) || pe_attention_init(&att2, &k, c->heads * info.head_dim, &err))
+            fail_msg("%s layer %lld by keys: %s", path, (long long)L[i].layer, err.msg);
+        const pe_config *c2 = pe_attention_config(att2);
+        assert_true(c2->scale == c->scale && c2->rope_base == c->rope_base && c2->rotary_dim == c->rotary_dim &&
+                    c2->rotary_offset == c->rotary_offset && c2->rope_layout == c->rope_layout &&
+                    c2->rope_scaling == c->rope_scaling && c2->attn_temperature_tuning == c->attn_temperature_tuning);
+        pe_attention_free(att2);
+        pe_attention_free(att);
+    }
+    /* a layer of the other kind is an error naming it */
+    pe_config k;
+    pe_config_init(&k);
+    pe_err err;
+    const char *keys[] = {"method", "heads", "hf_config", "hf_layer"};
+    const char *vals[] = {"rope", "40", "tests/hf/llama4_scout.json", "3"};
+    pe_attention *att;
+    assert_int_equal(pe_config_set_all(&k, 4, keys, vals, &err), PE_OK);
+    assert_int_equal(pe_attention_init(&att, &k, 40 * 128, &err), PE_EKEY);
+    assert_non_null(strstr(err.msg, "layer 3 is a NoPE layer (method none)"));
+    vals[0] = "none", vals[3] = "0";
+    pe_config_init(&k);
+    assert_int_equal(pe_config_set_all(&k, 4, keys, vals, &err), PE_OK);
+    assert_int_equal(pe_attention_init(&att, &k, 40 * 128, &err), PE_EKEY);
+    assert_non_null(strstr(err.msg, "layer 0 is a RoPE layer (method rope)"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(example_configs_match_hf),
         cmocka_unit_test(bad_configs_are_errors),
         cmocka_unit_test(explicit_keys_override),
         cmocka_unit_test(mrope_configs),
+        cmocka_unit_test(per_layer_schedules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,156 @@
+/* posenc hf-config CONFIG.json [--layer N] [--group]
+ * What posenc would run for every layer of a HuggingFace model: each layer's settings come
+ * from pe_config_from_hf and are resolved by the library itself (pe_attention_init), so the
+ * table shows the values a layer uses, not a second reading of the file. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "../src/internal.h"
+
+#define USAGE                                                                                                 \
+    "usage: posenc hf-config CONFIG.json [--layer N] [--group]\n"                                              \
+    "  Every layer of a HuggingFace model as posenc runs it: method (rope, or none for a NoPE layer),\n"        \
+    "  rope base, scaling, attention factor (on cos and sin), the rotated slice of the head and its pair\n"      \
+    "  layout, the softmax scale, and what the caller applies around the layer (window masks, qk-norm).\n"     \
+    "  Reads HF v5 rope_parameters per layer type, layer_types, no_rope_layers, sliding_window_pattern,\n"      \
+    "  rope_local_base_freq, mrope_section, partial_rotary_factor, MLA's qk_rope_head_dim.\n"                 \
+    "  --layer N   only layer N (0-based)\n"                                                                   \
+    "  --group     one row per distinct setting, with the layers that share it\n"
+
+typedef struct row {
+    char text[512];  /* the columns from type to scale */
+    char notes[160]; /* what the caller applies around the layer */
+} row;
+
+/* The text form of key `name` of c (an enum's word, a list) */
+static void key_text(const pe_config *c, const char *name, char *buf, size_t len) {
+    for (int k = 0; pe_config_key_name(k); k++)
+        if (!strcmp(pe_config_key_name(k), name)) pe_config_key_value(c, k, buf, len);
+}
+
+/* One layer's columns, from its resolved settings; heads[2] gets heads and kv_heads. */
+static int describe(const char *path, int64_t layer, pe_hf_layer_info *info, row *r, int64_t heads[2]) {
+    pe_config cfg;
+    pe_config_init(&cfg);
+    pe_err err;
+    if (pe_config_from_hf(&cfg, path, layer, info, &err)) return cli_fail("hf-config: %s", err.msg);
+    pe_attention *att;
+    if (pe_attention_init(&att, &cfg, cfg.heads * info->head_dim, &err))
+        return cli_fail("hf-config: layer %lld: %s", (long long)layer, err.msg);
+    const pe_config *c = pe_attention_config(att);
+    char base[32] = "-", scaling[64] = "-", factor[32] = "-", slice[48] = "-", layout[32] = "-", *notes = r->notes;
+    const size_t nn = sizeof r->notes;
+    notes[0] = 0;
+    if (c->method == PE_METHOD_ROPE) {
+        snprintf(base, sizeof base, "%.10g", c->rope_base);
+        char kind[32];
+        key_text(c, "rope_scaling", kind, sizeof kind);
+        if (c->rope_scaling) snprintf(scaling, sizeof scaling, "%s x%g", kind, c->rope_factor);
+        else snprintf(scaling, sizeof scaling, "none");
+        /* the attention factor on cos and sin, as the layer derives it (LongRoPE: its short table) */
+        double *inv = malloc(sizeof(double) * (size_t)c->rotary_dim);
+        if (!inv) {
+            pe_attention_free(att);
+            return cli_fail("out of memory");
+        }
+        snprintf(factor, sizeof factor, "%.6g", pe__rope_freqs(c, 1, c->hf_factor_count ? c->hf_factors[0] : NULL, inv));
+        free(inv);
+        snprintf(slice, sizeof slice, "%lld..%lld of %lld", (long long)c->rotary_offset,
+                 (long long)(c->rotary_offset + c->rotary_dim - 1), (long long)info->head_dim);
+        snprintf(layout, sizeof layout, "%s", c->rope_layout == PE_ROPE_HALF ? "half" : "interleaved");
+        if (c->rope_sections.n) {
+            char sec[64];
+            key_text(c, "rope_sections", sec, sizeof sec);
+            snprintf(notes, nn, "sections %s %s; ", sec,
+                     c->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
+        }
+    } else if (c->attn_temperature_tuning) {
+        snprintf(notes, nn, "q x 1 + %g ln(1 + floor((p + 1) / %g)); ", c->attn_scale, c->floor_scale);
+    }
+    size_t o = strlen(notes);
+    if (info->window) o += (size_t)snprintf(notes + o, nn - o, "%s %lld (attn_mask); ",
+                                            info->chunked ? "chunks of" : "window", (long long)info->window);
+    if (info->qk_norm) o += (size_t)snprintf(notes + o, nn - o, "qk L2-norm after rotation; ");
+    if (info->mla) o += (size_t)snprintf(notes + o, nn - o, "MLA: one rotated key head; ");
+    if (o >= 2) notes[o - 2] = 0;
+    snprintf(r->text, sizeof r->text, "%-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10.6g", info->layer_type,
+             pe_method_name(c->method), base, scaling, factor, slice, layout, c->scale);
+    heads[0] = c->heads, heads[1] = c->kv_heads;
+    pe_attention_free(att);
+    return 0;
+}
+
+/* "0-2,4-6,8" */
+static void ranges(const int64_t *l, int n, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o < len; i++) {
+        int j = i;
+        while (j + 1 < n && l[j + 1] == l[j] + 1) j++;
+        o += (size_t)snprintf(buf + o, len - o, j > i ? "%s%lld-%lld" : "%s%lld", i ? "," : "", (long long)l[i],
+                              (long long)l[j]);
+        i = j;
+    }
+}
+
+int cli_hf_config(int argc, char **argv) {
+    const char *path = NULL;
+    long long only = -1;
+    int group = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return printf(USAGE), 0;
+        if (!strcmp(a, "--group")) { group = 1; continue; }
+        if (!strcmp(a, "--layer")) {
+            if (i + 1 >= argc) return cli_fail("hf-config: option --layer needs a value");
+            if (cli_int("--layer", argv[++i], 0, INT_MAX, &only)) return 2;
+            continue;
+        }
+        if (a[0] == '-') return cli_fail("hf-config: unknown option '%s' (options: --layer N --group)", a);
+        if (path) return cli_fail("hf-config: one CONFIG.json, got '%s' and '%s'", path, a);
+        path = a;
+    }
+    if (!path) return fprintf(stderr, USAGE), 2;
+
+    pe_hf_layer_info info;
+    row first;
+    int64_t heads[2];
+    if (describe(path, only >= 0 ? only : 0, &info, &first, heads)) return 2;
+    const int64_t n = info.n_layers, lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : n;
+    row *rows = malloc(sizeof(row) * (size_t)(hi - lo));
+    int64_t *of = malloc(sizeof(int64_t) * (size_t)(hi - lo)); /* the distinct row of each layer */
+    if (!rows || !of) return free(rows), free(of), cli_fail("out of memory");
+    rows[0] = first;
+    for (int64_t l = lo + 1; l < hi; l++)
+        if (describe(path, l, &info, &rows[l - lo], heads)) return free(rows), free(of), 2;
+
+    printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld\n", path, (long long)n, (long long)heads[0],
+           (long long)heads[1], (long long)info.head_dim);
+    printf("%-6s %-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10s %s\n", group ? "count" : "layer", "type", "method",
+           "base", "scaling", "attn", "rotated dims", "pairs", "scale", group ? "notes; layers" : "notes");
+    if (!group) {
+        for (int64_t l = lo; l < hi; l++) printf("%-6lld %s %s\n", (long long)l, rows[l - lo].text, rows[l - lo].notes);
+    } else {
+        int64_t *members = malloc(sizeof(int64_t) * (size_t)(hi - lo));
+        if (!members) return free(rows), free(of), cli_fail("out of memory");
+        for (int64_t l = lo; l < hi; l++) of[l - lo] = -1;
+        for (int64_t l = lo; l < hi; l++) {
+            if (of[l - lo] >= 0) continue;
+            int m = 0;
+            for (int64_t u = l; u < hi; u++)
+                if (of[u - lo] < 0 && !strcmp(rows[u - lo].text, rows[l - lo].text) &&
+                    !strcmp(rows[u - lo].notes, rows[l - lo].notes))
+                    of[u - lo] = l, members[m++] = u;
+            char list[512];
+            ranges(members, m, list, sizeof list);
+            const char *notes = rows[l - lo].notes;
+            printf("%-6d %s %s%slayers %s\n", m, rows[l - lo].text, notes, *notes ? "; " : "", list);
+        }
+        free(members);
+    }
+    free(rows), free(of);
+    return 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# CLI tests of `posenc hf-config`: the per-layer table of the example configs of tests/hf
+# (Llama 4 Scout, Gemma 3 27B in the v4 layout and a Gemma 3 1B in HF v5's rope_parameters per
+# layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL), checked column by column, and bad input.
+#   usage: bash tests/cli/test_hf_config.sh PATH/TO/posenc
+. "$(dirname "$0")/lib.sh" hf_config "${1:-}"
+ROOT=$(cd "$HERE/../.." && pwd)
+HF="$ROOT/tests/hf"
+
+# expect_row NAME CONFIG LAYER FIELDS...: the table's row of LAYER holds FIELDS, in order
+# (whitespace-separated words of the row, each matched exactly at its column)
+expect_row() {
+    local name=$1 cfg=$2 layer=$3
+    shift 3
+    local line
+    line=$("$POSENC" hf-config "$HF/$cfg" | awk -v l="$layer" 'NR > 2 && $1 == l')
+    local want="$layer $*" got
+    got=$(echo "$line" | awk -v n=$(($# + 1)) '{ s = $1; for (i = 2; i <= n; i++) s = s " " $i; print s }')
+    if [ "$got" = "$want" ]; then ok "$name"; else not_ok "$name" "want: $want"$'\n'"got:  $line"; fi
+}
+# expect_notes NAME CONFIG LAYER TEXT: the row's notes mention TEXT
+expect_notes() {
+    local line
+    line=$("$POSENC" hf-config "$HF/$2" | awk -v l="$3" 'NR > 2 && $1 == l')
+    [[ "$line" == *"$4"* ]] && ok "$1" || not_ok "$1" "want: ...$4..."$'\n'"got:  $line"
+}
+
+#            name                         config              layer type method base scaling factor attn slice(3 words) pairs scale
+expect_row "llama4: a RoPE layer"        llama4_scout.json 0  chunked_attention rope 500000 llama3 x16 1 0..127 of 128 interleaved 0.0883883
+expect_row "llama4: every 4th is NoPE"   llama4_scout.json 3  full_attention none - - - - - 0.0883883
+expect_row "llama4: layer 47 is NoPE"    llama4_scout.json 47 full_attention none - - - - - 0.0883883
+expect_notes "llama4: temperature tuning" llama4_scout.json 3 "q x 1 + 0.1 ln(1 + floor((p + 1) / 8192))"
+expect_notes "llama4: chunked attention"  llama4_scout.json 0 "chunks of 8192"
+expect_row "gemma3 27b: local layer"     gemma3_27b.json 0  sliding_attention rope 10000 none 1 0..127 of 128 half 0.0771517
+expect_row "gemma3 27b: global layer"    gemma3_27b.json 5  full_attention rope 1000000 linear x8 1 0..127 of 128 half 0.0771517
+expect_row "gemma3 27b: last layer"      gemma3_27b.json 61 sliding_attention rope 10000 none 1 0..127 of 128 half 0.0771517
+expect_notes "gemma3 27b: the window"     gemma3_27b.json 4 "window 1024"
+expect_row "gemma3 v5: local layer"      gemma3_1b_v5.json 4 sliding_attention rope 10000 none 1 0..255 of 256 half 0.0625
+expect_row "gemma3 v5: global layer"     gemma3_1b_v5.json 11 full_attention rope 1000000 none 1 0..255 of 256 half 0.0625
+expect_row "deepseek-v3: MLA slice"      deepseek_v3.json 60 full_attention rope 10000 yarn x40 1 128..191 of 192 interleaved 0.135234
+expect_row "qwen2-vl: M-RoPE"            qwen2vl.json 27 full_attention rope 1000000 none 1 0..127 of 128 half 0.0883883
+expect_notes "qwen2-vl: sections"         qwen2vl.json 0 "sections 16,24,24 contiguous"
+expect_row "qwen3-vl: M-RoPE"            qwen3vl.json 35 full_attention rope 5000000 none 1 0..127 of 128 half 0.0883883
+expect_notes "qwen3-vl: interleaved"      qwen3vl.json 0 "sections 24,20,20 interleaved"
+
+n=$("$POSENC" hf-config "$HF/llama4_scout.json" | tail -n +3 | wc -l)
+[ "$n" -eq 48 ] && ok "llama4: one row per layer" || not_ok "llama4: one row per layer" "$n rows"
+g=$("$POSENC" hf-config "$HF/gemma3_27b.json" --group | tail -n +3)
+[[ "$g" == *"layers 0-4,6-10,"*"layers 5,11,17,23,29,35,41,47,53,59" ]] && ok "--group lists the layers of each setting" ||
+    not_ok "--group lists the layers of each setting" "$g"
+one=$("$POSENC" hf-config "$HF/deepseek_v3.json" --layer 7 | tail -n +3 | awk '{ print $1 }')
+[ "$one" = 7 ] && ok "--layer N prints that layer" || not_ok "--layer N prints that layer" "$one"
+"$POSENC" hf-config --help | grep -q -- "--group" && ok "--help lists the options" || not_ok "--help lists the options"
+
+expect_bad "a layer past the model"   "layer 48 is not within 0 .. 47" "" hf-config "$HF/llama4_scout.json" --layer 48
+expect_bad "--layer without a value"  "--layer needs a value" "" hf-config "$HF/llama4_scout.json" --layer
+expect_bad "a missing file"           "No such file" "" hf-config "$WORK/nothing.json"
+printf '{"num_hidden_layers": 2, "head_dim": 8, "num_attention_heads": 2, "no_rope_layers": [1]}' > "$WORK/short.json"
+expect_bad "no_rope_layers too short" "no_rope_layers" "" hf-config "$WORK/short.json"
+printf '{"num_hidden_layers": 1, "head_dim": 8, "num_attention_heads": 2, "layer_types": ["sliding_attention"],
+  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}}' > "$WORK/types.json"
+expect_bad "a layer type without rope parameters" "no entry for layer type 'sliding_attention'" "" hf-config "$WORK/types.json"
+finish
