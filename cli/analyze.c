@@ -6,17 +6,15 @@
  * learned pos_table, or a trainer checkpoint's trained encoding (its absolute method, block
  * L). Prints a table; -o writes the same as CSV. */
 #include <math.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../src/io/output.h"
 #include "cli.h"
+#include "options.h"
 #include "posmat.h"
 #include "props.h"
-
-#define USAGE "usage: posenc analyze [--methods LIST] [--from FILE [--tensor NAME] [--layer L]] [--N N] [--width C] [--heads H] [--seed S] [--cosine] [-o FILE.csv] [--KEY VALUE ...]"
 
 typedef struct row {
     char method[64], matrix[32];
@@ -88,52 +86,23 @@ static int analyze_one(const pm_opts *p, int cosine, row *r) {
 }
 
 int cli_analyze(int argc, char **argv) {
-    const char *methods = NULL, *out = NULL, *from = NULL, *tensor = NULL;
-    int64_t N = 64, C = 64, heads = 4, seed = 1, layer = 0;
-    int layer_set = 0;
-    int cosine = 0, nk = 0, rc = 0;
-    const char **keys = calloc((size_t)argc + 2, sizeof(char *)), **vals = calloc((size_t)argc + 2, sizeof(char *));
-    if (!keys || !vals) return cli_fail("out of memory");
-    for (int i = 0; i < argc && !rc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("%s\n"
-                   "  The three properties of \"On Position Embeddings in BERT\" (Wang et al. 2021) of every method's\n"
-                   "  position-position matrix: the Gram matrix P P^T of an absolute encoding, the scores with\n"
-                   "  q = k = ones of the others, averaged over heads (doc/plots.md): monotonicity (forward and\n"
-                   "  backward apart), translation invariance and symmetry.\n"
-                   "  --methods LIST   comma-separated (default: every method)\n"
-                   "  --from FILE      a trained encoding: a posenc train checkpoint or a safetensors table\n"
-                   "  --tensor NAME    the table in FILE (default: the method's)\n"
-                   "  --layer L        a checkpoint's block (default 0)\n"
-                   "  --N N            positions (3 .. 2048, default 64)\n"
-                   "  --width C, --heads H, --seed S   the random layer (defaults 64, 4, 1)\n"
-                   "  --cosine         cosine similarity of the encodings instead of logits\n"
-                   "  -o FILE.csv      the table as CSV\n"
-                   "  --KEY VALUE      a method setting\n", USAGE);
-            free(keys), free(vals);
-            return 0;
-        } else if (!strcmp(a, "--cosine")) {
-            cosine = 1;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--methods") || !strcmp(a, "--from") || !strcmp(a, "--tensor")) {
-            if (!v) rc = cli_fail("%s needs a value", a);
-            else *(a[1] == 'o' || a[2] == 'o' ? &out : a[2] == 'm' ? &methods : a[2] == 'f' ? &from : &tensor) = v, i++;
-        } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--layer")) {
-            char *end;
-            long long x = v ? strtoll(v, &end, 10) : -1;
-            int lo = strcmp(a, "--seed") && strcmp(a, "--layer") ? (strcmp(a, "--N") ? 1 : 3) : 0;
-            const long long hi = !strcmp(a, "--N") ? 2048 : !strcmp(a, "--width") ? 1 << 16 : !strcmp(a, "--heads") ? 1024
-                                 : !strcmp(a, "--layer") ? 1 << 20 : LLONG_MAX;
-            if (!v || !*v || *end || x < lo || x > hi)
-                rc = cli_fail("%s: '%s' is not a number in %d..%lld", a, v ? v : "", lo, hi);
-            else *(a[2] == 'N' ? &N : a[2] == 'w' ? &C : a[2] == 'h' ? &heads : a[2] == 'l' ? &layer : &seed) = x, i++;
-            layer_set |= a[2] == 'l';
-        } else if (!strncmp(a, "--", 2) && a[2] && strcmp(a + 2, "method")) {
-            keys[nk] = a + 2, vals[nk++] = v && strncmp(v, "--", 2) && strcmp(v, "-o") ? argv[++i] : "true";
-        } else {
-            rc = cli_fail("unexpected argument '%s' (%s)", a, USAGE);
-        }
+    analyze_args a;
+    arg_res r;
+    ARGS_ANALYZE.init(&a);
+    int rc = arg_parse(&ARGS_ANALYZE, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    const char *methods = a.methods, *out = a.out, *from = a.from, *tensor = a.tensor;
+    const int64_t N = a.length, C = a.width, heads = a.heads, seed = a.seed, layer = a.layer < 0 ? 0 : a.layer;
+    const int layer_set = a.layer >= 0, cosine = a.cosine;
+    /* the settings, with room for the method of each row */
+    int nk = r.n_keys;
+    const char **keys = calloc((size_t)nk + 2, sizeof(char *)), **vals = calloc((size_t)nk + 2, sizeof(char *));
+    if (!keys || !vals) rc = cli_fail("out of memory");
+    for (int i = 0; !rc && i < nk; i++) {
+        if (!strcmp(r.keys[i], "method")) rc = cli_fail("analyze: --method: analyze takes --methods LIST");
+        keys[i] = r.keys[i], vals[i] = r.vals[i];
     }
+    arg_free(&r);
     /* the file: a trainer checkpoint's trained encoding (its method and settings), or learned's
      * table of a plain file */
     pm_ckpt ck = {0};
@@ -146,12 +115,11 @@ int cli_analyze(int argc, char **argv) {
     /* the methods: every one, or the list; --from adds the file's */
     const char *list[PE_METHOD_COUNT + 1];
     char buf[1024] = "";
-    int nm = 0;
+    int nm = 0, mi;
     if (!rc && methods) {
         snprintf(buf, sizeof buf, "%s", methods);
-        for (char *s = strtok(buf, ","); s && nm < PE_METHOD_COUNT; s = strtok(NULL, ","))
-            if (pe_method_from_name(s) < 0) rc = cli_fail("--methods: unknown method '%s' (see: posenc methods)", s);
-            else list[nm++] = s;
+        for (char *s = strtok(buf, ","); s && !rc && nm < PE_METHOD_COUNT; s = strtok(NULL, ","))
+            if (!(rc = arg_method("analyze", "--methods", s, &mi))) list[nm++] = s;
     } else if (!rc && !from) {
         for (int m = 0; m < PE_METHOD_COUNT; m++) list[nm++] = pe_method_name(m);
     }

@@ -34,6 +34,7 @@
 #include "../src/io/layer.h"
 #include "../train/env.h"
 #include "cli.h"
+#include "options.h"
 
 enum { MAXL = 8 };
 
@@ -664,77 +665,46 @@ static int want(const bopts *o, const char *section) {
     return p && (p == o->only || p[-1] == ',');
 }
 
-static const char *const USAGE =
-    "bench: options: --T 512,2048,8192 --methods none,rope,alibi,t5 --causal both|yes|no --reps N "
-    "--threads N --only rope,attn,decode,denormal,gemm,packed --no-torch --no-reference --ref-max-T N --torch-max-T N "
-    "--torch bench/torch_bench.py --quick --readme FILE";
-static const char *const HELP =
-    "Prints Markdown tables of ratios measured side by side in one run:\n"
-    "  rope      RoPE on q, k [4096, 32 heads, 128] (both layouts) against a copy of the same bytes\n"
-    "  attn      attention layer forward and backward, H=8, D=64, for each --T, method and --causal:\n"
-    "            fused path vs reference path (T <= --ref-max-T, default 2048) vs PyTorch eager\n"
-    "            (bench/torch_bench.py via /usr/bin/python3, T <= --torch-max-T, default 2048), peak memory\n"
-    "  decode    one decode step through the KV cache (H=32, Hkv=8, D=128, rope and alibi, 4096 and 32768\n"
-    "            cached keys) against a copy of the cache's bytes and PyTorch eager; a context shift's re-rotation\n"
-    "  denormal  alibi T=2048 with and without FTZ/DAZ, exp clamped or underflowing gradually\n"
-    "  gemm      BLAS sgemm 2048x2048x64 against the fused attention core, GFLOP/s\n"
-    "  packed    rope causal, projected form: 8 documents of T/8 packed in one row (attn_mask) against one\n"
-    "            document of T and against one call per document\n"
-    "--only LIST picks sections; --reps N medians (T=8192: 1); --threads N for posenc, OpenBLAS and PyTorch;\n"
-    "--quick: T=512,2048 and 1 rep; --readme FILE rewrites its <!-- bench:begin --> ... <!-- bench:end --> block.\n";
+static const char *const SECTIONS[] = {"rope", "attn", "decode", "denormal", "gemm", "packed", NULL};
+static const char *section_name(int i) { return SECTIONS[i]; }
 
 int cli_bench(int argc, char **argv) {
+    bench_args a;
+    arg_res res;
+    ARGS_BENCH.init(&a);
+    int rc = arg_parse(&ARGS_BENCH, argc, argv, &a, &res);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&res);
+    bopts o = {.T = {512, 2048, 8192}, .nT = 3, .causal = {0, 1}, .ncausal = 2, .reps = 3, .torch = !a.no_torch,
+               .reference = !a.no_reference, .ref_max_T = a.ref_max_length, .torch_max_T = a.torch_max_length,
+               .torch_path = a.torch, .readme = a.readme, .only = a.only, .threads = (int)a.threads};
+    if (a.quick) o.nT = 2, o.reps = 1;
+    if (a.reps) o.reps = (int)a.reps;
+    if (a.lengths) {
+        long long l[MAXL];
+        if ((o.nT = arg_int_list("bench", "--length", a.lengths, 1, 1 << 17, l, MAXL)) < 0) return 2;
+        for (int t = 0; t < o.nT; t++) o.T[t] = l[t];
+    }
+    o.nm = parse_list(a.methods, o.methods, MAXL);
+    for (int m = 0, k; m < o.nm; m++)
+        if (arg_method("bench", "--methods", o.methods[m], &k)) return 2;
+    if (!strcmp(a.causal, "yes")) o.causal[0] = 1, o.ncausal = 1;
+    else if (!strcmp(a.causal, "no")) o.causal[0] = 0, o.ncausal = 1;
+    if (o.only) { /* every section named is one */
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", o.only);
+        for (char *save = NULL, *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+            int known = 0;
+            for (int i = 0; SECTIONS[i]; i++) known |= !strcmp(w, SECTIONS[i]);
+            const char *best = known ? NULL : arg_nearest(w, section_name);
+            if (!known && best) return cli_fail("bench: --only: unknown section '%s' (did you mean %s?)", w, best);
+            if (!known) return cli_fail("bench: --only: unknown section '%s' (rope, attn, decode, denormal, gemm, packed)", w);
+        }
+    }
+    /* the README's block must be there before the minutes of measuring, not after */
+    if (o.readme && cli_readme_block("bench", o.readme, "bench", NULL)) return 2;
     tr_env_blas_select("bench", argc, argv); /* re-executes with OPENBLAS_CORETYPE when that helps */
     malloc_measure(0);
-    bopts o = {.T = {512, 2048, 8192}, .nT = 3, .methods = {"none", "rope", "alibi", "t5"}, .nm = 4,
-               .causal = {0, 1}, .ncausal = 2, .reps = 3, .torch = 1, .reference = 1, .ref_max_T = 2048,
-               .torch_max_T = 2048, .torch_path = "bench/torch_bench.py"};
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "--T") && has) {
-            const char *l[MAXL];
-            o.nT = parse_list(argv[++i], l, MAXL);
-            for (int t = 0; t < o.nT; t++) {
-                long long x;
-                if (cli_int("bench: --T", l[t], 1, 1 << 17, &x)) return 2;
-                o.T[t] = x;
-            }
-        } else if (!strcmp(a, "--methods") && has) {
-            o.nm = parse_list(argv[++i], o.methods, MAXL);
-            for (int m = 0; m < o.nm; m++)
-                if (pe_method_from_name(o.methods[m]) < 0) return cli_fail("bench: unknown method '%s'", o.methods[m]);
-        } else if (!strcmp(a, "--causal") && has) {
-            const char *c = argv[++i];
-            if (!strcmp(c, "both")) o.causal[0] = 0, o.causal[1] = 1, o.ncausal = 2;
-            else if (!strcmp(c, "yes")) o.causal[0] = 1, o.ncausal = 1;
-            else if (!strcmp(c, "no")) o.causal[0] = 0, o.ncausal = 1;
-            else return cli_fail("bench: --causal takes both, yes or no");
-        } else if (!strcmp(a, "--reps") && has) {
-            long long x;
-            if (cli_int("bench: --reps", argv[++i], 1, 15, &x)) return 2;
-            o.reps = (int)x;
-        } else if (!strcmp(a, "--threads") && has) {
-            long long x;
-            if (cli_int("bench: --threads", argv[++i], 1, 1024, &x)) return 2;
-            o.threads = (int)x;
-        } else if (!strcmp(a, "--only") && has) o.only = argv[++i];
-        else if (!strcmp(a, "--no-torch")) o.torch = 0;
-        else if (!strcmp(a, "--no-reference")) o.reference = 0;
-        else if ((!strcmp(a, "--ref-max-T") || !strcmp(a, "--torch-max-T")) && has) {
-            long long x;
-            if (cli_int(a, argv[++i], 0, 1 << 20, &x)) return 2;
-            *(a[2] == 'r' ? &o.ref_max_T : &o.torch_max_T) = x;
-        }
-        else if (!strcmp(a, "--torch") && has) o.torch_path = argv[++i];
-        else if (!strcmp(a, "--readme") && has) o.readme = argv[++i];
-        else if (!strcmp(a, "--quick")) o.T[0] = 512, o.T[1] = 2048, o.nT = 2, o.reps = 1;
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            printf("usage: posenc bench [options]\n  %s\n\n%s", USAGE + strlen("bench: options: "), HELP);
-            return 0;
-        }
-        else return cli_fail("%s", USAGE);
-    }
     if (o.threads) {
         RUN.threads = o.threads;
 #ifdef _OPENMP
@@ -761,7 +731,7 @@ int cli_bench(int argc, char **argv) {
     rope_res RR;
     memset(&RR, 0, sizeof RR);
     arow rows[MAXL * MAXL * 2];
-    int nrows = 0, rc = 0;
+    int nrows = 0;
     double den[4][2];
     gemm_res G;
     int did_rope = 0, did_den = 0, did_gemm = 0, did_dec = 0;

@@ -19,7 +19,8 @@ int cli_positions(int argc, char **argv);
 int cli_hf_config(int argc, char **argv);
 
 /* Replaces the text between "<!-- TAG:begin -->" and "<!-- TAG:end -->" of a Markdown file
- * with block; the file is written whole or not at all. Returns 0, or cli_fail's 2. */
+ * with block; the file is written whole or not at all. Returns 0, or cli_fail's 2. block NULL:
+ * only whether it could (the file, its block, its folder), before the work that makes block. */
 int cli_readme_block(const char *cmd, const char *path, const char *tag, const char *block);
 
 /* The settings of a case: f's metadata, then the --KEY VALUE overrides replacing keys of the

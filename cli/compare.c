@@ -21,6 +21,7 @@
 #include "../train/trainer.h"
 #include "../src/io/output.h"
 #include "cli.h"
+#include "options.h"
 
 #define MAX_VARIANTS 64
 #define MAX_SEEDS 16
@@ -40,25 +41,7 @@ typedef struct job {
     char err[640];
 } job;
 
-static void usage(void) {
-    printf("usage: posenc compare [--methods LIST] [--seeds N] [--quick] [--out DIR] [--readme FILE]\n"
-           "                      [--jobs N] [--shape-k K] [--quiet] [training options]\n\n"
-           "Trains every method with the same budget and seeds, evaluates at multiples of the training\n"
-           "length, prints the table (mean +- standard deviation over seeds) and writes DIR/compare.csv,\n"
-           "DIR/compare.md and DIR/compare.png.\n\n"
-           "  --methods LIST   comma-separated: method names, NAME+shape for SHAPE training of an absolute\n"
-           "                   method, or all (default: every supported method and sinusoidal+shape)\n"
-           "  --seeds N        seeds 1..N for every method (default 3)\n"
-           "  --quick          a reduced run for CI: 1 seed, length 32, 60 steps, short evaluation\n"
-           "  --out DIR        output folder (default compare)\n"
-           "  --readme FILE    also replace the block between <!-- compare:begin --> and\n"
-           "                   <!-- compare:end --> in FILE with the table and the plot\n"
-           "  --jobs N         runs at a time (default: the number of cores)\n"
-           "  --shape-k K      the shift K of +shape variants (default half the training length)\n"
-           "  --quiet          no progress line\n\n"
-           "Training options (same budget for every method; see posenc train --help):\n");
-    tr_options_help();
-}
+static const char *method_name_of(int i) { return i < PE_METHOD_COUNT ? pe_method_name(i) : NULL; }
 
 static int add_variant(variant *v, int *n, const char *name, char *why, size_t why_len) {
     if (*n == MAX_VARIANTS) return snprintf(why, why_len, "at most %d methods", MAX_VARIANTS), -1;
@@ -73,6 +56,8 @@ static int add_variant(variant *v, int *n, const char *name, char *why, size_t w
         x->shape = 1;
     }
     const char *reason;
+    const char *best = pe_method_from_name(x->method) < 0 ? arg_nearest(x->method, method_name_of) : NULL;
+    if (best) return snprintf(why, why_len, "unknown method '%s' (did you mean %s?)", x->method, best), -1;
     if (tr_method_placement(x->method, &reason) == TR_PLACE_NONE)
         return snprintf(why, why_len, "%s: %s", x->method, reason), -1;
     if (x->shape && tr_method_placement(x->method, NULL) != TR_PLACE_INPUT)
@@ -104,53 +89,37 @@ static void cell(char *buf, size_t n, double mean, double sd, int pct) {
 }
 
 int cli_compare(int argc, char **argv) {
+    compare_args ca;
+    arg_res r;
+    ARGS_COMPARE.init(&ca);
+    int rc = arg_parse(&ARGS_COMPARE, argc, argv, &ca, &r);
+    if (rc < 0) tr_options_help();
+    if (rc) return rc < 0 ? 0 : rc;
     tr_options o;
     tr_options_default(&o);
     pe_err err = {{0}};
-    const char *methods = "all", *out = "compare", *readme = NULL;
-    int seeds = 3, quick = 0, quiet = 0, jobs = 0;
-    int64_t shape_k = 0;
-    /* pass 1: compare's own flags; --quick first so that explicit options override it */
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage();
-            return 0;
-        }
-        if (!strcmp(argv[i], "--quick")) quick = 1;
-    }
-    if (quick) {
+    const char *methods = ca.methods, *out = ca.out, *readme = ca.readme;
+    int seeds = ca.seeds ? (int)ca.seeds : ca.quick ? 1 : 3;
+    const int quiet = ca.quiet;
+    int jobs = (int)ca.jobs;
+    int64_t shape_k = ca.shape_k;
+    if (ca.quick) { /* before the command line's options, which override it */
         const char *q[][2] = {{"length", "32"}, {"steps", "60"}, {"batch", "8"}, {"eval-tokens", "1024"},
                               {"corpus-chars", "200000"}};
         for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) tr_options_set(&o, q[i][0], q[i][1], &err);
-        seeds = 1;
     }
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--quick") || !strcmp(a, "--quiet")) {
-            quiet |= !strcmp(a, "--quiet");
-            continue;
-        }
-        if (strncmp(a, "--", 2) || !a[2]) return cli_fail("compare: unexpected argument '%s' (try: posenc compare --help)", a);
-        if (i + 1 >= argc) return cli_fail("compare: %s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--methods")) methods = v;
-        else if (!strcmp(a, "--seeds") || !strcmp(a, "--jobs") || !strcmp(a, "--shape-k")) {
-            long long x;
-            if (cli_int(a, v, a[2] == 's' && a[3] == 'e' ? 1 : 0, a[2] == 'j' ? 1024 : 1LL << 31, &x)) return 2;
-            if (a[2] == 'j') jobs = (int)x;
-            else if (a[3] == 'e') seeds = (int)x;
-            else shape_k = x;
-        }
-        else if (!strcmp(a, "--out")) out = v;
-        else if (!strcmp(a, "--readme")) readme = v;
-
-        else if (!strcmp(a, "--method") || !strcmp(a, "--seed") || !strcmp(a, "--shape"))
-            return cli_fail("compare: %s is chosen per run; use --methods, --seeds, --shape-k", a);
-        else if (tr_options_set(&o, a + 2, v, &err)) return cli_fail("compare: %s", err.msg);
+    rc = cli_train_keys(&ARGS_COMPARE, &r);
+    for (int i = 0; !rc && i < r.n_keys; i++) {
+        const char *k = r.keys[i];
+        if (!strcmp(k, "method") || !strcmp(k, "seed") || !strcmp(k, "shape"))
+            rc = cli_fail("compare: --%s is chosen per run; use --methods, --seeds, --shape-k", k);
+        else if (tr_options_set(&o, k, r.vals[i], &err))
+            rc = cli_fail("compare: %s", err.msg);
     }
-    if (seeds < 1 || seeds > MAX_SEEDS) return cli_fail("compare: --seeds needs 1 to %d", MAX_SEEDS);
-    if (jobs < 0) return cli_fail("compare: --jobs needs a positive count");
-    if (shape_k < 0) return cli_fail("compare: --shape-k needs K >= 0");
+    arg_free(&r);
+    /* the README's block must be there before the runs, not found missing after them */
+    if (!rc && readme && cli_readme_block("compare", readme, "compare", NULL)) rc = 2;
+    if (rc) return rc;
     tr_env_blas_select("compare", argc, argv);
 
     /* the methods: every one the trainer supports, in the library's order */
@@ -392,7 +361,7 @@ int cli_compare(int argc, char **argv) {
     MD("\n%d runs in %s (%s of CPU time), %d at a time; train tok/s is per run, with the runs sharing the cores.\n", njobs, tot, cpu, jobs);
 
     /* files: CSV (every run and length), the markdown table, the plot */
-    int rc = failures ? 1 : 0;
+    rc = failures ? 1 : 0;
     if (mkdir(out, 0777) && errno != EEXIST) {
         rc = cli_fail("compare: cannot create '%s'", out);
         goto done;

@@ -20,37 +20,10 @@
 #include "../src/io/layer.h"
 #include "../src/io/output.h"
 #include "cli.h"
+#include "options.h"
 #include "draw.h"
 #include "posmat.h"
 #include "props.h"
-
-#define USAGE "usage: posenc plot encoding|similarity|relative|attention|extrapolation|axes|grid [IN] -o FILE.png [options] (posenc plot --help)"
-
-static const char HELP[] =
-    "posenc plot KIND [IN] -o FILE.png [options] [--KEY VALUE ...]\n"
-    "kinds:\n"
-    "  encoding       P[position, dimension] of an absolute method (sinusoidal, learned, floater\n"
-    "                 (--part q|k|v), complex (--part re|im), none); --from FILE: a file's pos_table\n"
-    "                 (learned), or a `posenc train --save` checkpoint: its method, settings and\n"
-    "                 trained tensors (learned's table; floater's biases of block --layer L)\n"
-    "  similarity     absolute: P P^T (--cosine: cosine); rotary: score of q = k = ones against the\n"
-    "                 distance (long-term decay); relative/bias: scores with q = k = ones, per head\n"
-    "  relative       --show index (shaw, t5, tupe, deberta) or --show bias (scores with zero q, k:\n"
-    "                 t5, tupe, alibi, kerple, fire, xl), per head\n"
-    "  attention      IN = a `posenc attend` case file: probabilities per head (--batch B); or\n"
-    "                 --checkpoint FILE --input TEXT: a trained model's probabilities in block\n"
-    "                 --layer L (default 0) on TEXT, characters of its task's vocabulary (lm: the\n"
-    "                 training text's; copy, reverse, sort, add: e.g. \"abcd=abcd.\", \"12+345=\")\n"
-    "  extrapolation  IN = a `posenc compare` CSV: --metric COLUMN (default value) against length\n"
-    "  axes           rope with rope_sections: which position axis each frequency pair reads\n"
-    "                 (--rope_sections 16,24,24 [--rope_section_layout interleaved])\n"
-    "  grid           a 2-D grid of patches (--grid HxW, default 16x16), positions (column, row): the\n"
-    "                 score of q = k = ones between --patch R,C (default the centre) and every patch,\n"
-    "                 per head: rope with two rope_sections (--rope_section_freqs per_axis: axial) or\n"
-    "                 rope_mixed (rope-vit's initial frequencies, theta 10, angles from --seed)\n"
-    "options: --method NAME --N positions (64) --width C (64) --heads H (4) --seed S (1)\n"
-    "         --size WxH (900x700) --from FILE --tensor NAME --layer L; other --KEY VALUE: method\n"
-    "         settings (with a checkpoint: its own, the command line's win)\n";
 
 typedef struct opts {
     const char *kind, *in, *out, *from, *tensor, *part, *show, *metric, *checkpoint, *input;
@@ -63,81 +36,31 @@ typedef struct opts {
     const char **keys, **vals;
 } opts;
 
+/* The command line into o: the parser's checks, then the sizes it leaves as text. */
 static int parse(int argc, char **argv, opts *o) {
-    *o = (opts){.W = 900, .H = 700, .N = 64, .C = 64, .heads = 4, .seed = 1, .metric = "value", .grid_h = 16, .grid_w = 16,
-                .patch_r = -1, .patch_c = -1};
-    o->keys = calloc((size_t)argc + 1, sizeof(char *)), o->vals = calloc((size_t)argc + 1, sizeof(char *));
-    if (!o->keys || !o->vals) return cli_fail("out of memory");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t x;
-        if (!strcmp(a, "--cosine")) {
-            o->cosine = 1;
-            continue;
-        }
-        if (!strncmp(a, "--", 2) || !strcmp(a, "-o")) {
-            int known = 1;
-            if (!v && (!strcmp(a, "-o") || !strcmp(a, "--output"))) return cli_fail("%s needs a file name", a);
-            if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->out = v;
-            else if (!strcmp(a, "--from")) o->from = v;
-            else if (!strcmp(a, "--tensor")) o->tensor = v;
-            else if (!strcmp(a, "--part")) o->part = v;
-            else if (!strcmp(a, "--show")) o->show = v;
-            else if (!strcmp(a, "--metric")) o->metric = v;
-            else if (!strcmp(a, "--checkpoint")) o->checkpoint = v;
-            else if (!strcmp(a, "--input")) o->input = v;
-            else if (!strcmp(a, "--layer")) {
-                long long layer;
-                if (cli_int("--layer", v, 0, 1 << 20, &layer)) return 2;
-                o->layer = layer;
-                o->layer_set = 1;
-            } else if (!strcmp(a, "--grid") || !strcmp(a, "--patch")) {
-                long long r, c;
-                const int grid = a[2] == 'g';
-                char sep = 0, extra = 0;
-                if (!v || sscanf(v, grid ? "%lld%c%lld%c" : "%lld%c%lld%c", &r, &sep, &c, &extra) != 3 ||
-                    sep != (grid ? 'x' : ',') || r < (grid ? 1 : 0) || c < (grid ? 1 : 0) || r > 256 || c > 256)
-                    return cli_fail("%s: '%s' is not %s", a, v ? v : "", grid ? "HxW with H, W in 1..256" : "R,C (row, column)");
-                if (grid) o->grid_h = r, o->grid_w = c;
-                else o->patch_r = r, o->patch_c = c;
-            } else if (!strcmp(a, "--size")) {
-                if (!v || sscanf(v, "%dx%d", &o->W, &o->H) != 2 || o->W < 160 || o->H < 120 || o->W > 8000 || o->H > 8000)
-                    return cli_fail("--size: '%s' is not WxH with W in 160..8000 and H in 120..8000", v ? v : "");
-            } else if (!strcmp(a, "--N") || !strcmp(a, "--width") || !strcmp(a, "--heads") || !strcmp(a, "--seed") || !strcmp(a, "--batch")) {
-                /* sizes bounded so that no product of them overflows what a plot allocates */
-                const int seed = !strcmp(a, "--seed");
-                long long big;
-                if (cli_int(a, v, seed || !strcmp(a, "--batch") ? 0 : 1,
-                            seed ? LLONG_MAX : !strcmp(a, "--width") ? 1 << 16 : !strcmp(a, "--heads") ? 1024 : 1 << 20, &big))
-                    return 2;
-                x = big;
-                if (!strcmp(a, "--N")) {
-                    if (x > 4096) return cli_fail("--N: %lld positions is more than 4096", (long long)x);
-                    o->N = x;
-                } else if (!strcmp(a, "--width")) o->C = x;
-                else if (!strcmp(a, "--heads")) o->heads = x;
-                else if (!strcmp(a, "--seed")) o->seed = (uint64_t)x;
-                else o->batch = (int)x;
-            } else known = 0;
-            if (known) {
-                if (!v) return cli_fail("%s needs a value", a);
-                i++;
-                continue;
-            }
-            if (!a[2]) return cli_fail("unknown option '%s'", a);
-            o->keys[o->n_keys] = a + 2;
-            o->vals[o->n_keys++] = v && strncmp(v, "--", 2) && strcmp(v, "-o") ? argv[++i] : "true";
-        } else if (a[0] == '-' && a[1]) {
-            return cli_fail("unknown option '%s'", a);
-        } else if (!o->kind) {
-            o->kind = a;
-        } else if (!o->in) {
-            o->in = a;
-        } else {
-            return cli_fail("unexpected argument '%s'", a);
-        }
-    }
-    if (!o->kind || !o->out) return cli_fail(USAGE);
+    plot_args a;
+    arg_res r;
+    ARGS_PLOT.init(&a);
+    *o = (opts){0};
+    int rc = arg_parse(&ARGS_PLOT, argc, argv, &a, &r);
+    if (rc) return rc;
+    *o = (opts){.kind = a.kind, .in = a.in, .out = a.out, .from = a.from, .tensor = a.tensor, .part = a.part,
+                .show = a.show, .metric = a.metric, .checkpoint = a.checkpoint, .input = a.input, .cosine = a.cosine,
+                .batch = (int)a.batch, .layer = a.layer < 0 ? 0 : a.layer, .layer_set = a.layer >= 0, .N = a.length,
+                .C = a.width, .heads = a.heads, .seed = (uint64_t)a.seed, .patch_r = -1, .patch_c = -1,
+                .n_keys = r.n_keys, .keys = r.keys, .vals = r.vals}; /* o owns r's arrays now */
+    char sep = 0, extra = 0;
+    long long h, w;
+    if (sscanf(a.size, "%d%c%d%c", &o->W, &sep, &o->H, &extra) != 3 || sep != 'x' || o->W < 160 || o->H < 120 ||
+        o->W > 8000 || o->H > 8000)
+        return cli_fail("plot: --size: '%s' is not WxH with W in 160..8000 and H in 120..8000", a.size);
+    if (sscanf(a.grid, "%lld%c%lld%c", &h, &sep, &w, &extra) != 3 || sep != 'x' || h < 1 || w < 1 || h > 256 || w > 256)
+        return cli_fail("plot: --grid: '%s' is not HxW with H, W in 1..256", a.grid);
+    o->grid_h = h, o->grid_w = w;
+    if (a.patch && (sscanf(a.patch, "%lld%c%lld%c", &h, &sep, &w, &extra) != 3 || sep != ',' || h < 0 || w < 0 ||
+                    h > 256 || w > 256))
+        return cli_fail("plot: --patch: '%s' is not R,C (row, column)", a.patch);
+    if (a.patch) o->patch_r = h, o->patch_c = w;
     return 0;
 }
 
@@ -617,10 +540,9 @@ static int plot_extrapolation(const opts *o) {
 }
 
 int cli_plot(int argc, char **argv) {
-    for (int i = 0; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return fputs(HELP, stdout), 0;
     opts o;
     int rc = parse(argc, argv, &o);
+    if (rc < 0) return 0; /* --help */
     const char **keys = o.keys, **vals = o.vals; /* o's may become the checkpoint's merged ones */
     pm_ckpt ck = {0};
     if (!rc && o.in && strcmp(o.kind, "attention") && strcmp(o.kind, "extrapolation"))

@@ -1,13 +1,18 @@
 /* posenc: the command-line tool. Subcommands are a table; each is a function in cli/.
  * Errors print one line "posenc: ..." and exit with status 2 (bad input) or 1 (failure). */
 #include "cli.h"
+#include "options.h"
 #include "../src/internal.h"
 
 #include <stdio.h>
 #include <string.h>
 
 static int cmd_version(int argc, char **argv) {
-    (void)argc, (void)argv;
+    methods_args a = {0};
+    arg_res r = {0};
+    int rc = argc ? arg_parse(&ARGS_VERSION, argc, argv, &a, &r) : 0;
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
     printf("posenc %s\n", PE_VERSION);
     return 0;
 }
@@ -77,13 +82,13 @@ static int method_detail(const char *name) {
 }
 
 static int cmd_methods(int argc, char **argv) {
-    if (argc > 1) return cli_fail("methods: one method at a time (posenc methods NAME)");
-    if (argc == 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "-h"))) {
-        printf("usage: posenc methods [NAME]\n  without NAME: every method, its family and keys\n"
-               "  NAME: its reference, every key with default and meaning, its tensors and paths\n");
-        return 0;
-    }
-    if (argc == 1) return method_detail(argv[0]);
+    methods_args a;
+    arg_res r;
+    ARGS_METHODS.init(&a);
+    int rc = arg_parse(&ARGS_METHODS, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
+    if (a.name) return method_detail(a.name);
     printf("%-12s %-9s %s\n", "method", "family", "keys (besides method heads causal scale kv_heads)");
     for (int m = 0; m < PE_METHOD_COUNT; m++) {
         char keys[512];
@@ -99,7 +104,7 @@ static const struct command {
     const char *name, *args, *help;
     int (*run)(int argc, char **argv);
 } COMMANDS[] = {
-    {"demo", "[--T N] [--heads H] [--head-dim D] [--seed S]",
+    {"demo", "[--length N] [--heads H] [--head-dim D] [--seed S]",
      "every method on a built-in random layer: shift invariance, gradient check, time", cli_demo},
     {"attend", "CASE.safetensors -o OUT.safetensors [--KEY VALUE ...]",
      "one attention layer as the conformance contract defines it", cli_attend},
@@ -112,22 +117,22 @@ static const struct command {
      cli_generate},
     {"compare", "[--methods LIST] [--seeds N] [--quick] [--out DIR] ...",
      "train every method with the same budget and seeds; table, CSV and plot vs length (--help)", cli_compare},
-    {"encode", "[IN.safetensors] -o OUT.safetensors [--T N | --positions P0,P1,..] [--width C] [--KEY VALUE ...]",
+    {"encode", "[IN.safetensors] -o OUT.safetensors [--length N | --positions P0,P1,..] [--width C] [--KEY VALUE ...]",
      "write an absolute method's encoding P [T, C] and the positions (floater: P_q P_k P_v; complex:\n"
      "      P_re P_im of IN's ids). Settings and tensors (pos_table, floater_*, amp freq phase ids,\n"
-     "      positions) from IN, e.g. a case file, and --KEY VALUE; --T N: positions 0..N-1;\n"
+     "      positions) from IN, e.g. a case file, and --KEY VALUE; --length N: positions 0..N-1;\n"
      "      --positions: a list; --width C: the width where no tensor gives it (sinusoidal)", cli_encode},
     {"positions", "SPANS [--merge M] [--tokens-per-second R] [-o OUT.safetensors]",
      "3-axis positions of text and image/video grids, as Qwen2-VL's get_rope_index (--help)", cli_positions},
     {"hf-config", "CONFIG.json [--layer N] [--group]",
      "every layer of a HuggingFace model as posenc runs it: method, base, scaling, rotated slice, scale", cli_hf_config},
-    {"bench", "[--T 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
+    {"bench", "[--length 512,2048,8192] [--methods none,rope,alibi,t5] [--quick] [--no-torch] [--readme FILE] ...",
      "speed as ratios: RoPE vs a copy, fused vs reference attention vs PyTorch eager, memory (--help)", cli_bench},
     {"plot", "encoding|similarity|relative|attention|extrapolation|axes|grid [IN] -o FILE.png [--method NAME] [--size WxH] ...",
      "pictures: an absolute encoding, position similarity / RoPE decay, relative index or bias per head,\n"
      "      attention of a case file, a compare CSV's curves, the axis of each RoPE pair, a 2-D grid's\n"
      "      similarity map (--help)", cli_plot},
-    {"analyze", "[--methods LIST] [--from FILE] [-o FILE.csv] [--N N] ...",
+    {"analyze", "[--methods LIST] [--from FILE] [-o FILE.csv] [--length N] ...",
      "monotonicity, translation invariance and symmetry of each method's position-position matrix", cli_analyze},
     {"methods", "[NAME]", "list the methods, their families and keys; NAME: one method in full", cmd_methods},
     {"version", "", "print the version", cmd_version},
@@ -140,6 +145,7 @@ static int cmd_help(int argc, char **argv) {
     printf("usage: posenc COMMAND [ARGS]\n\n");
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         printf("  posenc %s %s\n      %s\n", COMMANDS[i].name, COMMANDS[i].args, COMMANDS[i].help);
+    printf("\nposenc COMMAND --help: every option of the command, its default and meaning\n");
     printf("\nmethods:");
     for (int m = 0; m < PE_METHOD_COUNT; m++) printf(" %s", pe_method_name(m));
     printf("\n");
@@ -155,6 +161,10 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "--version")) return cmd_version(0, NULL);
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (!strcmp(argv[1], COMMANDS[i].name)) return COMMANDS[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "posenc: unknown command '%s' (try: posenc help)\n", argv[1]);
-    return 2;
+    const char *best = NULL;
+    int bd = 3;
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (pe__edit_distance(argv[1], COMMANDS[i].name) < bd) bd = pe__edit_distance(argv[1], COMMANDS[i].name), best = COMMANDS[i].name;
+    if (best) return cli_fail("unknown command '%s' (did you mean %s?)", argv[1], best);
+    return cli_fail("unknown command '%s' (try: posenc help)", argv[1]);
 }

@@ -33,6 +33,11 @@ int cli_readme_block(const char *cmd, const char *path, const char *tag, const c
         free(text);
         return cli_fail("%s: --readme: %s", cmd, err.msg);
     }
+    if (!block) { /* only the check, before the work */
+        pe_out_abort(&o);
+        free(text);
+        return 0;
+    }
     fwrite(text, 1, (size_t)(b - text) + strlen(begin), o.fp);
     fprintf(o.fp, "\n%s", block);
     fputs(e, o.fp);

@@ -12,21 +12,33 @@
 #include "../train/trainer.h"
 #include "../src/io/output.h"
 #include "cli.h"
+#include "options.h"
 #include "../train/env.h"
 
-static void usage(void) {
-    printf("usage: posenc train [--OPTION VALUE ...] [--save FILE] [--save-every N] [--resume FILE]\n"
-           "                    [--threads N] [--quiet]\n\n"
-           "Trains the small Transformer (token embedding, pre-LayerNorm blocks with the chosen encoding,\n"
-           "GELU MLP, tied output) with AdamW, warm-up and cosine decay, gradient clipping; then evaluates\n"
-           "at multiples of the training length.\n\n");
-    tr_options_help();
-    printf("  --save FILE             checkpoint (safetensors) at the end, every --save-every steps and on Ctrl-C\n"
-           "  --save-every N          steps between checkpoints (default: only at the end)\n"
-           "  --resume FILE           continue a checkpoint's run (its options, --save and --save-every; later\n"
-           "                          flags override)\n"
-           "  --threads N             BLAS threads (default 1: at this size one thread per run is fastest)\n"
-           "  --quiet                 no progress line\n");
+/* The trainer's option names and the layer's keys, for "did you mean". */
+static const char *trainer_name(int i) {
+    static char names[64][40];
+    static int n;
+    if (!n) {
+        tr_options o;
+        char values[64][520];
+        tr_options_default(&o);
+        n = tr_options_list(&o, names, values, 64);
+    }
+    return i < n ? names[i] : pe_config_key_name(i - n);
+}
+
+int cli_train_keys(const arg_cmd *c, const arg_res *r) {
+    for (int i = 0; i < r->n_keys; i++) {
+        char spelled[80];
+        snprintf(spelled, sizeof spelled, "--%s", r->keys[i]);
+        if (!tr_options_known(r->keys[i])) return arg_unknown(c, spelled, trainer_name);
+        long long x; /* the one the trainer would take as 0 = "the task's default" */
+        char what[96];
+        snprintf(what, sizeof what, "%s: --length", c->name);
+        if (!strcmp(r->keys[i], "length") && cli_int(what, r->vals[i], 1, 4096, &x)) return 2;
+    }
+    return 0;
 }
 
 static volatile sig_atomic_t interrupted;
@@ -36,60 +48,41 @@ static void on_interrupt(int sig) {
 }
 
 int cli_train(int argc, char **argv) {
-    const char *save = NULL, *resume = NULL;
-    int64_t save_every = 0;
-    int every_given = 0;
+    train_args a;
+    arg_res r;
+    ARGS_TRAIN.init(&a);
+    int rc = arg_parse(&ARGS_TRAIN, argc, argv, &a, &r);
+    if (rc < 0) tr_options_help();
+    if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = cli_train_keys(&ARGS_TRAIN, &r))) {
+        arg_free(&r);
+        return rc;
+    }
+    const char *save = a.save, *resume = a.resume;
+    int64_t save_every = a.save_every < 0 ? 0 : a.save_every;
     static char ck_save[512];
-    int threads = 1, quiet = 0;
+    const int threads = (int)a.threads, quiet = a.quiet;
     pe_err err = {{0}};
     tr_options o;
     tr_options_default(&o);
-    /* pass 1: the run's own flags, and the checkpoint to resume */
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int has = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage();
-            return 0;
-        }
-        if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (strncmp(a, "--", 2) || !a[2]) return cli_fail("train: unexpected argument '%s' (try: posenc train --help)", a);
-        else if (!has) return cli_fail("train: %s needs a value", a);
-        else if (!strcmp(a, "--save")) save = argv[++i];
-        else if (!strcmp(a, "--resume")) resume = argv[++i];
-        else if (!strcmp(a, "--save-every") || !strcmp(a, "--threads")) {
-            long long x;
-            if (cli_int(a, argv[++i], a[2] == 't' ? 1 : 0, a[2] == 't' ? 1024 : 1LL << 40, &x)) return 2;
-            if (a[2] == 't') threads = (int)x;
-            else save_every = x, every_given = 1;
-        }
-        else if (!tr_options_known(a + 2)) return cli_fail("train: unknown option '%s' (try: posenc train --help)", a);
-        else i++;
-    }
-    if (threads < 1) return cli_fail("train: --threads needs a positive count");
     if (resume) { /* a resumed run goes on saving where it saved, unless told otherwise */
         int64_t ck_every = 0;
-        if (tr_checkpoint_saving(resume, ck_save, sizeof ck_save, &ck_every, &err)) return cli_fail("train: %s", err.msg);
-        if (!save && ck_save[0]) save = ck_save;
-        if (!every_given) save_every = ck_every;
+        if (tr_checkpoint_saving(resume, ck_save, sizeof ck_save, &ck_every, &err)) rc = cli_fail("train: %s", err.msg);
+        if (!rc && !save && ck_save[0]) save = ck_save;
+        if (a.save_every < 0) save_every = ck_every;
     }
-    if (save) { /* a --save that cannot be written fails now, not after the run */
+    if (!rc && save == ck_save) { /* the checkpoint's --save, checked now as a given one is */
         pe_out probe;
-        if (pe_out_open(&probe, save, &err)) return cli_fail("train: --save: %s", err.msg);
-        pe_out_abort(&probe);
+        if (pe_out_open(&probe, save, &err)) rc = cli_fail("train: --save: %s", err.msg);
+        else pe_out_abort(&probe);
     }
-    tr_env_blas_select("train", argc, argv);
-    if (resume && tr_checkpoint_options(resume, &o, &err)) return cli_fail("train: %s", err.msg);
-    /* pass 2: the run's options (over the checkpoint's) */
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--quiet")) continue;
-        if (!strcmp(a, "--save") || !strcmp(a, "--resume") || !strcmp(a, "--save-every") || !strcmp(a, "--threads")) {
-            i++;
-            continue;
-        }
-        if (tr_options_set(&o, a + 2, argv[++i], &err)) return cli_fail("train: %s", err.msg);
-    }
+    if (!rc) tr_env_blas_select("train", argc, argv);
+    if (!rc && resume && tr_checkpoint_options(resume, &o, &err)) rc = cli_fail("train: %s", err.msg);
+    /* the run's options over the checkpoint's */
+    for (int i = 0; !rc && i < r.n_keys; i++)
+        if (tr_options_set(&o, r.keys[i], r.vals[i], &err)) rc = cli_fail("train: %s", err.msg);
+    arg_free(&r);
+    if (rc) return rc;
     tr_env_setup(threads);
 
     tr_task task;
@@ -99,7 +92,6 @@ int cli_train(int argc, char **argv) {
         tr_task_free(&task);
         return cli_fail("train: %s", err.msg);
     }
-    int rc = 0;
     if (save) snprintf(run.save, sizeof run.save, "%s", save);
     run.save_every = save_every;
     if (resume && tr_run_load(&run, resume, &err)) {
@@ -152,7 +144,7 @@ int cli_train(int argc, char **argv) {
         if (!quiet && (el - last_print > (tty ? 0.25 : 10.0) || last)) {
             char eta[32];
             tr_format_time(eta, sizeof eta, el / (double)(run.step - start) * (double)(ro->steps - run.step));
-            fprintf(stderr, "%sstep %lld/%lld  loss %.4f  %.1fk tok/s  ETA %s   %s", tty ? "\r" : "",
+            fprintf(stderr, "%sstep %lld/%lld  train loss %.4f  %.1fk tok/s  ETA %s   %s", tty ? "\r" : "",
                     (long long)run.step, (long long)ro->steps, ema, tokens / el / 1e3, eta, tty && !last ? "" : "\n");
             last_print = el;
         }
@@ -164,7 +156,7 @@ int cli_train(int argc, char **argv) {
     sigaction(SIGINT, &old_int, NULL);
     double el = tr_now() - t0;
     if (run.step > start)
-        printf("trained %lld steps in %.1f s: %.1fk tokens/s, last loss %.4f\n", (long long)(run.step - start), el,
+        printf("trained %lld steps in %.1f s: %.1fk tokens/s, train loss of the last step %.4f\n", (long long)(run.step - start), el,
                tokens / el / 1e3, loss);
     if (save) {
         if (tr_run_save(&run, save, &err)) {
@@ -173,14 +165,20 @@ int cli_train(int argc, char **argv) {
         }
         printf("checkpoint: %s\n", save);
     }
-    printf("\n%8s %8s %8s %10s %8s\n", "length", "loss", "bpc", "token acc", "exact");
+    /* evaluation on held-out sequences; exact match only means something for the tasks,
+     * whose answers are either right or wrong (lm has no answer) */
+    const int tasks = task.kind != TR_TASK_LM;
+    printf("\nevaluation on held-out sequences (loss: mean cross-entropy in nats, as the train loss above)\n"
+           "%8s %10s %8s %10s", "length", "eval loss", "bpc", "token acc");
+    printf(tasks ? " %8s\n" : "\n", "exact");
     for (int k = 0; k < ro->n_eval; k++) {
         tr_metrics mt;
         if (tr_run_eval(&run, ro->eval[k], &mt, &err)) {
             rc = cli_fail("train: evaluation: %s", err.msg);
             goto done;
         }
-        printf("%8lld %8.4f %8.4f %10.4f %8.4f\n", (long long)mt.n, mt.loss, mt.bpc, mt.token_acc, mt.exact);
+        printf("%8lld %10.4f %8.4f %10.4f", (long long)mt.n, mt.loss, mt.bpc, mt.token_acc);
+        printf(tasks ? " %8.4f\n" : "\n", mt.exact);
     }
 done:
     tr_run_free(&run);
