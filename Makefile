@@ -67,10 +67,10 @@ readme: $(BUILD)/posenc
 PLOTS ?= $(BUILD)/img
 plots: $(BUILD)/posenc
 	@mkdir -p $(PLOTS)
-	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --N 128 --width 128 --size 800x500 -o $(PLOTS)/encoding_sinusoidal.png
-	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --N 512 --size 800x450 -o $(PLOTS)/similarity_rope.png
-	$(BUILD)/posenc plot relative --method t5 --N 96 --size 700x560 -o $(PLOTS)/relative_t5.png
-	$(BUILD)/posenc plot relative --method alibi --heads 4 --N 64 --size 800x600 -o $(PLOTS)/relative_alibi.png
+	$(BUILD)/posenc plot encoding --method sinusoidal --sin_layout concat --length 128 --width 128 --size 800x500 -o $(PLOTS)/encoding_sinusoidal.png
+	$(BUILD)/posenc plot similarity --method rope --heads 1 --width 128 --length 512 --size 800x450 -o $(PLOTS)/similarity_rope.png
+	$(BUILD)/posenc plot relative --method t5 --length 96 --size 700x560 -o $(PLOTS)/relative_t5.png
+	$(BUILD)/posenc plot relative --method alibi --heads 4 --length 64 --size 800x600 -o $(PLOTS)/relative_alibi.png
 	$(BUILD)/posenc train --method alibi --steps 600 --width 64 --layers 2 --length 64 --eval 1 --eval-tokens 1024 --quiet --save $(BUILD)/plots_alibi.safetensors > /dev/null
 	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. the kemo of the laki was vupo. vupo is 4812." --size 900x700 -o $(PLOTS)/attention_alibi_trained.png
 	$(BUILD)/posenc analyze -o $(PLOTS)/analyze.csv
@@ -168,6 +168,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
 	@bash tests/cli/test_hf_config.sh $(BUILD)/posenc
 	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
+	@bash tests/cli/test_args.sh $(BUILD)/posenc
 	@bash tests/cli/test_install.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
 

@@ -363,7 +363,7 @@ int cli_compare(int argc, char **argv) {
     /* files: CSV (every run and length), the markdown table, the plot */
     rc = failures ? 1 : 0;
     if (mkdir(out, 0777) && errno != EEXIST) {
-        rc = cli_fail("compare: cannot create '%s'", out);
+        rc = cli_fail("compare: --out: cannot create '%s': %s", out, strerror(errno));
         goto done;
     }
     char path[1100];

@@ -1,4 +1,5 @@
 /* Replacing a generated block of a Markdown file (README tables of bench and compare). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +18,9 @@ int cli_readme_block(const char *cmd, const char *path, const char *tag, const c
     if (!f) return cli_fail("%s: --readme: %s", cmd, err.msg);
     char *text = malloc((size_t)n + 1);
     if (!text || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        const char *why = !text ? "out of memory" : ferror(f) ? strerror(errno) : "it changed while read";
         fclose(f), free(text);
-        return cli_fail("%s: --readme: cannot read '%s'", cmd, path);
+        return cli_fail("%s: --readme: cannot read '%s': %s", cmd, path, why);
     }
     fclose(f);
     text[n] = 0;
