@@ -157,7 +157,34 @@ class PeWeights(ctypes.Structure):
 
 class PePositions(ctypes.Structure):
     _fields_ = [("pos", _I), ("pos_batched", ctypes.c_int), ("key_pos", _I), ("key_pos_batched", ctypes.c_int),
-                ("mask", _P), ("mask_batched", ctypes.c_int), ("q_lens", _I), ("k_lens", _I)]
+                ("mask", _P), ("mask_batched", ctypes.c_int), ("q_lens", _I), ("k_lens", _I),
+                ("axes", ctypes.c_int64)]
+
+
+class PeGrads(ctypes.Structure):
+    _fields_ = [("d", _P * 8), ("dparam", _P * _MAX_PARAMS)]
+
+
+class PeRunOptions(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_int), ("threads", ctypes.c_int), ("isa", ctypes.c_char * 16),
+                ("keep_mxcsr", ctypes.c_int), ("denormals", ctypes.c_int)]
+
+
+# the layer API itself (include/posenc.h): one forward into a layer that keeps what its
+# backward needs, for callers that hold their buffers (posenc.torch's fast path)
+_E = ctypes.POINTER(PeErr)
+for _name, (_res, _args) in {
+    "pe_attention_set_run_options": (None, [_P, ctypes.POINTER(PeRunOptions)]),
+    "pe_attention_layer_forward": (ctypes.c_int, [_P, _P, _P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                                  _P, _P, _P, _P, _E]),
+    "pe_attention_backward": (ctypes.c_int, [_P, _P, _P, _P, _P, _E]),
+    "pe_attention_forward_qkv": (ctypes.c_int, [_P, _P, _P, _P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                                _P, _P, _P, _P, _E]),
+    "pe_attention_backward_qkv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _E]),
+    "pe_attention_axes": (ctypes.c_int64, [_P, _P]),
+}.items():
+    _f = getattr(lib, _name)
+    _f.restype, _f.argtypes = _res, _args
 
 
 def _f32(name, x, shape=None):
@@ -392,6 +419,47 @@ class Layer:
         specs = (PeParamSpec * _MAX_SPECS)()
         n = lib.pe_attention_params(self.ptr, specs)
         return {s.name.decode(): (INIT_KINDS[s.init.kind], s.init.a, s.init.b) for s in specs[:n]}
+
+
+class Call:
+    """One pe_attention for one forward and the backward of it: the layer keeps what its
+    backward needs (saved activations), so nothing is recomputed, and calls never share one.
+    Buffers are raw addresses of contiguous float32 (positions int64, masks uint8) that the
+    caller keeps alive and shaped as include/posenc.h says; `weights` is a PeWeights."""
+
+    def __init__(self, cfg, C, threads=0):
+        err = PeErr()
+        self.ptr = _P()
+        check(lib.pe_attention_init(ctypes.byref(self.ptr), cfg.buf, int(C), ctypes.byref(err)), err)
+        lib.pe_attention_set_run_options(self.ptr, ctypes.byref(PeRunOptions(threads=int(threads))))
+
+    def __del__(self):
+        if getattr(self, "ptr", None):
+            lib.pe_attention_free(self.ptr)
+            self.ptr = None
+
+    def axes(self, weights):
+        return int(lib.pe_attention_axes(self.ptr, ctypes.byref(weights)))
+
+    def forward(self, weights, x, mems, M, B, T, at, y, probs):
+        err = PeErr()
+        check(lib.pe_attention_layer_forward(self.ptr, ctypes.byref(weights), x, mems, M, B, T, ctypes.byref(at),
+                                             y, None, probs, ctypes.byref(err)), err)
+
+    def backward(self, weights, dy, dx, grads):
+        err = PeErr()
+        check(lib.pe_attention_backward(self.ptr, ctypes.byref(weights), dy, dx, ctypes.byref(grads),
+                                        ctypes.byref(err)), err)
+
+    def forward_qkv(self, weights, q, k, v, B, T, Tk, at, o, probs):
+        err = PeErr()
+        check(lib.pe_attention_forward_qkv(self.ptr, ctypes.byref(weights), q, k, v, B, T, Tk, ctypes.byref(at), o,
+                                           None, probs, ctypes.byref(err)), err)
+
+    def backward_qkv(self, weights, do, dq, dk, dv, grads):
+        err = PeErr()
+        check(lib.pe_attention_backward_qkv(self.ptr, ctypes.byref(weights), do, dq, dk, dv, ctypes.byref(grads),
+                                            ctypes.byref(err)), err)
 
 
 def _call(fn, settings, tensors, *extra):

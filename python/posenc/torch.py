@@ -12,11 +12,16 @@ LearnedEncoding, FloaterEncoding, ComplexEmbedding, and Encoding for any absolut
 compute an absolute method's encoding alone. `attend` and `embed` are the differentiable
 functional forms of posenc.attend and posenc.embed.
 
-Both directions go through torch.autograd.Function: forward calls the library without dy,
-backward calls it again with dy (the forward is recomputed, so nothing is kept between the
-two calls and a module may be called any number of times before backward). Tensors must be
-on the CPU; float32 is what the library computes in, float64 inputs are accepted (computed
-in float32, results and gradients returned in float64, which is what gradcheck needs).
+Attention and attention() run one library layer per call (the fast path): the fused kernels
+wherever the method has them, scores and probabilities only with need_weights=True (they cost
+the T x Tk path), and backward reads what that layer saved in forward (nothing is recomputed;
+a module may be called any number of times before backward, each call keeping its own layer).
+Contiguous float32 tensors are passed to the library as they are, without a copy; the library's
+threads follow torch.get_num_threads(). attend and embed (and complex's two streams) go through
+the contract's entry point, which recomputes the forward in backward. Tensors must be on the
+CPU; the library computes in float32: float64 inputs are accepted and their results and
+gradients returned in float64, but computed in float32 (torch.autograd.gradcheck at its default
+float64 tolerances will not pass; compare with float32 tolerances, as tests/python does).
 
 Initialisation (each method's reference, as the library describes it in pe_param_spec.init, the
 one description the trainer draws from too; projections as torch.nn.Linear):
@@ -37,6 +42,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
   complex   amp ~ N(0, 1), freq[v, d] = 10000^(-2 floor(d/2) / C), phase = 0   complex-order
   other     any tensor of a method added later and not listed: N(0, 0.02)
 """
+import ctypes
 import math
 
 import numpy as np
@@ -115,6 +121,225 @@ class _Fn(torch.autograd.Function):
                 g = None if g is None else torch.from_numpy(g).to(t.dtype)
             out.append(g)
         return tuple(out)
+
+
+# ---- the fast path: one library layer per call, kept for its backward ----------------------
+class _Spec:
+    """What a call of one configuration needs, made once per module (or per settings in the
+    functional form): the library's pe_config, the widths, the order of the method's tensors in
+    pe_weights.param and their shapes."""
+
+    def __init__(self, settings, C):
+        self.settings = dict(settings)
+        self.cfg = _lib.Config(settings)
+        layer = _lib.Layer(settings, C)
+        self.C, self.D = int(C), int(layer.head_dim())
+        self.H = self.C // self.D
+        self.Hkv = int(settings.get("kv_heads", self.H))
+        self.memory = layer.has_memory()
+        self.params = layer.params()  # [(name, shape, optional)]
+
+
+_SPECS = {}
+
+
+def _spec_of(settings, C):
+    key = (tuple(sorted(settings.items())), int(C))
+    spec = _SPECS.get(key)
+    if spec is None:
+        if len(_SPECS) >= 256:
+            _SPECS.clear()
+        spec = _SPECS[key] = _Spec(settings, C)
+    return spec
+
+
+def _f32(t):
+    """t as contiguous float32 without a copy where it already is (detached: autograd is ours)."""
+    t = t.detach()
+    return (t if t.dtype == torch.float32 else t.float()).contiguous()
+
+
+def _addr(t):
+    return None if t is None else t.data_ptr()
+
+
+def _weights(spec, layer, method, tensors):
+    """The PeWeights of the layer's projections (layer: 8 tensors or None) and the method's
+    tensors ({name: tensor}), each checked against its shape (the library reads raw memory)."""
+    w = _lib.PeWeights()
+    keep = []
+    C, Ckv = spec.C, spec.Hkv * spec.D
+    if layer is not None:
+        shapes = ((C, C), (Ckv, C), (Ckv, C), (C, C), (C,), (Ckv,), (Ckv,), (C,))
+        for i, (name, t, shape) in enumerate(zip(_LAYER, layer, shapes)):
+            if t is None:
+                continue
+            if tuple(t.shape) != shape:
+                raise ValueError(f"{name}: shape {list(t.shape)}, expected {list(shape)}")
+            t = _f32(t)
+            keep.append(t)
+            w.w[i] = t.data_ptr()
+    known = {n for n, _, _ in spec.params}
+    for name in tensors:
+        if name not in known:
+            raise posenc.PosencError(f"tensor '{name}': method {method} takes "
+                                     f"{', '.join(sorted(known)) or 'no tensors'}", -3)
+    for i, (name, shape, optional) in enumerate(spec.params):
+        t = tensors.get(name)
+        if t is None:
+            if not optional:
+                raise posenc.PosencError(f"tensor '{name}' is required by method {method}", -3)
+            continue
+        want = tuple(t.shape[0] if d == -1 else d for d in shape)
+        if t.dim() != len(shape) or tuple(t.shape) != want:
+            raise posenc.PosencError(f"tensor '{name}': shape {list(t.shape)}, expected {list(want)}", -3)
+        t = _f32(t)
+        keep.append(t)
+        w.param[i] = t.data_ptr()
+        w.param_rows[i] = t.shape[0]
+    return w, keep
+
+
+def _where(call, w, positions, key_positions, mask, B, T, Tk, batched):
+    """The PePositions of a call, each tensor checked against the shape the library reads."""
+    at = _lib.PePositions()
+    keep = []
+    A = call.axes(w)
+    tail = (A,) if A > 1 else ()
+    for name, p, n, field in (("positions", positions, T, "pos"), ("key_positions", key_positions, Tk, "key_pos")):
+        if p is None:
+            continue
+        p = p.detach().to(torch.int64).contiguous()
+        if tuple(p.shape) == (n,) + tail:
+            pass
+        elif batched and tuple(p.shape) == (B, n) + tail:
+            setattr(at, field + "_batched", 1)
+        else:
+            want = f"[{', '.join(map(str, (n,) + tail))}]" + (f" or [{B}, {', '.join(map(str, (n,) + tail))}]" if batched else "")
+            raise posenc.PosencError(f"tensor '{name}': shape {list(p.shape)}, expected {want}", -3)
+        keep.append(p)
+        setattr(at, field, ctypes.cast(p.data_ptr(), ctypes.POINTER(ctypes.c_int64)))
+    at.axes = A if A > 1 else 0
+    if mask is not None:
+        m = torch.as_tensor(mask).detach()
+        if m.dtype not in (torch.bool, torch.uint8):
+            raise TypeError(f"attn_mask: dtype {m.dtype}, expected bool or uint8 (True takes part)")
+        m = m.contiguous()
+        if tuple(m.shape) == (T, Tk):
+            pass
+        elif batched and tuple(m.shape) == (B, T, Tk):
+            at.mask_batched = 1
+        else:
+            raise posenc.PosencError(f"tensor 'attn_mask': shape {list(m.shape)}, expected [{T}, {Tk}]"
+                                     + (f" or [{B}, {T}, {Tk}]" if batched else ""), -3)
+        keep.append(m)
+        at.mask = m.data_ptr()  # bool is one byte 0/1: the library's uint8 mask
+    return at, keep
+
+
+def _grads_of(spec, layer, tensors, need):
+    """Zeroed gradients (the library accumulates) for the tensors that need one; PeGrads."""
+    g = _lib.PeGrads()
+    out_layer, out_params = [None] * 8, {}
+    for i, t in enumerate(layer or ()):
+        if t is not None and need(t):
+            out_layer[i] = torch.zeros(t.shape, dtype=torch.float32)
+            g.d[i] = out_layer[i].data_ptr()
+    for i, (name, _, _) in enumerate(spec.params):
+        t = tensors.get(name)
+        if t is not None and need(t):
+            out_params[name] = torch.zeros(t.shape, dtype=torch.float32)
+            g.dparam[i] = out_params[name].data_ptr()
+    return g, out_layer, out_params
+
+
+class _LayerFn(torch.autograd.Function):
+    """The layer on x: forward into a library layer of its own (kept in ctx), backward from
+    what it saved. Inputs after the fixed ones: the 8 projection tensors (None: absent), then
+    the method's tensors in `names` order."""
+
+    @staticmethod
+    def forward(ctx, spec, method, names, need_weights, positions, mask, x, mems, *tensors):
+        layer, params = list(tensors[:8]), dict(zip(names, tensors[8:]))
+        params = {n: t for n, t in params.items() if t is not None}
+        B, T = (x.shape[0], x.shape[1]) if x.dim() == 3 else (1, x.shape[0])
+        M = 0 if mems is None else mems.shape[-2]
+        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        w, keep = _weights(spec, layer, method, params)
+        at, keep_at = _where(call, w, positions, None, mask, B, T, T + M, x.dim() == 3)
+        x32 = _f32(x)
+        m32 = None if mems is None else _f32(mems)
+        if m32 is not None and tuple(m32.shape) not in ((B, M, spec.C), (M, spec.C)[: 3 - x.dim()] + ((spec.C,) if x.dim() == 2 else ())):
+            raise ValueError(f"mems: shape {list(mems.shape)}, expected [B, M, {spec.C}] like x")
+        y = torch.empty(x32.shape, dtype=torch.float32)
+        lead = (B,) if x.dim() == 3 else ()
+        probs = torch.empty(lead + (spec.H, T, T + M), dtype=torch.float32) if need_weights else None
+        call.forward(w, x32.data_ptr(), _addr(m32), M, B, T, at, y.data_ptr(), _addr(probs))
+        ctx.call, ctx.spec, ctx.w, ctx.keep = call, spec, w, (keep, keep_at, x32, m32)  # the layer reads them again
+        ctx.layer, ctx.params, ctx.named, ctx.dtype = layer, params, list(zip(names, tensors[8:])), x.dtype
+        ctx.x_grad = x.requires_grad
+        ctx.save_for_backward(*[t for t in tensors if t is not None])  # in-place changes are caught
+        out = y if x.dtype == torch.float32 else y.to(x.dtype)
+        if probs is None:
+            return out, torch.empty(0)
+        ctx.mark_non_differentiable(probs)
+        return out, probs
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy, dprobs):
+        ctx.saved_tensors  # raises if a tensor was changed in place since the forward
+        spec = ctx.spec
+        g, dlayer, dparams = _grads_of(spec, ctx.layer, ctx.params, lambda t: t.requires_grad)
+        dy32 = _f32(dy)
+        dx = torch.empty(dy32.shape, dtype=torch.float32) if ctx.x_grad else None
+        ctx.call.backward(ctx.w, dy32.data_ptr(), _addr(dx), g)
+        ctx.call = None  # the layer and its saved activations go now
+        dt = ctx.dtype
+
+        def cast(t, like):
+            return None if t is None else t.to(like.dtype)
+        grads = [cast(d, t) if t is not None else None for d, t in zip(dlayer, ctx.layer)]
+        grads += [cast(dparams.get(n), t) if t is not None else None for n, t in ctx.named]
+        return (None, None, None, None, None, None, None if dx is None else dx.to(dt), None, *grads)
+
+
+class _QkvFn(torch.autograd.Function):
+    """The projected form on q, k, v [B, T, H*D] / [B, Tk, Hkv*D] (heads concatenated), as
+    _LayerFn: one library layer per call, its backward from what it saved."""
+
+    @staticmethod
+    def forward(ctx, spec, method, names, positions, key_positions, mask, q, k, v, *tensors):
+        params = {n: t for n, t in zip(names, tensors) if t is not None}
+        B, T, Tk = q.shape[0], q.shape[1], k.shape[1]
+        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        w, keep = _weights(spec, None, method, params)
+        at, keep_at = _where(call, w, positions, key_positions, mask, B, T, Tk, True)
+        q32, k32, v32 = _f32(q), _f32(k), _f32(v)
+        o = torch.empty(q32.shape, dtype=torch.float32)
+        call.forward_qkv(w, q32.data_ptr(), k32.data_ptr(), v32.data_ptr(), B, T, Tk, at, o.data_ptr(), None)
+        ctx.call, ctx.w, ctx.keep, ctx.spec = call, w, (keep, keep_at, q32, k32, v32), spec  # read again by backward
+        ctx.named, ctx.params, ctx.dtype = list(zip(names, tensors)), params, q.dtype
+        ctx.need = (q.requires_grad, k.requires_grad, v.requires_grad)
+        ctx.shapes = (q32.shape, k32.shape)
+        ctx.save_for_backward(*params.values())
+        return o if q.dtype == torch.float32 else o.to(q.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, do):
+        ctx.saved_tensors
+        g, _, dparams = _grads_of(ctx.spec, None, ctx.params, lambda t: t.requires_grad)
+        (qs, ks), (nq, nk, nv) = ctx.shapes, ctx.need
+        dq = torch.empty(qs, dtype=torch.float32) if nq else None
+        dk = torch.empty(ks, dtype=torch.float32) if nk else None
+        dv = torch.empty(ks, dtype=torch.float32) if nv else None
+        do32 = _f32(do)  # held in a name: a temporary's memory would go before the call reads it
+        ctx.call.backward_qkv(ctx.w, do32.data_ptr(), _addr(dq), _addr(dk), _addr(dv), g)
+        ctx.call = None
+        cast = (lambda t: None if t is None else t.to(ctx.dtype))
+        grads = [None if t is None or dparams.get(n) is None else dparams[n].to(t.dtype) for n, t in ctx.named]
+        return (None,) * 6 + (cast(dq), cast(dk), cast(dv), *grads)
 
 
 def _split(tensors):
@@ -196,16 +421,17 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
         if mask.dim() == 3 and not batched:
             raise ValueError("attn_mask: [B, T, Tk] needs a batched q")
     pos, kpos = _positions(positions), _positions(key_positions)
-    if not batched:
-        pos = pos if pos is None or pos.dim() == 1 else pos[0]
-    t = {"q": heads_last(q), "k": heads_last(k), "v": heads_last(v), "positions": pos,
-         "key_positions": kpos, "attn_mask": mask}
-    if not batched:
-        t = {n: (x[0] if n in ("q", "k", "v") else x) for n, x in t.items()}
-    t.update(tensors or {})
+    for n, t_ in (("q", q), ("k", k), ("v", v)):
+        if t_.device.type != "cpu":
+            raise ValueError(f"tensor '{n}' is on {t_.device}: posenc runs on the CPU")
+        if t_.dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"tensor '{n}': dtype {t_.dtype}, expected float32 (or float64)")
     s = _text_settings(settings, {})
-    names, values = _split(t)
-    (o,) = _Fn.apply(_lib.attend, s, names, ("o",), *values)
+    spec = _spec_of(s, H * D)
+    tensors = dict(tensors or {})
+    names = tuple(tensors)
+    o = _QkvFn.apply(spec, method, names, pos, kpos, mask, heads_last(q), heads_last(k), heads_last(v),
+                     *tensors.values())
     o = o.view(-1, T, H, D).transpose(1, 2)
     return o if batched else o[0]
 
@@ -457,6 +683,19 @@ class Attention(_MethodTensors):
                              f"{list(x.shape)}")
         if mems is not None and not self.has_memory:
             raise ValueError(f"mems: method {self.method} has no memory")
+        if x.device.type != "cpu":
+            raise ValueError(f"tensor '{tok}' is on {x.device}: posenc runs on the CPU "
+                             "(move the module and its inputs with .cpu())")
+        if tok == "x":
+            if x.dtype not in (torch.float32, torch.float64):
+                raise TypeError(f"tensor 'x': dtype {x.dtype}, expected float32 (or float64)")
+            spec = _spec_of(self.settings, self.dim)
+            layer = [getattr(self, n) for n in _LAYER]
+            y, probs = _LayerFn.apply(spec, self.method, tuple(self.tensor_names), bool(need_weights),
+                                      _positions(positions), attn_mask, x, mems, *layer,
+                                      *[getattr(self, n) for n in self.tensor_names])
+            return (y, probs) if need_weights else y
+        # complex: token ids and two streams, through the contract's entry point
         t = {tok: x, "positions": _positions(positions), "mems": mems}
         if attn_mask is not None:  # bool or uint8 [T, Tk] or [B, T, Tk]: True takes part
             t["attn_mask"] = torch.as_tensor(attn_mask)

@@ -239,3 +239,31 @@ def test_init_follows_the_library(method):
             assert t.min() >= a and t.max() <= b, name
         elif kind == "normal" and t.numel() >= 64:
             assert 0.7 * a < t.std() < 1.3 * a, (name, float(t.std()), a)
+
+
+def test_fast_path_calls_are_independent():
+    """Each forward owns its library layer: two forwards, then their backwards in either order,
+    give each its own gradient (nothing is recomputed, nothing shared)."""
+    torch.manual_seed(3)
+    att = pt.Attention(16, 4, "rope", causal=True)
+    x1, x2 = (torch.randn(2, 6, 16, dtype=torch.float32, requires_grad=True) for _ in range(2))
+    y1, y2 = att(x1), att(x2)
+    (y2 * 2).sum().backward()
+    g2 = att.wq.grad.clone()
+    y1.sum().backward()
+    g1 = att.wq.grad - g2
+    att.wq.grad = None
+    att(x1).sum().backward()
+    assert torch.allclose(g1, att.wq.grad, atol=1e-5)
+    y, probs = att(x1, need_weights=True)
+    assert probs.shape == (2, 4, 6, 6) and torch.allclose(probs.sum(-1), torch.ones(2, 4, 6, dtype=torch.float32), atol=1e-5)
+    assert torch.allclose(y, att(x1), atol=1e-5)  # the T x T path and the fused one agree
+
+
+def test_in_place_change_before_backward_is_caught():
+    att = pt.Attention(8, 2, "none")
+    y = att(torch.randn(3, 8, dtype=torch.float32))
+    with torch.no_grad():
+        att.wq.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
