@@ -95,6 +95,9 @@ int arg_method(const char *cmd, const char *flag, const char *name, int *method)
  * -1 after the message. */
 int arg_int_list(const char *cmd, const char *flag, const char *text, long long lo, long long hi, long long *out, int max);
 
+/* Set: cli_fail makes its message but does not print it (the fuzzer). */
+extern int cli_silent;
+
 /* Every command's table (cli/options.c), NULL-terminated: help, the dispatcher, the fuzzer. */
 extern const arg_cmd *const ARG_COMMANDS[];
 const arg_cmd *arg_command(const char *name);
