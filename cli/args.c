@@ -343,6 +343,15 @@ static void help_line(const char *left, const char *meaning, const char *extra) 
     putchar('\n');
 }
 
+/* A bound as help shows it: 2^k for the large powers of two (sizes), else the number. */
+static const char *bound(long long v, char *buf, size_t n) {
+    int k = 0;
+    while (k < 62 && (1LL << k) < v) k++;
+    if (v >= 65536 && (1LL << k) == v) snprintf(buf, n, "2^%d", k);
+    else snprintf(buf, n, "%lld", v);
+    return buf;
+}
+
 static void describe(const arg_opt *o, const void *defaults, char *buf, size_t n) {
     const char *at = (const char *)defaults + o->off;
     size_t len = 0;
@@ -350,7 +359,10 @@ static void describe(const arg_opt *o, const void *defaults, char *buf, size_t n
     buf[0] = 0;
     if (o->kind == ARG_INT) {
         if (o->hi == 9223372036854775807LL) ADD(">= %lld", o->lo);
-        else ADD("%lld .. %lld", o->lo, o->hi);
+        else {
+            char lo[32], hi[32];
+            ADD("%s .. %s", bound(o->lo, lo, sizeof lo), bound(o->hi, hi, sizeof hi));
+        }
     }
     if (o->kind == ARG_REAL) {
         if (o->rhi == HUGE_VAL) ADD(">= %g", o->rlo);
