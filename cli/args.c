@@ -212,13 +212,13 @@ int arg_parse_only(const arg_cmd *c, int argc, char **argv, void *opts, arg_res 
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
     r->keys = calloc((size_t)argc + 1, sizeof(char *));
     r->vals = calloc((size_t)argc + 1, sizeof(char *));
-    if (!r->keys || !r->vals) return cli_fail("out of memory");
+    if (!r->keys || !r->vals) return arg_free(r), cli_fail("out of memory");
     /* which options were given, for the required ones */
     int n_opts = 0, n_pos = 0, given_pos = 0;
     for (const arg_opt *o = c->opts; o && o->name; o++) n_opts++;
     for (const arg_opt *o = c->pos; o && o->name; o++) n_pos++;
     char *given = calloc((size_t)n_opts + 1, 1);
-    if (!given) return cli_fail("out of memory");
+    if (!given) return arg_free(r), cli_fail("out of memory");
     int rc = 0;
     for (int i = 0; i < argc && !rc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
