@@ -40,7 +40,7 @@ HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo compare readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fixtures install clean bench bench-readme
+.PHONY: all run demo compare readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
@@ -214,6 +214,30 @@ fuzz:
 	        -artifact_prefix=build-fuzz/findings/$$h- build-fuzz/corpus_$$h $$seeds 2>&1 | \
 	        grep -E "^stat::number_of_executed_units|^stat::peak_rss|ERROR|SUMMARY|Done" ; \
 	    test -z "$$(ls build-fuzz/findings | grep "^$$h-")" || { echo "fuzz_$$h found a crash: build-fuzz/findings"; exit 1; }; \
+	done
+
+# fuzz-coverage: each harness rebuilt with clang's source coverage (build-fuzz/cov, no sanitizers)
+# and run once over its corpus (build-fuzz/corpus_NAME: what make fuzz kept) and seeds; the line
+# coverage of all of src/ (every library object is linked), of train/ for checkpoint and cli/
+# for args, per harness into build-fuzz/coverage.txt, the per-file tables beside it (build-fuzz/cov/NAME.DIR.txt).
+# Not part of make test or CI.
+FUZZ_COV := -fprofile-instr-generate -fcoverage-mapping
+fuzz-coverage:
+	@$(MAKE) --no-print-directory BUILD=build-fuzz/cov CC=clang OPT="-O0 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_COV)" \
+	    build-fuzz/cov/libposenc.a build-fuzz/cov/libposenc_io.a $(addprefix build-fuzz/cov/,$(FUZZ_TRAIN))
+	@set -e; B=build-fuzz/cov; : > build-fuzz/coverage.txt; for h in $(FUZZ_HARNESSES); do $(FUZZ_CASE); \
+	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_COV) -o $$B/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
+	        -Wl,--whole-archive $$B/libposenc_io.a $$B/libposenc.a -Wl,--no-whole-archive -ljansson $(LIBBLAS) -lm $(FUZZ_OMP); \
+	    mkdir -p build-fuzz/corpus_$$h; rm -f $$B/$$h.profraw; \
+	    LLVM_PROFILE_FILE=$$B/$$h.profraw $$B/fuzz_$$h -runs=0 build-fuzz/corpus_$$h $$seeds > $$B/$$h.log 2>&1; \
+	    llvm-profdata merge -sparse $$B/$$h.profraw -o $$B/$$h.profdata; \
+	    n=$$(sed -n 's/.*seed corpus: files: \([0-9]*\).*/\1/p' $$B/$$h.log); \
+	    case $$h in checkpoint) dirs="src train";; args) dirs="src cli";; *) dirs=src;; esac; \
+	    for d in $$dirs; do \
+	        llvm-cov report $$B/fuzz_$$h -instr-profile=$$B/$$h.profdata $$d/ > $$B/$$h.$$d.txt; \
+	        awk -v h=$$h -v d=$$d -v n=$$n '$$1 == "TOTAL" { printf "%-11s %-6s lines %6s (%d of %d), functions %s, regions %s; %d inputs\n", \
+	            h, d "/", $$10, $$8 - $$9, $$8, $$7, $$4, n }' $$B/$$h.$$d.txt | tee -a build-fuzz/coverage.txt; \
+	    done; \
 	done
 
 # valgrind: the unit tests under memcheck (slow)

@@ -2,12 +2,13 @@
  * `generate --checkpoint`, `plot attention --checkpoint`) loads one: where it saves, its options,
  * the task and the run they describe, then parameters, moments, step and memory. The reader
  * takes a path, so the bytes go to one temporary file (in /dev/shm when there is one), rewritten
- * for every input. Every rejection must be a status and everything is freed.
+ * for every input; a checkpoint that loads then takes one training step, as a resumed run does.
+ * Every rejection must be a status and everything is freed.
  *
  * Runs the options describe that would make one input slow (a model past a few thousand
  * parameters, a corpus past 20000 characters, layer keys past 4096) are checked but not built;
  * --text is dropped, so an input never names a file to read. Seeds (tests/fuzz/seeds_checkpoint):
- * checkpoints of `posenc train --save` (width 4, 2 heads, 1 layer, length 4, 2 steps) of 12
+ * checkpoints of `posenc train --save` (width 4, 2 heads, 1 layer, length 4, 2 steps) of 16
  * methods (the memory of xl, input tables, token ids of complex, layer keys) and every task. */
 #include <errno.h>
 #include <stdint.h>
@@ -55,7 +56,7 @@ static int put(const uint8_t *data, size_t size) {
 
 /* 1 when the run the options describe is small enough to build for every input. */
 static int small(const tr_options *o) {
-    if (o->layers > 4 || o->width > 64 || o->mlp > 256 || o->length > 64 || o->batch > 8 || o->shape > 256) return 0;
+    if (o->layers > 2 || o->width > 32 || o->mlp > 128 || o->length > 32 || o->batch > 4 || o->shape > 256) return 0;
     if (!strcmp(o->task, "lm") && o->corpus_chars > 20000) return 0;
     for (int k = 0; k < o->n_eval; k++)
         if (o->eval[k] > 8) return 0;
@@ -77,11 +78,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (tr_checkpoint_options(path, &o, &err)) return 0;
     o.text[0] = 0;
     if (tr_options_check(&o, &err) || !small(&o)) return 0;
+    o.steps++; /* as `--resume FILE --steps N+1` does: a checkpoint at its last step goes on */
     tr_task task;
     if (tr_task_from_options(&task, &o, &err)) return 0;
     tr_run run;
     if (!tr_run_init(&run, &o, &task, &err)) {
-        tr_run_load(&run, path, &err);
+        /* then one step from the loaded state (memory included) */
+        double loss;
+        if (!tr_run_load(&run, path, &err)) tr_run_step(&run, &loss, NULL, &err);
         tr_run_free(&run);
     }
     tr_task_free(&task);
