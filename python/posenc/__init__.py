@@ -11,7 +11,9 @@ only dependency. The PyTorch modules are in `posenc.torch` (imported separately)
 
 Settings are the contract's keys (doc/spec/conformance.md, methods.md) with str, bool,
 int or float values; tensors are numpy arrays under the contract's names (float32; positions
-and ids int32 or int64). Errors of the library raise PosencError with its one-line message.
+and ids int32 or int64). float64 arrays are accepted and the results returned in float64, but
+the library computes in float32 (as posenc.torch). Errors of the library raise PosencError with
+its one-line message.
 """
 import ctypes
 
@@ -77,14 +79,23 @@ def _settings(settings, overrides):
 
 
 def _arrays(tensors):
-    out = {}
+    """{name: array}; float64 arrays as float32 (what the library computes in), and whether
+    there was one (then the results come back in float64, as posenc.torch does)."""
+    out, wide = {}, False
     for name, a in (tensors or {}).items():
         if a is None:
             continue
         if not isinstance(name, str):
             raise TypeError(f"tensor names must be str, got {name!r}")
-        out[name] = np.asarray(a)
-    return out
+        a = np.asarray(a)
+        if a.dtype == np.float64:
+            a, wide = a.astype(np.float32), True
+        out[name] = a
+    return out, wide
+
+
+def _widen(res, wide):
+    return {n: (a.astype(np.float64) if wide and a.dtype == np.float32 else a) for n, a in res.items()} if wide else res
 
 
 def attend(settings, tensors, **overrides):
@@ -99,7 +110,8 @@ def attend(settings, tensors, **overrides):
     The projected form: q [T, H*D] (or [B, T, H*D]), k, v [Tk, Hkv*D], positions,
     key_positions, attn_mask, the method's tensors and do; returns o, scores, probs and with
     do: dq, dk, dv, d<name>."""
-    return _lib.attend(_settings(settings, overrides), _arrays(tensors))
+    arrays, wide = _arrays(tensors)
+    return _widen(_lib.attend(_settings(settings, overrides), arrays), wide)
 
 
 def encode(settings, tensors, width=0, **overrides):
@@ -113,7 +125,8 @@ def encode(settings, tensors, width=0, **overrides):
       floater                    P_q P_k P_v  the biases added to q, k and v
       complex                    P_re P_im    the embedding of ids at the positions
     Forward only and one sequence; `embed` is the batched form with gradients."""
-    return _lib.encode(_settings(settings, overrides), _arrays(tensors), width)
+    arrays, wide = _arrays(tensors)
+    return _widen(_lib.encode(_settings(settings, overrides), arrays, width), wide)
 
 
 def embed(settings, tensors, **overrides):
@@ -140,7 +153,7 @@ def embed(settings, tensors, **overrides):
     if fam != "absolute":
         raise ValueError(f"embed: method '{method}' is {fam}, not absolute; its positions act "
                          "inside attention (use attend or posenc.torch.Attention)")
-    t = _arrays(tensors)
+    t, wide = _arrays(tensors)
     for n in _LAYER:
         if n in t:
             raise ValueError(f"embed: tensor '{n}' is a layer weight; embed takes the method's "
@@ -148,7 +161,7 @@ def embed(settings, tensors, **overrides):
     s = {k: v for k, v in s.items() if k not in ("heads", "kv_heads", "causal", "scale")}
     s["heads"] = 1
     if method == "floater":
-        return _embed_floater(s, t)
+        return _widen(_embed_floater(s, t), wide)
 
     tok = "ids" if "ids" in t else "x"
     if tok not in t:
@@ -185,7 +198,7 @@ def embed(settings, tensors, **overrides):
             res[name] = v.reshape(tuple(lead) + (C,))
         elif name.startswith("d") and name[1:] in t:
             res[name] = v
-    return res
+    return _widen(res, wide)
 
 
 def _identity_layer(C):

@@ -182,6 +182,10 @@ for _name, (_res, _args) in {
                                                 _P, _P, _P, _P, _E]),
     "pe_attention_backward_qkv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _E]),
     "pe_attention_axes": (ctypes.c_int64, [_P, _P]),
+    "pe_config_from_hf": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int64, _P, _E]),
+    "pe_config_is_set": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "pe_config_key_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "pe_config_key_value": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
 }.items():
     _f = getattr(lib, _name)
     _f.restype, _f.argtypes = _res, _args
@@ -460,6 +464,34 @@ class Call:
         err = PeErr()
         check(lib.pe_attention_backward_qkv(self.ptr, ctypes.byref(weights), do, dq, dk, dv, ctypes.byref(grads),
                                             ctypes.byref(err)), err)
+
+
+class PeHfLayerInfo(ctypes.Structure):
+    _fields_ = [("n_layers", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("layer_type", ctypes.c_char * 40),
+                ("window", ctypes.c_int64), ("chunked", ctypes.c_int), ("mla", ctypes.c_int),
+                ("qk_norm", ctypes.c_int)]
+
+
+def hf_layer_settings(path, layer=0):
+    """The settings posenc reads for layer `layer` of a HuggingFace config.json at path
+    (pe_config_from_hf), as text keys, and its pe_hf_layer_info as a dict. The LongRoPE factor
+    tables are not keys: a caller loads short_factor / long_factor as tensors."""
+    cfg = ctypes.create_string_buffer(_CONFIG_BYTES)
+    lib.pe_config_init(cfg)
+    info, err = PeHfLayerInfo(), PeErr()
+    check(lib.pe_config_from_hf(cfg, str(path).encode(), int(layer), ctypes.byref(info), ctypes.byref(err)), err)
+    out, buf, k = {}, ctypes.create_string_buffer(1024), 0
+    while True:
+        name = lib.pe_config_key_name(k)
+        if not name:
+            break
+        if lib.pe_config_is_set(cfg, name) and name != b"hf_config":
+            lib.pe_config_key_value(cfg, k, buf, len(buf))
+            out[name.decode()] = buf.value.decode()
+        k += 1
+    return out, {"n_layers": info.n_layers, "head_dim": info.head_dim, "layer_type": info.layer_type.decode(),
+                 "window": info.window, "chunked": bool(info.chunked), "mla": bool(info.mla),
+                 "qk_norm": bool(info.qk_norm)}
 
 
 def _call(fn, settings, tensors, *extra):

@@ -44,6 +44,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
 """
 import ctypes
 import math
+import os
 
 import numpy as np
 import torch
@@ -53,7 +54,7 @@ from torch.autograd.function import once_differentiable
 import posenc
 from posenc import _lib
 
-__all__ = ["Attention", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
+__all__ = ["Attention", "from_hf", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
            "ComplexEmbedding", "attend", "attention", "embed", "init_tensor"]
 
 _LAYER = ("wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo")
@@ -424,8 +425,8 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
     for n, t_ in (("q", q), ("k", k), ("v", v)):
         if t_.device.type != "cpu":
             raise ValueError(f"tensor '{n}' is on {t_.device}: posenc runs on the CPU")
-        if t_.dtype not in (torch.float32, torch.float64):
-            raise TypeError(f"tensor '{n}': dtype {t_.dtype}, expected float32 (or float64)")
+        if t_.dtype not in _FLOATS:
+            raise TypeError(f"tensor '{n}': dtype {t_.dtype}, expected float32 (or float64, float16, bfloat16)")
     s = _text_settings(settings, {})
     spec = _spec_of(s, H * D)
     tensors = dict(tensors or {})
@@ -583,6 +584,26 @@ def _positions(positions):
     return positions
 
 
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _combine_masks(attn_mask, key_padding_mask, T, Tk, batched):
+    """One boolean mask, True takes part: attn_mask as scaled_dot_product_attention reads it,
+    key_padding_mask as nn.MultiheadAttention (True: padding, ignored)."""
+    if key_padding_mask is None:
+        return attn_mask
+    kpm = torch.as_tensor(key_padding_mask)
+    if kpm.dtype != torch.bool:
+        raise TypeError(f"key_padding_mask: dtype {kpm.dtype}, expected bool (True: padding)")
+    if kpm.shape[-1] != Tk or kpm.dim() not in (1, 2) or (kpm.dim() == 2 and not batched):
+        raise ValueError(f"key_padding_mask: shape {list(kpm.shape)}, expected [B, {Tk}] (or [{Tk}])")
+    keep = ~kpm[..., None, :].expand(*kpm.shape[:-1], T, Tk)
+    if attn_mask is None:
+        return keep
+    m = torch.as_tensor(attn_mask)
+    return keep & (m.bool() if m.dtype == torch.uint8 else m)
+
+
 class _MethodTensors(nn.Module):
     """Creates and initialises the method's tensors of a layer from the library's specs."""
 
@@ -668,7 +689,19 @@ class Attention(_MethodTensors):
         t.update(self.method_tensors())
         return t
 
-    def forward(self, x, positions=None, mems=None, need_weights=False, attn_mask=None):
+    def forward(self, x, positions=None, mems=None, need_weights=False, attn_mask=None, key_padding_mask=None,
+                context=None, context_positions=None):
+        """x [B, T, dim] or [T, dim] (complex: ids); positions [T] or [B, T]; attn_mask bool or
+        uint8 [T, Tk] or [B, T, Tk], True takes part (scaled_dot_product_attention's convention);
+        key_padding_mask bool [B, Tk] or [Tk], True is padding and is ignored
+        (nn.MultiheadAttention's convention); context [B, Tk, dim]: cross-attention, keys and
+        values projected from context (at context_positions, default 0 .. Tk-1) through the
+        projected form. float16 and bfloat16 inputs (autocast) are computed in float32 and
+        returned in their dtype."""
+        if torch.jit.is_tracing() or torch.jit.is_scripting():
+            raise RuntimeError("posenc.torch.Attention cannot be traced or scripted: its forward is a call into "
+                               "libposenc through ctypes, which TorchScript cannot record or save; keep the module "
+                               "in Python (torch.save of its state_dict works)")
         tok = "ids" if self.method in _IDS_METHODS else "x"
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{tok}: expected a torch.Tensor, got {type(x).__name__}")
@@ -676,8 +709,8 @@ class Attention(_MethodTensors):
             if x.dim() not in (2, 3) or x.shape[-1] != self.dim:
                 raise ValueError(f"x: shape {list(x.shape)}, expected [T, {self.dim}] or "
                                  f"[B, T, {self.dim}]")
-            if not x.is_floating_point():
-                raise TypeError(f"x: dtype {x.dtype}, expected float32")
+            if x.dtype not in _FLOATS:
+                raise TypeError(f"x: dtype {x.dtype}, expected float32 (or float64, float16, bfloat16)")
         elif x.dim() not in (1, 2) or x.is_floating_point():
             raise ValueError(f"ids: expected an integer tensor [T] or [B, T], got {x.dtype} "
                              f"{list(x.shape)}")
@@ -686,9 +719,14 @@ class Attention(_MethodTensors):
         if x.device.type != "cpu":
             raise ValueError(f"tensor '{tok}' is on {x.device}: posenc runs on the CPU "
                              "(move the module and its inputs with .cpu())")
+        T = x.shape[-2] if tok == "x" else x.shape[-1]
+        Tk = context.shape[-2] if context is not None else T + (0 if mems is None else mems.shape[-2])
+        attn_mask = _combine_masks(attn_mask, key_padding_mask, T, Tk, x.dim() == (3 if tok == "x" else 2))
+        if context is not None:
+            if tok != "x" or need_weights or mems is not None:
+                raise ValueError("context (cross-attention) takes x, no mems and no need_weights")
+            return self._cross(x, context, positions, context_positions, attn_mask)
         if tok == "x":
-            if x.dtype not in (torch.float32, torch.float64):
-                raise TypeError(f"tensor 'x': dtype {x.dtype}, expected float32 (or float64)")
             spec = _spec_of(self.settings, self.dim)
             layer = [getattr(self, n) for n in _LAYER]
             y, probs = _LayerFn.apply(spec, self.method, tuple(self.tensor_names), bool(need_weights),
@@ -703,6 +741,80 @@ class Attention(_MethodTensors):
         out = attend(self.settings, t)
         y = (out["y"], out["y_imag"]) if "y_imag" in out else out["y"]
         return (y, out["probs"]) if need_weights else y
+
+    def _project(self, x, w, b):
+        return nn.functional.linear(x, w.to(x.dtype), None if b is None else b.to(x.dtype))
+
+    def _cross(self, x, context, positions, context_positions, attn_mask):
+        """Queries from x, keys and values from context: the module's projections in torch, the
+        attention in the library's projected form, then wo."""
+        if context.shape[-1] != self.dim or context.dim() != x.dim():
+            raise ValueError(f"context: shape {list(context.shape)}, expected [.., Tk, {self.dim}] like x")
+        D, H, Hkv = self.head_dim, self.heads, self.kv_heads
+        q = self._project(x, self.wq, self.bq)
+        k, v = self._project(context, self.wk, self.bk), self._project(context, self.wv, self.bv)
+        shape = (lambda t, h: t.unflatten(-1, (h, D)).transpose(-3, -2))  # [.., n, h*D] -> [.., h, n, D]
+        s = {k_: v_ for k_, v_ in self.settings.items() if k_ not in ("method", "heads", "kv_heads", "causal")}
+        causal = self.settings.get("causal") == "true"
+        o = attention(shape(q, H), shape(k, Hkv), shape(v, Hkv), self.method, positions=positions,
+                      key_positions=context_positions, attn_mask=attn_mask, causal=causal,
+                      tensors=self.method_tensors(), **s)
+        o = o.transpose(-3, -2).flatten(-2)
+        return self._project(o, self.wo, self.bo)
+
+    def kv_cache(self, batch=1, max_tokens=4096):
+        """A KV cache of this layer's method, settings and tensors for decoding with step()."""
+        s = {k: v for k, v in self.settings.items() if k not in ("method", "heads", "kv_heads")}
+        return KVCache(self.method, self.heads, self.head_dim, kv_heads=self.kv_heads, batch=batch,
+                       max_tokens=max_tokens, tensors=self.method_tensors(), **s)
+
+    @torch.no_grad()
+    def step(self, x, cache, positions=None):
+        """Decoding: x [B, n, dim] the next tokens; their k, v appended to cache (kv_cache()),
+        their queries attended to everything cached. Returns y [B, n, dim], what forward gives
+        for these tokens over the whole sequence (causal). No autograd."""
+        D = self.head_dim
+        q = self._project(x.float(), self.wq, self.bq)
+        k, v = self._project(x.float(), self.wk, self.bk), self._project(x.float(), self.wv, self.bv)
+        heads = (lambda t, h: t.unflatten(-1, (h, D)).transpose(1, 2))
+        cache.append(heads(k, self.kv_heads), heads(v, self.kv_heads), positions)
+        o = cache.attend(heads(q, self.heads), positions)
+        return self._project(o.transpose(1, 2).flatten(-2), self.wo, self.bo).to(x.dtype)
+
+    # the method and its settings travel in state_dict(): a saved module rebuilds itself
+    def get_extra_state(self):
+        return {"posenc": 1, "dim": self.dim, "heads": self.heads, "settings": dict(self.settings),
+                "tensor_names": list(self.tensor_names), "bias": self.bq is not None}
+
+    def set_extra_state(self, state):
+        if not isinstance(state, dict) or "settings" not in state:
+            raise ValueError("state_dict: no posenc settings in its extra state")
+        if state["settings"] != self.settings or state["dim"] != self.dim:
+            raise ValueError(f"state_dict: saved from a layer with {state['settings']} (dim {state['dim']}), "
+                             f"loaded into one with {self.settings} (dim {self.dim}); "
+                             "Attention.from_state_dict builds the saved layer")
+
+    @classmethod
+    def from_state_dict(cls, state_dict, prefix=""):
+        """The layer a state_dict was saved from (its method and settings are in its extra
+        state), with its tensors loaded."""
+        extra = state_dict.get(prefix + "_extra_state")
+        if not isinstance(extra, dict) or "settings" not in extra:
+            raise ValueError(f"state_dict has no '{prefix}_extra_state' with posenc settings "
+                             "(saved by an older posenc, or not an Attention)")
+        s = dict(extra["settings"])
+        method, heads = s.pop("method"), int(s.pop("heads"))
+        causal, kv_heads = s.pop("causal", None), s.pop("kv_heads", None)
+        full = {"method": method, "heads": str(heads), **({} if kv_heads is None else {"kv_heads": kv_heads}), **s}
+        specs = _lib.Layer(full, extra["dim"]).params()
+        saved = set(extra["tensor_names"])
+        optional = [n for n, _, opt in specs if opt and n in saved]
+        rows = next((state_dict[prefix + n].shape[0] for n, shape, _ in specs
+                     if shape[0] == -1 and prefix + n in state_dict), None)
+        m = cls(extra["dim"], heads, method, kv_heads=None if kv_heads is None else int(kv_heads), causal=causal,
+                bias=extra["bias"], rows=rows, optional=optional, **s)
+        m.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)})
+        return m
 
     @classmethod
     def from_tensors(cls, settings, tensors):
@@ -732,6 +844,126 @@ class Attention(_MethodTensors):
                 elif n in ("bq", "bk", "bv", "bo"):
                     p.zero_()
         return m
+
+
+# ---- HuggingFace attention layers ------------------------------------------------------------
+def _hf_config(config):
+    """config: a config.json path, a dict of one, or an object with to_dict() (a HF config)."""
+    import json
+    if isinstance(config, (str, os.PathLike)):
+        with open(config) as f:
+            return json.load(f)
+    if hasattr(config, "to_dict"):
+        return config.to_dict()
+    if isinstance(config, dict):
+        return dict(config)
+    raise TypeError(f"config: expected a config.json path, a dict or a HF config, got {type(config).__name__}")
+
+
+def _pick(state_dict, prefixes, names):
+    """The prefix under which every one of names is in state_dict (the first that has them)."""
+    for p in prefixes:
+        if all(p + n in state_dict for n in names):
+            return p
+    raise KeyError(f"state_dict has none of {[p + names[0] for p in prefixes]}")
+
+
+def from_hf(state_dict, config, layer=0, prefix=None):
+    """A posenc Attention holding layer `layer` of a HuggingFace model: its weights from
+    state_dict (the model's, or the attention module's own), its settings from config (a
+    config.json path, a dict, or a HF config object) as posenc's hf_config reads them (rope
+    base, scaling, GQA, the layer's type; Llama 4's NoPE layers; Gemma's scale).
+      llama, mistral, qwen2, gemma*, llama4 ...  self_attn.{q,k,v,o}_proj (biases where present)
+      t5      SelfAttention.{q,k,v,o} and relative_attention_bias (layer 0 of its stack holds
+              it: pass that layer's state_dict entry, or the model's, for any layer); scale 1
+      bert    attention.self.{query,key,value}, attention.output.dense (absolute positions:
+              the layer itself is method none, not causal)
+    prefix: where the layer's tensors are (default: model.layers.{layer}.self_attn. and the
+    other usual places, then none). The module reproduces HF's layer on the same input: HF
+    keeps q and k in the half rope layout (its checkpoints are permuted from Meta's), which is
+    posenc's default, and Llama 4 the interleaved one, which hf_config sets."""
+    import tempfile
+    cfg = _hf_config(config)
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    mt = str(text.get("model_type") or cfg.get("model_type") or "")
+    sd = state_dict
+    if mt.startswith("t5") or mt in ("mt5", "umt5"):
+        enc = "decoder" if text.get("is_decoder") else "encoder"
+        pre = [prefix] if prefix is not None else [f"{enc}.block.{layer}.layer.0.SelfAttention.", "SelfAttention.", ""]
+        p = _pick(sd, pre, ["q.weight", "k.weight", "v.weight", "o.weight"])
+        bias_key = next((k for k in (p + "relative_attention_bias.weight",
+                                     f"{enc}.block.0.layer.0.SelfAttention.relative_attention_bias.weight")
+                         if k in sd), None)
+        if bias_key is None:
+            raise KeyError("t5: no relative_attention_bias.weight (layer 0 of the stack holds it)")
+        H, dk, d = int(text["num_heads"]), int(text["d_kv"]), int(text["d_model"])
+        if H * dk != d:
+            raise ValueError(f"t5: num_heads * d_kv = {H * dk} is not d_model {d}: posenc's layer has C = H * D")
+        decoder = bool(text.get("is_decoder"))
+        m = Attention(d, H, "t5", causal=decoder, bias=False, bidirectional=not decoder, scale=1.0,
+                      num_buckets=int(text.get("relative_attention_num_buckets", 32)),
+                      max_distance=int(text.get("relative_attention_max_distance", 128)))
+        names = {"wq": "q.weight", "wk": "k.weight", "wv": "v.weight", "wo": "o.weight"}
+        with torch.no_grad():
+            for n, k in names.items():
+                getattr(m, n).copy_(sd[p + k])
+            m.rel_bias.copy_(sd[bias_key])
+        return m
+    if mt.startswith("bert") or mt in ("roberta", "xlm-roberta", "distilbert"):
+        if text.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(f"bert: position_embedding_type {text.get('position_embedding_type')!r}: only absolute "
+                             "positions (added to the embeddings, outside the layer) are read")
+        pre = [prefix] if prefix is not None else [f"bert.encoder.layer.{layer}.attention.",
+                                                   f"encoder.layer.{layer}.attention.", "attention.", ""]
+        p = _pick(sd, pre, ["self.query.weight", "self.key.weight", "self.value.weight", "output.dense.weight"])
+        C, H = int(text["hidden_size"]), int(text["num_attention_heads"])
+        m = Attention(C, H, "none", causal=False)
+        names = {"q": "self.query", "k": "self.key", "v": "self.value", "o": "output.dense"}
+        with torch.no_grad():
+            for n, k in names.items():
+                getattr(m, "w" + n).copy_(sd[p + k + ".weight"])
+                getattr(m, "b" + n).copy_(sd[p + k + ".bias"])
+        return m
+    # decoder LMs with q_proj .. o_proj: the settings of the layer as the library reads them
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        import json
+        json.dump(cfg, f)
+    try:
+        settings, info = _lib.hf_layer_settings(f.name, layer)
+    finally:
+        os.unlink(f.name)
+    if info["mla"]:
+        raise ValueError("MLA (DeepSeek-V2/V3): its latent projections are not a q/k/v layer; run its "
+                         "attention through posenc.torch.attention with the settings of posenc hf-config")
+    pre = [prefix] if prefix is not None else [f"model.layers.{layer}.self_attn.",
+                                               f"model.language_model.layers.{layer}.self_attn.",
+                                               f"language_model.model.layers.{layer}.self_attn.", "self_attn.", ""]
+    p = _pick(sd, pre, ["q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"])
+    if p + "q_norm.weight" in sd or p + "k_norm.weight" in sd:
+        raise ValueError(f"{mt}: the layer normalises q and k (q_norm, k_norm) before the rotation, which is not "
+                         "part of posenc's layer: project and normalise in torch, then posenc.torch.attention")
+    H, D = int(settings.pop("heads")), int(info["head_dim"])
+    method = settings.pop("method")
+    kv = settings.pop("kv_heads", None)
+    causal = settings.pop("causal", "true") == "true"
+    C = sd[p + "q_proj.weight"].shape[1]
+    if H * D != C or sd[p + "o_proj.weight"].shape != (C, H * D):
+        raise ValueError(f"{mt}: heads {H} x head_dim {D} = {H * D} is not the hidden size {C}: posenc's layer "
+                         "has C = H * D (use posenc.torch.attention on the projected q, k, v)")
+    bias = p + "q_proj.bias" in sd
+    m = Attention(C, H, method, kv_heads=None if kv is None else int(kv), causal=causal, bias=bias, **settings)
+    with torch.no_grad():
+        if settings.get("rope_scaling") == "longrope":  # the factor tables are tensors of the layer
+            rs = text.get("rope_parameters") or text.get("rope_scaling")
+            m.short_factor.copy_(torch.tensor(rs["short_factor"]))
+            m.long_factor.copy_(torch.tensor(rs["long_factor"]))
+        for n in "qkvo":
+            getattr(m, "w" + n).copy_(sd[p + n + "_proj.weight"])
+            b = getattr(m, "b" + n)
+            if b is not None:
+                src = sd.get(p + n + "_proj.bias")
+                b.copy_(src) if src is not None else b.zero_()
+    return m
 
 
 class Encoding(_MethodTensors):

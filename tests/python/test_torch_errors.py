@@ -46,7 +46,7 @@ def test_forward_errors():
     with pytest.raises(TypeError, match="x: dtype"):
         att(torch.zeros(5, 16, dtype=torch.int64))
     with pytest.raises(TypeError, match="float32"):
-        att(torch.zeros(5, 16, dtype=torch.float16))
+        att(torch.zeros(5, 16, dtype=torch.complex64))
     with pytest.raises(TypeError, match="positions"):
         att(torch.zeros(5, 16), positions=torch.zeros(5))
     with pytest.raises(posenc.PosencError, match="positions"):

@@ -1,0 +1,104 @@
+"""What a PyTorch user reaches for in posenc.torch.Attention: key_padding_mask
+(nn.MultiheadAttention's convention) equal to the attn_mask it stands for, cross-attention
+equal to the projected form by hand, KV-cache decoding equal to the full causal forward,
+float16 / bfloat16 and autocast computed in float32 and returned in the input's dtype, and a
+clear refusal of torch.jit.trace."""
+import pytest
+import torch
+from conftest import need_method
+
+import posenc.torch as pt
+
+F32 = torch.float32
+
+
+def test_key_padding_mask_is_the_attn_mask_it_stands_for():
+    need_method("alibi")
+    torch.manual_seed(1)
+    att = pt.Attention(16, 4, "alibi")
+    x = torch.randn(2, 6, 16, dtype=F32, requires_grad=True)
+    kpm = torch.zeros(2, 6, dtype=torch.bool)
+    kpm[1, 4:] = True  # row 1 pads its last two keys
+    y1 = att(x, key_padding_mask=kpm)
+    y2 = att(x, attn_mask=~kpm[:, None, :].expand(2, 6, 6))
+    assert torch.equal(y1, y2)
+    # padded keys do not move the other rows' outputs
+    x2 = x.detach().clone()
+    x2[1, 4:] += 5
+    assert torch.allclose(att(x2, key_padding_mask=kpm)[1, :4], y1[1, :4].detach(), atol=1e-5)
+    # both together: a window and padding
+    win = torch.ones(6, 6, dtype=torch.bool).tril().triu(-2)
+    y3 = att(x, attn_mask=win, key_padding_mask=kpm)
+    y4 = att(x, attn_mask=win[None] & ~kpm[:, None, :])
+    assert torch.equal(y3, y4)
+    y3.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_cross_attention_is_the_projected_form():
+    need_method("rope")
+    torch.manual_seed(2)
+    att = pt.Attention(16, 4, "rope", kv_heads=2)
+    x, mem = torch.randn(2, 3, 16, dtype=F32), torch.randn(2, 7, 16, dtype=F32)
+    y = att(x, context=mem, positions=torch.tensor([7, 8, 9]))
+    lin = torch.nn.functional.linear
+    q = lin(x, att.wq, att.bq).view(2, 3, 4, 4).transpose(1, 2)
+    k = lin(mem, att.wk, att.bk).view(2, 7, 2, 4).transpose(1, 2)
+    v = lin(mem, att.wv, att.bv).view(2, 7, 2, 4).transpose(1, 2)
+    o = pt.attention(q, k, v, "rope", positions=torch.tensor([7, 8, 9]))
+    want = lin(o.transpose(1, 2).reshape(2, 3, 16), att.wo, att.bo)
+    assert torch.allclose(y, want, atol=1e-6)
+    y.sum().backward()
+    assert att.wk.grad is not None and att.wq.grad is not None
+
+
+@pytest.mark.parametrize("method,keys", [("rope", {"rope_scaling": "dynamic", "rope_factor": 2.0,
+                                                   "max_position_embeddings": 4}),
+                                         ("alibi", {}), ("t5", {}), ("xpos", {"xpos_scale_base": 8.0}),
+                                         ("none", {"attn_temperature_tuning": True, "floor_scale": 3.0})])
+def test_decoding_with_the_cache_is_the_full_forward(method, keys):
+    need_method(method)
+    torch.manual_seed(3)
+    att = pt.Attention(16, 4, method, causal=True, **keys)
+    x = torch.randn(2, 9, 16, dtype=F32)
+    cache = att.kv_cache(batch=2, max_tokens=32)
+    # each step equals the full forward of the sequence so far (dynamic NTK's frequencies, xPos's
+    # centre follow the length, so the prefix, not the whole sequence, is the reference)
+    assert torch.allclose(att.step(x[:, :4], cache), att(x[:, :4]), atol=2e-5)
+    for t in range(4, 9):
+        assert torch.allclose(att.step(x[:, t:t + 1], cache), att(x[:, :t + 1])[:, -1:], atol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_in_float32(dtype):
+    need_method("rope")
+    torch.manual_seed(4)
+    att = pt.Attention(16, 4, "rope", causal=True)
+    x = torch.randn(2, 5, 16, dtype=F32)
+    xh = x.to(dtype).requires_grad_()
+    y = att(xh)
+    assert y.dtype == dtype
+    assert torch.allclose(y.float(), att(xh.detach().float()), atol=1e-2)
+    y.float().sum().backward()
+    assert xh.grad.dtype == dtype and att.wq.grad.dtype == F32
+
+
+def test_autocast():
+    need_method("rope")
+    torch.manual_seed(5)
+    proj = torch.nn.Linear(16, 16, dtype=F32)
+    att = pt.Attention(16, 4, "rope", causal=True)
+    x = torch.randn(2, 5, 16, dtype=F32)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        h = proj(x)
+        y = att(h)
+    assert h.dtype == torch.bfloat16 and y.dtype == torch.bfloat16
+    assert torch.allclose(y.float(), att(proj(x)), atol=3e-2)
+    y.float().sum().backward()
+    assert att.wq.grad is not None and proj.weight.grad is not None
+
+
+def test_jit_trace_says_why():
+    att = pt.Attention(8, 2, "none")
+    with pytest.raises(RuntimeError, match="ctypes"):
+        torch.jit.trace(att, torch.randn(3, 8, dtype=F32))
