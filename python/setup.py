@@ -40,4 +40,20 @@ class BinaryDistribution(Distribution):
         return built_library() is not None
 
 
-setup(cmdclass={"build_py": BuildPy}, distclass=BinaryDistribution)
+cmdclass = {"build_py": BuildPy}
+try:
+    from wheel.bdist_wheel import bdist_wheel
+
+    class Wheel(bdist_wheel):
+        """The code is pure Python (the library is loaded with ctypes, no CPython ABI):
+        py3-none-any, or py3-none-PLATFORM when it carries libposenc.so."""
+
+        def get_tag(self):
+            _, _, plat = super().get_tag()
+            return "py3", "none", plat if built_library() else "any"
+
+    cmdclass["bdist_wheel"] = Wheel
+except ImportError:  # no wheel package: pip falls back to a plain install
+    pass
+
+setup(cmdclass=cmdclass, distclass=BinaryDistribution)

@@ -67,3 +67,19 @@ def test_source_tree_after_the_build(tmp_path):
     r = _run({"PYTHONPATH": os.path.join(ROOT, "python")}, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert os.path.samefile(r.stdout.split()[0], built)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pip") is None or importlib.util.find_spec("wheel") is None,
+                    reason="pip or wheel is not installed")
+def test_wheel_is_tagged_pure_python(tmp_path):
+    """ctypes loads the library: no CPython ABI in the tag, the platform only when it is bundled."""
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(ROOT, "python"), src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    env = dict(os.environ, POSENC_LIBRARY=posenc.library_path, PIP_NO_INDEX="1")
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "--no-index", "-w", str(tmp_path / "out"), str(src)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (whl,) = os.listdir(tmp_path / "out")
+    assert whl.startswith("posenc-") and "-py3-none-" in whl and not whl.endswith("-any.whl"), whl
