@@ -2,23 +2,13 @@
  * What posenc would run for every layer of a HuggingFace model: each layer's settings come
  * from pe_config_from_hf and are resolved by the library itself (pe_attention_init), so the
  * table shows the values a layer uses, not a second reading of the file. */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "options.h"
 #include "../src/internal.h"
-
-#define USAGE                                                                                                 \
-    "usage: posenc hf-config CONFIG.json [--layer N] [--group]\n"                                              \
-    "  Every layer of a HuggingFace model as posenc runs it: method (rope, or none for a NoPE layer),\n"        \
-    "  rope base, scaling, attention factor (on cos and sin), the rotated slice of the head and its pair\n"      \
-    "  layout, the softmax scale, and what the caller applies around the layer (window masks, qk-norm).\n"     \
-    "  Reads HF v5 rope_parameters per layer type, layer_types, no_rope_layers, sliding_window_pattern,\n"      \
-    "  rope_local_base_freq, mrope_section, partial_rotary_factor, MLA's qk_rope_head_dim.\n"                 \
-    "  --layer N   only layer N (0-based)\n"                                                                   \
-    "  --group     one row per distinct setting, with the layers that share it\n"
 
 typedef struct row {
     char text[512];  /* the columns from type to scale */
@@ -97,23 +87,15 @@ static void ranges(const int64_t *l, int n, char *buf, size_t len) {
 }
 
 int cli_hf_config(int argc, char **argv) {
-    const char *path = NULL;
-    long long only = -1;
-    int group = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return printf(USAGE), 0;
-        if (!strcmp(a, "--group")) { group = 1; continue; }
-        if (!strcmp(a, "--layer")) {
-            if (i + 1 >= argc) return cli_fail("hf-config: option --layer needs a value");
-            if (cli_int("--layer", argv[++i], 0, INT_MAX, &only)) return 2;
-            continue;
-        }
-        if (a[0] == '-') return cli_fail("hf-config: unknown option '%s' (options: --layer N --group)", a);
-        if (path) return cli_fail("hf-config: one CONFIG.json, got '%s' and '%s'", path, a);
-        path = a;
-    }
-    if (!path) return fprintf(stderr, USAGE), 2;
+    hf_config_args a;
+    arg_res r;
+    ARGS_HF_CONFIG.init(&a);
+    int rc = arg_parse(&ARGS_HF_CONFIG, argc, argv, &a, &r);
+    if (rc) return rc < 0 ? 0 : rc;
+    arg_free(&r);
+    const char *path = a.config;
+    const long long only = a.layer;
+    const int group = a.group;
 
     pe_hf_layer_info info;
     row first;

@@ -177,6 +177,25 @@ const arg_cmd ARGS_POSITIONS = CMD("positions", positions_args, .pos = POSITIONS
     .about = "The 3-axis (time, row, column) positions of text and image/video grids, as Qwen2-VL's\n"
              "get_rope_index lays them out; prints one line per token and the position text resumes at.");
 
+/* ---- hf-config ------------------------------------------------------------------------------- */
+static void init_hf_config_args(void *p) { *(hf_config_args *)p = (hf_config_args){.layer = -1}; }
+static const arg_opt HF_CONFIG_POS[] = {
+    OPT(hf_config_args, "CONFIG.json", config, ARG_IN, .required = 1, .help = "a HuggingFace model's config.json"),
+    {0}};
+static const arg_opt HF_CONFIG_OPTS[] = {
+    OPT(hf_config_args, "layer", layer, ARG_INT, .meta = "N", .lo = 0, .hi = 1 << 30, .def = "every layer",
+        .help = "only layer N (0-based)"),
+    OPT(hf_config_args, "group", group, ARG_FLAG, .help = "one row per distinct setting, with the layers that share it"),
+    {0}};
+const arg_cmd ARGS_HF_CONFIG = CMD("hf-config", hf_config_args, .pos = HF_CONFIG_POS, .opts = HF_CONFIG_OPTS,
+    .usage = "CONFIG.json [--layer N] [--group]",
+    .about = "Every layer of a HuggingFace model as posenc runs it: method (rope, or none for a NoPE layer),\n"
+             "rope base, scaling, attention factor (on cos and sin), the rotated slice of the head and its\n"
+             "pair layout, the softmax scale, and what the caller applies around the layer (window masks,\n"
+             "qk-norm). Reads HF v5 rope_parameters per layer type, layer_types, no_rope_layers,\n"
+             "sliding_window_pattern, rope_local_base_freq, mrope_section, partial_rotary_factor and MLA's\n"
+             "qk_rope_head_dim.");
+
 /* ---- bench ----------------------------------------------------------------------------------- */
 static void init_bench_args(void *p) {
     *(bench_args *)p = (bench_args){.methods = "none,rope,alibi,t5", .causal = "both", .ref_max_length = 2048,
@@ -321,5 +340,5 @@ const arg_cmd ARGS_METHODS = CMD("methods", methods_args, .pos = METHODS_POS, .o
 const arg_cmd ARGS_VERSION = CMD("version", methods_args, .opts = NO_OPTS, .usage = "", .about = "The version.");
 
 const arg_cmd *const ARG_COMMANDS[] = {&ARGS_DEMO, &ARGS_ATTEND, &ARGS_ENCODE, &ARGS_CONVERT_ROPE, &ARGS_TRAIN,
-                                       &ARGS_COMPARE, &ARGS_GENERATE, &ARGS_POSITIONS, &ARGS_BENCH, &ARGS_PLOT,
+                                       &ARGS_COMPARE, &ARGS_GENERATE, &ARGS_POSITIONS, &ARGS_HF_CONFIG, &ARGS_BENCH, &ARGS_PLOT,
                                        &ARGS_ANALYZE, &ARGS_METHODS, &ARGS_VERSION, NULL};

@@ -69,6 +69,12 @@ typedef struct analyze_args {
     int cosine;
 } analyze_args;
 
+typedef struct hf_config_args {
+    const char *config;
+    long long layer; /* -1: every layer */
+    int group;
+} hf_config_args;
+
 typedef struct methods_args {
     const char *name;
 } methods_args;
@@ -78,6 +84,6 @@ typedef struct methods_args {
 int cli_train_keys(const arg_cmd *c, const arg_res *r);
 
 extern const arg_cmd ARGS_DEMO, ARGS_ATTEND, ARGS_ENCODE, ARGS_CONVERT_ROPE, ARGS_TRAIN, ARGS_COMPARE, ARGS_GENERATE,
-    ARGS_POSITIONS, ARGS_BENCH, ARGS_PLOT, ARGS_ANALYZE, ARGS_METHODS, ARGS_VERSION;
+    ARGS_POSITIONS, ARGS_HF_CONFIG, ARGS_BENCH, ARGS_PLOT, ARGS_ANALYZE, ARGS_METHODS, ARGS_VERSION;
 
 #endif
