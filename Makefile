@@ -250,9 +250,11 @@ fixtures:
 	$(PY) tests/ref/make_fixtures.py tests/fixtures
 	$(PY) tests/ref/train_ref.py tests/fixtures/train
 
-# bench: `posenc bench` (RoPE vs copy, fused vs reference vs PyTorch eager, memory; a few minutes)
-bench: $(BUILD)/posenc
+# bench: `posenc bench` (RoPE vs copy, fused vs reference vs PyTorch eager, memory; a few minutes), then
+# bench/torch_lm.py (a small LM on posenc.torch against plain PyTorch, 1 and 2 threads)
+bench: $(BUILD)/posenc $(BUILD)/libposenc.so
 	$(BUILD)/posenc bench
+	POSENC_LIBRARY=$(abspath $(BUILD)/libposenc.so) OPENBLAS_NUM_THREADS=1 $(PY) bench/torch_lm.py
 
 # bench-readme: the same, then the summary between <!-- bench:begin --> and <!-- bench:end --> in README.md
 bench-readme: $(BUILD)/posenc
