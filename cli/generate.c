@@ -3,7 +3,9 @@
  * (tr_decoder): the prompt in one step, then one token per step, printed as it comes. Greedy
  * at temperature 0. --check also runs the model over the whole sequence at every step and
  * prints the largest difference of the next-token probabilities (and log-probabilities) from
- * the cache's. Positions are 0, 1, ... plus SHAPE's shift, as at evaluation. */
+ * the cache's. Positions are those of evaluation: 0, 1, ... plus SHAPE's shift, or the sorted
+ * draw of randomized positions. Models with a per-layer schedule decode alike (a cache per
+ * block, each with its block's method). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +71,10 @@ int cli_generate(int argc, char **argv) {
         }
         ids[t] = task.ids[c];
     }
-    for (int64_t t = 0; t < total; t++) pos[t] = t + run.o.shape;
+    /* as at evaluation: 0, 1, ... (plus SHAPE's shift), or randomized positions drawn once for
+     * the whole sequence, so the prompt's are a prefix of the sequence's */
+    if (!rc && tr_run_positions(&run, total, 0, pos, &err))
+        rc = cli_fail("generate: the prompt and --tokens %lld: %s (ask for fewer tokens)", (long long)N, err.msg);
     if (!rc && tr_model_check_positions(run.model, pos[0], pos[total - 1], &err))
         rc = cli_fail("generate: the prompt and --tokens %lld need positions %lld .. %lld: %s (ask for fewer tokens)",
                       (long long)N, (long long)pos[0], (long long)pos[total - 1], err.msg);

@@ -99,10 +99,13 @@ int cli_train(int argc, char **argv) {
         goto done;
     }
     const tr_options *ro = &run.o;
-    printf("posenc train: %s on %s (training length %lld%s), %lld layers x %lld wide, %lld heads, %zu parameters,\n"
+    char label[600], rp[64] = "";
+    if (ro->random_positions) snprintf(rp, sizeof rp, ", random positions from [0, %lld)", (long long)ro->random_positions);
+    printf("posenc train: %s on %s (training length %lld%s%s%s), %lld layers x %lld wide, %lld heads, %zu parameters,\n"
            "  %lld steps of %lld sequences, lr %g, seed %llu\n",
-           ro->method, ro->text[0] ? ro->text : ro->task, (long long)ro->length,
-           ro->shape ? ", SHAPE" : "", (long long)ro->layers, (long long)ro->width, (long long)ro->heads,
+           tr_options_method_label(ro, label, sizeof label), ro->text[0] ? ro->text : ro->task, (long long)ro->length,
+           ro->shape ? ", SHAPE" : "", rp, ro->nope_temperature ? ", NoPE temperature tuning" : "",
+           (long long)ro->layers, (long long)ro->width, (long long)ro->heads,
            tr_model_size(run.model), (long long)ro->steps, (long long)ro->batch, ro->lr,
            (unsigned long long)ro->seed);
     if (resume) printf("  (resumed from %s at step %lld)\n", resume, (long long)run.step);

@@ -80,6 +80,36 @@ static int has_word(const char *list, const char *word) {
     return 0;
 }
 
+int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n) {
+    int count = 0;
+    const char *names[64];
+    size_t lens[64];
+    for (const char *p = schedule; p && *p && count < 64;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!len || len > 31) return 0;
+        names[count] = p, lens[count++] = len;
+        if (!e) break;
+        p = e + 1;
+        if (!*p) return 0; /* a trailing comma names an empty method */
+    }
+    if (count && buf && n) snprintf(buf, n, "%.*s", (int)lens[l % count], names[l % count]);
+    return count;
+}
+
+int tr_key_applies(const char *method, const char *key) {
+    char keys[512];
+    int m = pe_method_from_name(method);
+    if (m < 0) return 0;
+    pe_method_keys(m, keys, sizeof keys);
+    if (has_word(keys, key)) return 1;
+    for (int k = 0; k < PE_METHOD_COUNT; k++) { /* a key that no method lists is common to all */
+        pe_method_keys(k, keys, sizeof keys);
+        if (has_word(keys, key)) return 0;
+    }
+    return 1;
+}
+
 /* Lower bounds kept after every update (the references' in-place clamps). */
 static const struct { const char *tensor; float min; } BOUNDS[] = {
     {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
@@ -171,7 +201,9 @@ static int find_tensor(const tr_model *m, const char *name) {
     return -1;
 }
 
-/* Configuration of one attention (layer or probe) from the model's. */
+/* Configuration of one attention (layer or probe) from the model's. Without a schedule the
+ * keys go to every layer that runs the model's method (none of them to the `none` layers of
+ * absolute methods); with one, each key to the layers whose method takes it. */
 static pe_status make_attention(pe_attention **att, const tr_model_config *c, const char *method,
                                 int64_t heads, int causal, pe_err *err) {
     pe_config cfg;
@@ -181,8 +213,9 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
     const char *keys[TR_MAX_KEYS + 3] = {"method", "heads", "causal"};
     const char *vals[TR_MAX_KEYS + 3] = {method, hs, causal ? "true" : "false"};
     int n = 3;
-    if (strcmp(method, "none"))
-        for (int i = 0; i < c->n_keys; i++) keys[n] = c->key[i], vals[n++] = c->val[i];
+    for (int i = 0; i < c->n_keys; i++)
+        if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, "none") != 0)
+            keys[n] = c->key[i], vals[n++] = c->val[i];
     pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
     const struct convention *conv = convention_of(method);
     if (!st && conv && conv->head_scale && !pe_config_is_set(&cfg, "scale")) {
@@ -208,7 +241,9 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
             shape[0] = conv && conv->vocab_rows ? m->cfg.V : m->cfg.max_pos + 1;
         int shared = !prefix || (conv && has_word(conv->shared, specs[i].name));
         char name[64];
-        snprintf(name, sizeof name, "%s%s", shared ? "pe." : prefix, specs[i].name);
+        if (shared && conv && m->cfg.schedule[0]) /* two methods of a schedule may name a tensor alike */
+            snprintf(name, sizeof name, "pe.%s.%s", conv->method, specs[i].name);
+        else snprintf(name, sizeof name, "%s%s", shared ? "pe." : prefix, specs[i].name);
         int t = find_tensor(m, name);
         if (t < 0) {
             t = add_tensor(m, name, specs[i].ndim, shape, specs[i].ndim >= 2, err);
@@ -336,13 +371,34 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     if (cfg->C % cfg->heads) return pe__fail(err, PE_EINVAL, "model: width %lld does not divide by %lld heads", (long long)cfg->C, (long long)cfg->heads);
     const char *why;
     tr_placement place = tr_method_placement(cfg->method, &why);
-    if (place == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "method %s: %s", cfg->method, why);
+    const int nsched = tr_schedule_method(cfg->schedule, 0, NULL, 0);
+    if (cfg->schedule[0] && !nsched) return pe__fail(err, PE_EINVAL, "schedule '%s': need method names separated by commas", cfg->schedule);
+    if (nsched > cfg->layers)
+        return pe__fail(err, PE_EINVAL, "schedule '%s': %d methods for %lld layers", cfg->schedule, nsched, (long long)cfg->layers);
+    for (int i = 0; i < nsched; i++) {
+        char lm[32];
+        tr_schedule_method(cfg->schedule, i, lm, sizeof lm);
+        /* a layer of a schedule holds its encoding in its attention: absolute encodings enter
+         * once at the input and complex-valued ones replace block 0, so neither is per layer */
+        tr_placement p = tr_method_placement(lm, &why);
+        if (p == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "schedule: method '%s': %s", lm, why);
+        if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
+            return pe__fail(err, PE_EINVAL, "schedule: method '%s' is not one of the layers' (absolute and complex-valued encodings are not per layer; none is)", lm);
+    }
+    for (int k = 0; k < cfg->n_keys && nsched; k++) {
+        int used = 0;
+        char lm[32];
+        for (int i = 0; i < nsched && !used; i++) used = tr_key_applies((tr_schedule_method(cfg->schedule, i, lm, sizeof lm), lm), cfg->key[k]);
+        if (!used) return pe__fail(err, PE_EINVAL, "key '%s' applies to none of the methods of the schedule %s", cfg->key[k], cfg->schedule);
+    }
+    if (nsched) place = TR_PLACE_LAYER;
+    else if (place == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "method %s: %s", cfg->method, why);
     if (place == TR_PLACE_IDS && cfg->layers < 1) return pe__fail(err, PE_EINVAL, "method %s needs a layer", cfg->method);
     tr_model *m = calloc(1, sizeof *m);
     if (!m) return pe__fail(err, PE_ENOMEM, "out of memory");
     m->cfg = *cfg;
     m->place = place;
-    const struct convention *conv = convention_of(cfg->method);
+    const struct convention *conv0 = convention_of(cfg->method);
     const int64_t Ly = cfg->layers, C = cfg->C, F = cfg->F, V = cfg->V;
     pe_status st = PE_OK;
     m->layer = calloc((size_t)Ly, sizeof(tr_layer));
@@ -356,8 +412,17 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     for (int64_t l = 0; l < Ly && !st; l++) {
         tr_layer *L = &m->layer[l];
         int own = place == TR_PLACE_LAYER || (place == TR_PLACE_IDS && l == 0);
-        st = make_attention(&L->att, cfg, own ? cfg->method : "none", cfg->heads, 1, err);
+        char lm[32];
+        if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
+        else snprintf(lm, sizeof lm, "%s", own ? cfg->method : "none");
+        const struct convention *conv = nsched ? convention_of(lm) : conv0;
+        st = make_attention(&L->att, cfg, lm, cfg->heads, 1, err);
         if (st) break;
+        if (nsched && pe_attention_has_memory(L->att)) {
+            /* the memory is every layer's input of the last segment, carried as one block */
+            st = pe__fail(err, PE_EINVAL, "schedule: method '%s' carries memory between segments; it trains alone, not in a schedule", lm);
+            break;
+        }
         if ((place == TR_PLACE_IDS && l == 0) != pe_attention_is_complex(L->att)) {
             st = pe__fail(err, PE_EINVAL, "method %s: the trainer's convention and the layer disagree on token ids", cfg->method);
             break;
@@ -384,7 +449,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     int pidx[PE_MAX_PARAMS];
     if (!st && place == TR_PLACE_INPUT) {
         st = make_attention(&m->probe, cfg, cfg->method, 1, 0, err);
-        if (!st) st = add_method_tensors(m, m->probe, NULL, conv, pidx, err);
+        if (!st) st = add_method_tensors(m, m->probe, NULL, conv0, pidx, err);
     }
     if (!st && ((m->t_lnfw = add_tensor(m, "ln_f.weight", 1, sC, 0, err)) < 0 ||
                 (m->t_lnfb = add_tensor(m, "ln_f.bias", 1, sC, 0, err)) < 0))

@@ -17,6 +17,7 @@
  *     layer; DeBERTa's table passes through a model-level LayerNorm first;
  *   methods with memory (pe_attention_has_memory: Transformer-XL) carry each layer's input of
  *     the previous segment (mem_len tokens) into the next training step;
+ *   a schedule (tr_model_config.schedule) gives each layer its own method;
  *   complex-valued layers (pe_attention_is_complex: complex-order) are block 0's attention:
  *     they read the token ids (their amp table is a second, complex word embedding) and
  *     x += y + y_imag; the later blocks run `none` (doc/methods.md, "Training").
@@ -24,7 +25,8 @@
  * `h.<l>.attn.{wq,bq,wk,bk,wv,bv,wo,bo}`, `h.<l>.attn.<method tensor>`, `h.<l>.ln_2.weight`,
  * `h.<l>.ln_2.bias`, `h.<l>.mlp.fc.weight`, `h.<l>.mlp.fc.bias`, `h.<l>.mlp.proj.weight`,
  * `h.<l>.mlp.proj.bias`, `ln_f.weight`, `ln_f.bias`, `pe.<method tensor>` (shared or input),
- * `pe.<tensor>.ln.weight`, `pe.<tensor>.ln.bias` (a shared tensor's LayerNorm). */
+ * `pe.<tensor>.ln.weight`, `pe.<tensor>.ln.bias` (a shared tensor's LayerNorm); with a schedule,
+ * `pe.<method>.<tensor>` for the shared ones. */
 #ifndef TR_MODEL_H
 #define TR_MODEL_H
 
@@ -40,6 +42,12 @@ typedef struct tr_model_config {
     int64_t max_pos; /* rows of position tables with free rows: the largest position + 1 */
     int64_t mem_len; /* methods with memory: tokens carried between segments */
     char method[32];
+    /* per-layer schedule (Llama 4's NoPE interleaving): comma-separated methods, layer l runs
+     * the (l mod n)-th, each a method of the layers (TR_PLACE_LAYER) or `none`, no memory;
+     * "" = every layer as `method`. With a schedule a layer key goes to the layers whose
+     * method takes it (common keys such as scale to all), and shared tensors are named
+     * `pe.<method>.<tensor>` (two methods may name a tensor alike). */
+    char schedule[512];
     int n_keys; /* extra layer keys (sin_layout, num_buckets, ...) */
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
 } tr_model_config;
@@ -69,6 +77,13 @@ typedef struct tr_model tr_model;
 
 /* Placement of a method (by name) for this trainer; *why is set for TR_PLACE_NONE. */
 tr_placement tr_method_placement(const char *method, const char **why);
+
+/* The method of layer l in a schedule, cycled, into buf; returns how many methods the schedule
+ * names (0 when it is empty, or when a name is empty or longer than 31 characters). */
+int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n);
+/* Whether a layer key applies to a method: one of its own keys, or a key common to every
+ * method (one that no method lists, such as scale). */
+int tr_key_applies(const char *method, const char *key);
 
 /* Creates a model: layers, tensors and their initial values from seed. *out is owned by the
  * caller (tr_model_free). */

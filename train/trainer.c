@@ -31,6 +31,12 @@ static const struct option {
     O("heads", OPT_INT, heads, "H", "attention heads (default 4)"),
     O("mlp", OPT_INT, mlp, "F", "MLP width (default 4 * width)"),
     O("shape", OPT_INT, shape, "K", "SHAPE for absolute methods: shift in [0, K) per training sequence, K at evaluation (default 0: off)"),
+    O("random-positions", OPT_INT, random_positions, "N",
+      "randomized positions (Ruoss et al. 2023), every method but xl: each sequence of T tokens takes T sorted distinct positions drawn uniformly from [0, N) in training and at evaluation, N >= the longest sequence (default 0: 0..T-1)"),
+    O("layers-methods", OPT_STR, layers_methods, "M,M,..",
+      "one method per layer, cycled over --layers (e.g. rope,none: Llama 4's NoPE interleaving); methods of the layers or none; replaces --method"),
+    O("nope-temperature", OPT_REAL, nope_temperature, "F",
+      "Llama 4's attention-temperature tuning on the none layers of --layers-methods: queries at position p times 1 + attn_scale ln(1 + floor((p + 1) / F)) (Llama 4: F 8192; --attn_scale X, default 0.1; default 0: off)"),
     O("steps", OPT_INT, steps, "N", "optimizer steps (default 1500)"),
     O("batch", OPT_INT, batch, "B", "sequences per step (default 4)"),
     O("warmup", OPT_INT, warmup, "N", "linear warm-up steps (default steps / 10)"),
@@ -169,8 +175,8 @@ int tr_options_list(const tr_options *o, char names[][40], char values[][520], i
 
 void tr_options_help(void) {
     for (int i = 0; i < N_OPTIONS; i++)
-        printf("  --%-13s %-7s %s\n", OPTIONS[i].name, OPTIONS[i].arg, OPTIONS[i].help);
-    printf("  --KEY VALUE             any key of the layer contract for the method (e.g. --num_buckets 32)\n");
+        printf("  --%-16s %-7s %s\n", OPTIONS[i].name, OPTIONS[i].arg, OPTIONS[i].help);
+    printf("  --KEY VALUE                any key of the layer contract for the method (e.g. --num_buckets 32)\n");
 }
 
 pe_status tr_options_check(const tr_options *o, pe_err *err) {
@@ -178,10 +184,38 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     if (task < 0) return pe__fail(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, add)", o->task);
     const char *why;
     tr_placement place = tr_method_placement(o->method, &why);
-    if (place == TR_PLACE_NONE) return pe__fail(err, PE_EKEY, "--method %s: %s", o->method, why);
+    const int nsched = tr_schedule_method(o->layers_methods, 0, NULL, 0);
+    if (o->layers_methods[0] && !nsched)
+        return pe__fail(err, PE_EKEY, "--layers-methods '%s': need method names separated by commas", o->layers_methods);
+    int has_none = 0;
+    for (int i = 0; i < nsched; i++) {
+        char lm[32];
+        tr_schedule_method(o->layers_methods, i, lm, sizeof lm);
+        tr_placement p = tr_method_placement(lm, &why);
+        if (p == TR_PLACE_NONE) return pe__fail(err, PE_EKEY, "--layers-methods: method '%s': %s", lm, why);
+        if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
+            return pe__fail(err, PE_EKEY,
+                            "--layers-methods: %s is not a method of the layers (absolute encodings enter once at the input, complex-valued ones replace block 0; none is allowed)",
+                            lm);
+        has_none |= !strcmp(lm, "none");
+    }
+    if (nsched > o->layers)
+        return pe__fail(err, PE_EKEY, "--layers-methods names %d methods for %lld layers", nsched, (long long)o->layers);
+    if (!(o->nope_temperature == 0 || (o->nope_temperature >= 1 && o->nope_temperature <= 1e15)))
+        return pe__fail(err, PE_EKEY, "--nope-temperature: %g must be 0 (off) or a floor_scale within 1 .. 1e15", o->nope_temperature);
+    if (o->nope_temperature && !has_none)
+        return pe__fail(err, PE_EKEY, "--nope-temperature applies to the none layers of --layers-methods%s",
+                        nsched ? ", which has none" : ", which is not given");
+    if (nsched) place = TR_PLACE_LAYER;
+    else if (place == TR_PLACE_NONE) return pe__fail(err, PE_EKEY, "--method %s: %s", o->method, why);
     if (o->shape < 0) return pe__fail(err, PE_EKEY, "--shape: %lld must be >= 0", (long long)o->shape);
     if (o->shape && place != TR_PLACE_INPUT)
-        return pe__fail(err, PE_EKEY, "--shape applies to absolute encodings (added at the input); %s is not one", o->method);
+        return pe__fail(err, PE_EKEY, "--shape applies to absolute encodings (added at the input); %s is not one",
+                        nsched ? o->layers_methods : o->method);
+    if (o->random_positions < 0)
+        return pe__fail(err, PE_EKEY, "--random-positions: %lld must be >= 0", (long long)o->random_positions);
+    if (o->random_positions && o->shape)
+        return pe__fail(err, PE_EKEY, "--random-positions and --shape both choose the positions: give one");
     if (o->length < 0 || o->length > 4096) return pe__fail(err, PE_EKEY, "--length: need 1..4096");
     if (o->layers < 1 || o->layers > 64 || o->width < 2 || o->heads < 1 || o->width % o->heads || o->mlp < 0)
         return pe__fail(err, PE_EKEY, "need 1 <= layers <= 64, heads >= 1 and a width that divides by heads");
@@ -196,6 +230,7 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     static const struct { const char *name; size_t off; int64_t max; } MAX[] = {
         {"width", offsetof(tr_options, width), TR_MAX_WIDTH}, {"mlp", offsetof(tr_options, mlp), TR_MAX_MLP},
         {"batch", offsetof(tr_options, batch), TR_MAX_BATCH}, {"shape", offsetof(tr_options, shape), TR_MAX_SHAPE},
+        {"random-positions", offsetof(tr_options, random_positions), TR_MAX_RANDOM_POSITIONS},
         {"steps", offsetof(tr_options, steps), TR_MAX_STEPS}, {"warmup", offsetof(tr_options, warmup), TR_MAX_STEPS},
         {"eval-tokens", offsetof(tr_options, eval_tokens), TR_MAX_EVAL_TOKENS},
         {"corpus-chars", offsetof(tr_options, corpus_chars), TR_MAX_CORPUS}};
@@ -207,7 +242,41 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     for (int k = 0; k < o->n_eval; k++)
         if (o->eval[k] > TR_MAX_EVAL_MULT)
             return pe__fail(err, PE_EKEY, "--eval: multiple %lld is past the limit %d", (long long)o->eval[k], TR_MAX_EVAL_MULT);
+    if (o->random_positions && o->random_positions < o->length)
+        return pe__fail(err, PE_EKEY, "--random-positions %lld: N must be at least the training length %lld (a sequence takes distinct positions from [0, N))",
+                        (long long)o->random_positions, (long long)o->length);
     return PE_OK;
+}
+
+const char *tr_options_layer_method(const tr_options *o, int64_t l, char *buf, size_t n) {
+    if (!tr_schedule_method(o->layers_methods, l, buf, n)) snprintf(buf, n, "%s", o->method);
+    return buf;
+}
+
+const char *tr_options_method_label(const tr_options *o, char *buf, size_t n) {
+    if (o->layers_methods[0]) snprintf(buf, n, "%s per layer", o->layers_methods);
+    else snprintf(buf, n, "%s", o->method);
+    return buf;
+}
+
+/* Floyd's algorithm: for j = N-T .. N-1 add a uniform t in [0, j], or j itself when t is
+ * already taken; every T-subset comes out equally likely. The set is kept sorted (binary
+ * search, then insertion), O(T^2) moves at worst: below the O(T^2 C) of the attention that
+ * reads the positions. */
+void tr_random_positions(pe_rng *rng, int64_t N, int64_t T, int64_t *pos) {
+    int64_t n = 0;
+    for (int64_t j = N - T; j < N; j++) {
+        int64_t t = (int64_t)(pe_rng_next(rng) % (uint64_t)(j + 1));
+        int64_t lo = 0, hi = n;
+        while (lo < hi) {
+            int64_t mid = lo + (hi - lo) / 2;
+            if (pos[mid] < t) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < n && pos[lo] == t) t = j, lo = n; /* j is larger than everything drawn so far */
+        memmove(pos + lo + 1, pos + lo, sizeof(int64_t) * (size_t)(n - lo));
+        pos[lo] = t, n++;
+    }
 }
 
 /* Fills the task-dependent defaults. */
@@ -219,7 +288,8 @@ static const char *key_value(const tr_options *o, const char *key) {
 
 static void resolve(tr_options *o) {
     if (o->length == 0) o->length = tr_task_from_name(o->task) == TR_TASK_LM ? 64 : 16;
-    if (o->mlp == 0) o->mlp = 4 * o->width;
+    /* a width past its limit is refused by tr_options_check; 4 * width must not overflow first */
+    if (o->mlp == 0) o->mlp = o->width > 0 && o->width <= TR_MAX_WIDTH ? 4 * o->width : o->width;
     if (o->warmup < 0) o->warmup = o->steps / 10 > 1 ? o->steps / 10 : 1;
 }
 
@@ -261,8 +331,17 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     for (int k = 0; k < r->o.n_eval; k++) longest = r->o.eval[k] > longest ? r->o.eval[k] : longest;
     int64_t tmax = tr_task_seq_len(task, longest * r->o.length), ttrain = tr_task_seq_len(task, r->o.length);
     mc.max_pos = (tmax > ttrain ? tmax : ttrain) + r->o.shape;
+    if (r->o.random_positions) {
+        /* the paper samples from [0, L) at test time too, so L covers the longest evaluation */
+        if (r->o.random_positions < mc.max_pos)
+            return pe__fail(err, PE_EKEY,
+                            "--random-positions %lld: N must be at least the longest sequence, %lld tokens (training length %lld, evaluation at %lldx)",
+                            (long long)r->o.random_positions, (long long)mc.max_pos, (long long)r->o.length, (long long)longest);
+        mc.max_pos = r->o.random_positions;
+    }
     mc.mem_len = ttrain;
     snprintf(mc.method, sizeof mc.method, "%s", r->o.method);
+    snprintf(mc.schedule, sizeof mc.schedule, "%s", r->o.layers_methods);
     mc.n_keys = r->o.n_keys;
     for (int k = 0; k < r->o.n_keys; k++) {
         snprintf(mc.key[k], sizeof mc.key[k], "%s", r->o.key[k]);
@@ -271,15 +350,37 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     /* T5 trained at 512 tokens with max_distance 128, so its last, open-ended bucket is
      * trained; the spec's default 128 would leave every bucket past a short training length at
      * its initial value. Unless set, t5 and tupe take max_distance = half the training length. */
-    if ((!strcmp(mc.method, "t5") || !strcmp(mc.method, "tupe")) && !key_value(&r->o, "max_distance") &&
-        mc.n_keys < TR_MAX_KEYS) {
+    int t5 = 0, none = 0;
+    for (int64_t l = 0; l < r->o.layers; l++) {
+        char lm[32];
+        tr_options_layer_method(&r->o, l, lm, sizeof lm);
+        t5 |= !strcmp(lm, "t5") || !strcmp(lm, "tupe");
+        none |= !strcmp(lm, "none");
+    }
+    if (t5 && !key_value(&r->o, "max_distance") && mc.n_keys < TR_MAX_KEYS) {
         /* but above the exact buckets (num_buckets / 2 for causal attention), as the key requires */
         const char *nb = key_value(&r->o, "num_buckets");
         int64_t exact = (nb ? atoll(nb) : 32) / 2, md = ttrain / 2 > exact ? ttrain / 2 : exact + 1;
         snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "max_distance");
         snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%lld", (long long)md);
     }
+    /* --nope-temperature is the library's keys of method none, which the schedule gives to
+     * its none layers alone */
+    if (r->o.nope_temperature && none && !key_value(&r->o, "attn_temperature_tuning")) {
+        if (mc.n_keys + 2 > TR_MAX_KEYS || key_value(&r->o, "floor_scale"))
+            return pe__fail(err, PE_EKEY, "--nope-temperature: give it or --floor_scale, and at most %d layer keys", TR_MAX_KEYS - 2);
+        snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "attn_temperature_tuning");
+        snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "true");
+        snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "floor_scale");
+        snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%.17g", r->o.nope_temperature);
+    }
     if ((st = tr_model_init(&r->model, &mc, r->o.seed, err))) return st;
+    if (r->o.random_positions && tr_model_has_memory(r->model)) {
+        /* Transformer-XL's distances are token indices over [memory; segment]: it reads no
+         * positions, so the option would train the same model under another name */
+        tr_run_free(r);
+        return pe__fail(err, PE_EKEY, "--random-positions: %s places keys by token index over its memory, not by position", mc.method);
+    }
     if (tr_adamw_init(&r->opt, tr_model_size(r->model), r->o.beta1, r->o.beta2, r->o.eps, r->o.weight_decay)) {
         tr_run_free(r);
         return pe__fail(err, PE_ENOMEM, "out of memory for the optimizer");
@@ -299,9 +400,16 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     const tr_options *o = &r->o;
     int64_t B = o->batch;
     int64_t T = tr_task_train_batch(r->task, o->seed, r->step, B, r->in, r->tgt);
-    /* SHAPE: every sequence shifted by its own k in [0, K), drawn from (seed, step) */
+    /* SHAPE: every sequence shifted by its own k in [0, K), drawn from (seed, step);
+     * randomized positions: every sequence its own sorted draw from [0, N), from a stream of
+     * its own (the salt), so a resumed run draws what the uninterrupted one did */
     pe_rng rng = {o->seed * 0x2545f4914f6cdd1dull + (uint64_t)r->step * 0x9e3779b97f4a7c15ull + 0x5a};
+    pe_rng rnd = {o->seed * 0x2545f4914f6cdd1dull + (uint64_t)r->step * 0x9e3779b97f4a7c15ull + 0x7f4a7c159e3779b9ull};
     for (int64_t b = 0; b < B; b++) {
+        if (o->random_positions) {
+            tr_random_positions(&rnd, o->random_positions, T, r->pos + b * T);
+            continue;
+        }
         int64_t k = o->shape ? (int64_t)(pe_rng_next(&rng) % (uint64_t)o->shape) : 0;
         for (int64_t t = 0; t < T; t++) r->pos[b * T + t] = t + k;
     }
@@ -339,8 +447,8 @@ pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err) {
     for (int64_t idx = 0; done < seqs; idx++) {
         int64_t B = seqs - done < Bc ? seqs - done : Bc;
         int64_t T = tr_task_eval_batch(task, n, idx, B, r->in, r->tgt);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t t = 0; t < T; t++) r->pos[b * T + t] = t + r->o.shape;
+        for (int64_t b = 0; b < B && !st; b++) st = tr_run_positions(r, T, (uint64_t)(done + b), r->pos + b * T, err);
+        if (st) return st;
         double loss;
         int64_t count;
         if ((st = tr_model_forward(r->model, r->in, r->tgt, r->pos, B, T, 0, &loss, &count, err))) return st;
@@ -367,6 +475,23 @@ pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err) {
     out->bpc = out->loss / log(2.0);
     out->token_acc = scored ? (double)right / (double)scored : 0;
     out->exact = (double)exact / (double)seqs;
+    return PE_OK;
+}
+
+pe_status tr_run_positions(const tr_run *r, int64_t T, uint64_t idx, int64_t *pos, pe_err *err) {
+    const int64_t N = r->o.random_positions;
+    if (!N) {
+        for (int64_t t = 0; t < T; t++) pos[t] = t + r->o.shape;
+        return PE_OK;
+    }
+    if (T > N)
+        return pe__fail(err, PE_EINVAL, "%lld tokens need more distinct positions than --random-positions %lld holds",
+                        (long long)T, (long long)N);
+    /* google-deepmind/randomized_positional_encodings evaluates with the encodings of training:
+     * a fresh sorted draw per sequence (its range evaluation seeds one fixed stream); here the
+     * stream is a function of (T, idx), independent of the run's seed */
+    pe_rng rng = {0x6a09e667f3bcc909ull ^ ((uint64_t)T * 0x9e3779b97f4a7c15ull) ^ (idx * 0xbf58476d1ce4e5b9ull)};
+    tr_random_positions(&rng, N, T, pos);
     return PE_OK;
 }
 

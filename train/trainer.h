@@ -14,6 +14,7 @@
 #include "data.h"
 #include "model.h"
 #include "optim.h"
+#include "../src/io/layer.h" /* pe_rng */
 
 #define TR_MAX_EVAL 8
 /* upper bounds of the sizes (tr_options_check) */
@@ -21,6 +22,7 @@
 #define TR_MAX_MLP 65536
 #define TR_MAX_BATCH 65536
 #define TR_MAX_SHAPE (1LL << 30)
+#define TR_MAX_RANDOM_POSITIONS (1LL << 30)
 #define TR_MAX_STEPS (1LL << 40)
 #define TR_MAX_EVAL_TOKENS (1LL << 32)
 #define TR_MAX_CORPUS (1LL << 32)
@@ -37,6 +39,15 @@ typedef struct tr_options {
     char method[32];
     int64_t layers, width, heads, mlp;
     int64_t shape;  /* SHAPE: random shift in [0, shape) per training sequence, shape at evaluation */
+    /* randomized positions (Ruoss et al. 2023): each sequence of T tokens takes T sorted
+     * distinct positions drawn uniformly from [0, random_positions), in training and, as the
+     * paper's code does, at evaluation (0: off, positions 0..T-1) */
+    int64_t random_positions;
+    /* per-layer schedule: comma-separated methods, layer l runs the (l mod n)-th ("": every
+     * layer runs `method`); nope_temperature > 0 turns on Llama 4's attention-temperature
+     * tuning on its `none` layers with that floor_scale (0: off) */
+    char layers_methods[512];
+    double nope_temperature;
     int n_keys;     /* layer keys (--KEY VALUE of the contract) */
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
     /* training */
@@ -60,9 +71,17 @@ int tr_options_known(const char *name);
 int tr_options_list(const tr_options *o, char names[][40], char values[][520], int max);
 /* The option lines of `posenc train --help`. */
 void tr_options_help(void);
-/* Checks the options together (task, method, SHAPE with an absolute method, sizes and their
- * upper bounds TR_MAX_*). */
+/* Checks the options together (task, method, SHAPE with an absolute method, the per-layer
+ * schedule, sizes and their upper bounds TR_MAX_*). */
 pe_status tr_options_check(const tr_options *o, pe_err *err);
+/* The method of layer l: the schedule's (cycled) or o->method; into buf (32 bytes). */
+const char *tr_options_layer_method(const tr_options *o, int64_t l, char *buf, size_t n);
+/* What the run trains, for messages: the schedule ("rope,none per layer") or the method. */
+const char *tr_options_method_label(const tr_options *o, char *buf, size_t n);
+
+/* Randomized positions: T sorted distinct positions drawn uniformly from [0, N) (T <= N) with
+ * rng, into pos (Floyd's sampling, then sorted). */
+void tr_random_positions(pe_rng *rng, int64_t N, int64_t T, int64_t *pos);
 
 /* What an evaluation measures at one length. */
 typedef struct tr_metrics {
@@ -104,6 +123,11 @@ void tr_run_free(tr_run *r);
 pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);
 /* Evaluation at multiple `mult` of the training length. */
 pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
+/* The positions of one evaluated (or generated) sequence of T tokens, stream `idx`: 0..T-1
+ * plus SHAPE's K, or with randomized positions T sorted ones from [0, N) drawn from a stream
+ * fixed by (T, idx) alone, so every method and seed is evaluated at the same positions. An
+ * error when T exceeds N. */
+pe_status tr_run_positions(const tr_run *r, int64_t T, uint64_t idx, int64_t *pos, pe_err *err);
 
 pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err);
 /* Reads a checkpoint's options (o gets defaults first, then the file's), and where it saved

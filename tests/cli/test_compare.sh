@@ -87,5 +87,16 @@ bad "train: unknown task" train --task nosuch
 bad "train: SHAPE needs an absolute method" train --method alibi --shape 8
 bad "train: missing checkpoint" train --resume "$WORK/none.safetensors"
 bad "train: a layer key the method does not take" train --method rope --num_buckets 8 --steps 1
+rp() { local name=$1 expect=$2; shift 2; expect_bad "$name" "$expect" "" "$@"; }
+rp "train: --random-positions below the training length" "--random-positions 16: N must be at least the training length 32" \
+    train --length 32 --random-positions 16 --steps 1
+rp "train: --random-positions below the longest evaluation" "at least the longest sequence, 256 tokens" \
+    train --length 32 --random-positions 100 --steps 1
+rp "train: --random-positions with --shape" "give one" train --method learned --random-positions 600 --shape 4 --steps 1
+rp "train: an unknown method in --layers-methods" "method 'nosuch'" train --layers-methods rope,nosuch --steps 1
+rp "train: an absolute method in --layers-methods" "learned is not a method of the layers" train --layers-methods rope,learned --steps 1
+rp "train: more methods than layers" "3 methods for 2 layers" train --layers-methods rope,none,alibi --steps 1
+rp "train: --nope-temperature without a none layer" "none layers" train --layers-methods rope,alibi --nope-temperature 8 --steps 1
+rp "train: --nope-temperature below 1" "--nope-temperature" train --layers-methods rope,none --nope-temperature 0.5 --steps 1
 
 finish

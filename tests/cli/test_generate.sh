@@ -30,6 +30,27 @@ for m in $methods; do
     fi
 done
 
+# a per-layer schedule with NoPE temperature tuning, and randomized positions: the caches
+# follow each block's method, and the positions are the sorted draw of evaluation
+for v in "mixed:--layers 4 --layers-methods rope,none,alibi --nope-temperature 4" "random:--method rope --random-positions 300" \
+         "mixed-random:--layers-methods none,rope --random-positions 300"; do
+    name=${v%%:*}
+    # shellcheck disable=SC2086
+    if ! "$POSENC" train ${v#*:} --steps 20 --width 32 --length 32 --eval 1 --eval-tokens 128 --quiet \
+        --save "$WORK/$name.safetensors" > /dev/null 2> "$WORK/err"; then
+        not_ok "$name: train" "$(cat "$WORK/err")"
+        continue
+    fi
+    "$POSENC" generate --checkpoint "$WORK/$name.safetensors" --prompt "let vupo be " --tokens 15 --check \
+        > "$WORK/out" 2> "$WORK/err" || { not_ok "$name: generate --check" "$(cat "$WORK/err")"; continue; }
+    if awk '/^check:/ { split($0, a, "= "); split(a[2], b, ","); split(a[3], c, " "); exit !(b[1] + 0 < 1e-5 && c[1] + 0 < 1e-4) }' "$WORK/out"; then
+        ok "$name: cache equals the full model ($(tail -n 1 "$WORK/out" | cut -c 1-80))"
+    else
+        not_ok "$name: deviation" "$(cat "$WORK/out")"
+    fi
+done
+expect_bad "past the randomized positions" "--random-positions 300" "" generate --checkpoint "$WORK/random.safetensors" --prompt "a" --tokens 400
+
 ck="$WORK/rope.safetensors"
 a=$("$POSENC" generate --checkpoint "$ck" --prompt "the " --tokens 30 --temperature 0)
 b=$("$POSENC" generate --checkpoint "$ck" --prompt "the " --tokens 30 --temperature 0 --seed 9)

@@ -386,7 +386,7 @@ static void test_trivial_task(void **state) {
 }
 
 /* Steps 0..N in one go, or 0..k, a checkpoint, a new process state and k..N: same bits. */
-static void resume_case(const char *method, const char *task_name, const char *extra_key, const char *extra_val) {
+static void resume_case(const char *method, const char *task_name, const char *const *extra) {
     if (pe_method_from_name(method) < 0) return;
     tr_options o;
     small_options(&o, method);
@@ -394,7 +394,8 @@ static void resume_case(const char *method, const char *task_name, const char *e
     tr_options_set(&o, "task", task_name, &err);
     tr_options_set(&o, "length", "8", &err);
     tr_options_set(&o, "steps", "12", &err);
-    if (extra_key) tr_options_set(&o, extra_key, extra_val, &err);
+    for (int i = 0; extra && extra[i]; i += 2)
+        if (tr_options_set(&o, extra[i], extra[i + 1], &err)) fail_msg("%s", err.msg);
     tr_task task;
     if (tr_task_from_options(&task, &o, &err)) fail_msg("%s", err.msg);
     tr_run a, b;
@@ -415,7 +416,8 @@ static void resume_case(const char *method, const char *task_name, const char *e
     assert_int_equal(b.step, 5);
     while (b.step < o.steps)
         if (tr_run_step(&b, &lb, NULL, &err)) fail_msg("%s", err.msg);
-    printf("  resume %-10s %-5s last loss %.7f and %.7f\n", method, task_name, la, lb);
+    char label[600];
+    printf("  resume %-26s %-5s last loss %.7f and %.7f\n", tr_options_method_label(&o, label, sizeof label), task_name, la, lb);
     assert_true(la == lb);
     assert_int_equal(tr_model_size(a.model), tr_model_size(b.model));
     assert_memory_equal(tr_model_params(a.model), tr_model_params(b.model), sizeof(float) * tr_model_size(a.model));
@@ -426,9 +428,16 @@ static void resume_case(const char *method, const char *task_name, const char *e
 
 static void test_resume(void **state) {
     (void)state;
-    resume_case("learned", "lm", "shape", "4"); /* input table, SHAPE shifts */
-    resume_case("t5", "copy", NULL, NULL);      /* shared tensor, padded batches */
-    resume_case("xl", "lm", NULL, NULL);        /* memory carried across the checkpoint */
+    resume_case("learned", "lm", (const char *const[]){"shape", "4", NULL}); /* input table, SHAPE shifts */
+    resume_case("t5", "copy", NULL);                                      /* shared tensor, padded batches */
+    resume_case("xl", "lm", NULL);                                        /* memory carried across the checkpoint */
+    /* randomized positions drawn from (seed, step): the resumed run draws the same */
+    resume_case("learned", "lm", (const char *const[]){"random-positions", "40", NULL});
+    resume_case("alibi", "copy", (const char *const[]){"random-positions", "48", NULL});
+    /* a per-layer schedule with NoPE temperature tuning, and one with shared tensors */
+    resume_case("rope", "lm", (const char *const[]){"layers", "4", "layers-methods", "rope,none", "nope-temperature", "4",
+                                                     "attn_scale", "0.3", "random-positions", "64", NULL});
+    resume_case("rope", "copy", (const char *const[]){"layers", "3", "layers-methods", "t5,none,kerple", NULL});
 }
 
 /* Hostile checkpoints (found with tests/fuzz/fuzz_checkpoint.c): sizes past the limits in the
@@ -437,7 +446,7 @@ static void test_resume(void **state) {
  * another shape is refused on load. */
 static void test_hostile_checkpoint(void **state) {
     (void)state;
-    static const char *const SIZES[] = {"width", "mlp", "batch", "shape", "steps", "warmup", "eval-tokens", "corpus-chars", "eval"};
+    static const char *const SIZES[] = {"width", "mlp", "batch", "shape", "random-positions", "steps", "warmup", "eval-tokens", "corpus-chars", "eval"};
     const char *big = "4611686018427387904";
     pe_err err;
     for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
@@ -494,6 +503,255 @@ static void test_hostile_checkpoint(void **state) {
     tr_run_free(&a), tr_run_free(&b);
     tr_task_free(&task);
     unlink(path);
+}
+
+/* ---- randomized positions (Ruoss et al. 2023) ---------------------------------------------- */
+
+static int sorted_within(const int64_t *pos, int64_t len, int64_t range) {
+    for (int64_t t = 0; t < len; t++)
+        if (pos[t] < 0 || pos[t] >= range || (t && pos[t] <= pos[t - 1])) return 0;
+    return 1;
+}
+
+/* A run of `method` (lm, length 8, eval 1,2) with the extra options, initialised. */
+static void small_run(tr_run *r, tr_task *task, const char *method, const char *const *extra) {
+    tr_options o;
+    small_options(&o, method);
+    pe_err err;
+    tr_options_set(&o, "length", "8", &err);
+    tr_options_set(&o, "steps", "4", &err);
+    for (int i = 0; extra && extra[i]; i += 2)
+        if (tr_options_set(&o, extra[i], extra[i + 1], &err)) fail_msg("%s", err.msg);
+    if (tr_task_from_options(task, &o, &err)) fail_msg("%s", err.msg);
+    if (tr_run_init(r, &o, task, &err)) fail_msg("%s", err.msg);
+}
+
+/* The draws are sorted, distinct and within [0, N), every T-subset equally likely (each
+ * position in a draw with probability T/N), a function of the stream; a run's batches take
+ * them from (seed, step), its evaluation from a stream of its own that the seed does not
+ * change; N below the training length or the longest evaluated sequence is refused. */
+static void test_random_positions(void **state) {
+    (void)state;
+    static const int64_t CASES[][2] = {{1, 1}, {5, 5}, {6, 3}, {64, 8}, {1000, 999}, {1LL << 30, 16}};
+    int64_t pos[1000], again[1000];
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        const int64_t range = CASES[c][0], len = CASES[c][1];
+        for (uint64_t s = 1; s < 20; s++) {
+            pe_rng a = {s}, b = {s};
+            tr_random_positions(&a, range, len, pos);
+            tr_random_positions(&b, range, len, again);
+            assert_true(sorted_within(pos, len, range));
+            assert_memory_equal(pos, again, sizeof(int64_t) * (size_t)len);
+            if (len == range)
+                for (int64_t t = 0; t < len; t++) assert_int_equal(pos[t], t);
+        }
+    }
+    /* 3 of 6, 30000 draws: each position in 15000 of them, sd 87 */
+    int64_t seen[6] = {0};
+    pe_rng rng = {7};
+    for (int i = 0; i < 30000; i++) {
+        tr_random_positions(&rng, 6, 3, pos);
+        for (int t = 0; t < 3; t++) seen[pos[t]]++;
+    }
+    for (int p = 0; p < 6; p++) assert_true(llabs(seen[p] - 15000) < 500);
+
+    /* a run's batches: every row its own sorted draw; the same seed the same, another not */
+    tr_task task;
+    tr_run a, b, c;
+    const char *rp[] = {"random-positions", "40", NULL}, *rp2[] = {"random-positions", "40", "seed", "2", NULL};
+    small_run(&a, &task, "rope", rp);
+    tr_task task_b, task_c;
+    small_run(&b, &task_b, "rope", rp);
+    small_run(&c, &task_c, "rope", rp2);
+    pe_err err;
+    for (int step = 0; step < 3; step++) {
+        double la, lb, lc;
+        int64_t n;
+        if (tr_run_step(&a, &la, &n, &err) || tr_run_step(&b, &lb, NULL, &err) || tr_run_step(&c, &lc, NULL, &err))
+            fail_msg("%s", err.msg);
+        const int64_t len = n / a.o.batch;
+        int spread = 0;
+        for (int64_t r = 0; r < a.o.batch; r++) {
+            assert_true(sorted_within(a.pos + r * len, len, 40));
+            spread |= a.pos[r * len + len - 1] != len - 1;
+        }
+        assert_true(spread); /* not 0..T-1 */
+        assert_memory_equal(a.pos, b.pos, sizeof(int64_t) * (size_t)n);
+        assert_memory_not_equal(a.pos, c.pos, sizeof(int64_t) * (size_t)n);
+        assert_true(la == lb);
+    }
+    /* evaluation: the same positions for every seed, sorted draws of [0, N), none past N */
+    int64_t pe_a[16], pe_c[16];
+    if (tr_run_positions(&a, 16, 3, pe_a, &err) || tr_run_positions(&c, 16, 3, pe_c, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(pe_a, pe_c, sizeof pe_a);
+    assert_true(sorted_within(pe_a, 16, 40) && pe_a[15] != 15);
+    assert_int_equal(tr_run_positions(&a, 41, 0, pos, &err), PE_EINVAL);
+    tr_metrics m1, m2;
+    if (tr_run_eval(&a, 2, &m1, &err) || tr_run_eval(&a, 2, &m2, &err)) fail_msg("%s", err.msg);
+    assert_true(m1.loss == m2.loss);
+    tr_run_free(&a), tr_run_free(&b), tr_run_free(&c);
+    tr_task_free(&task), tr_task_free(&task_b), tr_task_free(&task_c);
+
+    /* learned: a table row for every position in [0, N) */
+    const char *rl[] = {"random-positions", "50", NULL};
+    small_run(&a, &task, "learned", rl);
+    const tr_tensor *t;
+    int nt = tr_model_tensors(a.model, &t), found = 0;
+    for (int k = 0; k < nt; k++)
+        if (!strcmp(t[k].name, "pe.pos_table")) found = 1, assert_int_equal(t[k].shape[0], tr_model_cfg(a.model)->max_pos + 1);
+    assert_true(found && tr_model_cfg(a.model)->max_pos == 50);
+    if (tr_model_check_positions(a.model, 0, 49, &err)) fail_msg("%s", err.msg);
+    tr_run_free(&a);
+    tr_task_free(&task);
+
+    /* N < L, N below the longest evaluation (8 x 2 = 16 tokens), negative, with SHAPE */
+    static const char *const BAD[][4] = {{"random-positions", "7", "", "at least the training length 8"},
+                                         {"random-positions", "12", "", "at least the longest sequence, 16 tokens"},
+                                         {"random-positions", "-1", "", "must be >= 0"},
+                                         {"random-positions", "64", "shape", "give one"},
+                                         {"random-positions", "64", "method", "not by position"}};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        tr_options o;
+        small_options(&o, "learned");
+        tr_options_set(&o, "length", "8", &err);
+        tr_options_set(&o, BAD[i][0], BAD[i][1], &err);
+        if (BAD[i][2][0]) tr_options_set(&o, BAD[i][2], strcmp(BAD[i][2], "method") ? "4" : "xl", &err);
+        pe_status st = tr_task_from_options(&task, &o, &err);
+        if (!st) {
+            st = tr_run_init(&a, &o, &task, &err);
+            tr_task_free(&task);
+        }
+        assert_int_equal(st, PE_EKEY);
+        if (!strstr(err.msg, BAD[i][3]) || !strstr(err.msg, "--random-positions")) fail_msg("%s", err.msg);
+    }
+}
+
+/* ---- per-layer schedules ------------------------------------------------------------------ */
+
+static int has_tensor(tr_model *m, const char *name) {
+    const tr_tensor *t;
+    int nt = tr_model_tensors(m, &t);
+    for (int k = 0; k < nt; k++)
+        if (!strcmp(t[k].name, name)) return 1;
+    return 0;
+}
+
+/* Decoding through the KV caches against the full forward at every step (posenc generate
+ * --check); returns the largest difference of probabilities. */
+static double decode_deviation(tr_run *r, const tr_task *task, int64_t total) {
+    int32_t ids[64], tgt[64];
+    int64_t pos[64];
+    assert_true(total <= 64);
+    pe_err err;
+    if (tr_run_positions(r, total, 0, pos, &err)) fail_msg("%s", err.msg);
+    for (int64_t t = 0; t < total; t++) ids[t] = (int32_t)((t * 7 + 3) % task->V), tgt[t] = -1;
+    tr_decoder *d;
+    if (tr_decoder_init(&d, r->model, total, &err)) fail_msg("%s", err.msg);
+    float *p = malloc(sizeof(float) * (size_t)(total * task->V));
+    double dev = 0;
+    const int64_t P = 5; /* a prompt in one step, then one token a step */
+    for (int64_t n = P; n <= total; n++) {
+        const int64_t from = n == P ? 0 : n - 1;
+        if (tr_decoder_step(d, ids + from, pos + from, n - from, p, &err)) fail_msg("%s", err.msg);
+        double loss;
+        if (tr_model_forward(r->model, ids, tgt, pos, 1, n, 0, &loss, NULL, &err)) fail_msg("%s", err.msg);
+        const float *full = tr_model_probs(r->model) + (n - 1) * task->V, *cached = p + (n - from - 1) * task->V;
+        for (int64_t v = 0; v < task->V; v++) dev = fmax(dev, fabs((double)cached[v] - full[v]));
+    }
+    free(p);
+    tr_decoder_free(d);
+    return dev;
+}
+
+/* Layer l runs method l mod n of the list, with its own tensors (shared ones as
+ * pe.<method>.<tensor>) and only the keys its method takes; --nope-temperature changes the
+ * none layers (and at a floor_scale past every position, nothing); the finite differences
+ * of a mixed model; a trained mixed model decodes through its caches as the full model does;
+ * bad schedules are refused by name. */
+static void test_schedule(void **state) {
+    (void)state;
+    tr_task task;
+    tr_run r;
+    pe_err err;
+    small_run(&r, &task, "rope", (const char *const[]){"layers", "5", "layers-methods", "kerple,none,t5", "num_buckets", "8", NULL});
+    for (int l = 0; l < 5; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "h.%d.attn.kerple_r1", l);
+        assert_int_equal(has_tensor(r.model, name), l % 3 == 0);
+    }
+    assert_true(has_tensor(r.model, "pe.t5.rel_bias") && !has_tensor(r.model, "pe.rel_bias"));
+    char buf[32];
+    assert_string_equal(tr_options_layer_method(&r.o, 4, buf, sizeof buf), "none");
+    tr_run_free(&r);
+    tr_task_free(&task);
+
+    /* the temperature: a floor_scale past every position leaves tau = 1, a small one does not */
+    double loss[3];
+    const char *temps[] = {"0", "1e15", "2"};
+    for (int k = 0; k < 3; k++) {
+        small_run(&r, &task, "rope",
+                  (const char *const[]){"layers", "2", "layers-methods", "rope,none", "nope-temperature", temps[k], NULL});
+        if (tr_run_step(&r, &loss[k], NULL, &err) || tr_run_step(&r, &loss[k], NULL, &err)) fail_msg("%s", err.msg);
+        tr_run_free(&r);
+        tr_task_free(&task);
+    }
+    printf("  rope,none: loss of step 2 %.7f, tau = 1: %.7f, floor_scale 2: %.7f\n", loss[0], loss[1], loss[2]);
+    assert_true(loss[0] == loss[1] && loss[0] != loss[2]);
+
+    /* finite differences through a kerple layer and a tuned none layer, at shifted positions */
+    tr_model_config c;
+    config_of(&c, "rope", "max_rel=3 attn_temperature_tuning=true floor_scale=2 attn_scale=0.5");
+    snprintf(c.schedule, sizeof c.schedule, "huang3,none");
+    fd_case f = {0};
+    if (tr_model_init(&f.m, &c, 3, &err)) fail_msg("%s", err.msg);
+    randomise(f.m, 12);
+    pe_rng rng = {5};
+    for (int i = 0; i < B * T; i++) {
+        f.in[i] = (int32_t)(pe_rng_next(&rng) % V);
+        f.tgt[i] = i % 4 == 1 ? -1 : (int32_t)(pe_rng_next(&rng) % V);
+        f.pos[i] = 2 * (i % T) + 3 * (i / T);
+    }
+    double worst = fd_check(&f, "huang3,none (tuned)");
+    printf("  %-24s worst %.3g x tolerance\n", "huang3,none (tuned)", worst);
+    assert_true(worst <= 1.0);
+    tr_model_free(f.m);
+
+    /* a trained mixed model, with randomized positions, decodes as its full forward */
+    small_run(&r, &task, "rope",
+              (const char *const[]){"layers", "4", "layers-methods", "alibi,none,rope", "nope-temperature", "3",
+                                    "random-positions", "64", NULL});
+    for (int k = 0; k < 4; k++)
+        if (tr_run_step(&r, &loss[0], NULL, &err)) fail_msg("%s", err.msg);
+    double dev = decode_deviation(&r, &task, 24);
+    printf("  alibi,none,rope decoding: max |p_cache - p_full| %.3g\n", dev);
+    assert_true(dev < 1e-5);
+    tr_run_free(&r);
+    tr_task_free(&task);
+
+    static const char *const BAD[][3] = {
+        {"rope,nosuch", "", "nosuch"},
+        {"rope,learned", "", "learned is not a method of the layers"},
+        {"rope,complex", "", "complex is not a method of the layers"},
+        {"rope,xl", "", "carries memory"},
+        {"rope,none,alibi", "", "3 methods for 2 layers"},
+        {"rope,,none", "", "method names separated by commas"},
+        {"rope,alibi", "nope-temperature", "none layers"},
+        {"rope,none", "num_buckets", "applies to none of the methods"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        tr_options o;
+        small_options(&o, "rope");
+        tr_options_set(&o, "layers", "2", &err);
+        tr_options_set(&o, "layers-methods", BAD[i][0], &err);
+        if (BAD[i][1][0]) tr_options_set(&o, BAD[i][1], "8", &err);
+        pe_status st = tr_task_from_options(&task, &o, &err);
+        if (!st) {
+            st = tr_run_init(&r, &o, &task, &err);
+            tr_task_free(&task);
+        }
+        assert_true(st != PE_OK);
+        if (!strstr(err.msg, BAD[i][2])) fail_msg("%s: %s", BAD[i][0], err.msg);
+    }
 }
 
 /* ---- attention probabilities of a block (tr_model_attention, for posenc plot) --------------- */
@@ -575,6 +833,8 @@ int main(void) {
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_trivial_task),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_random_positions),
+        cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_hostile_checkpoint),
         cmocka_unit_test(test_attention),
     };
