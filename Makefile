@@ -63,7 +63,8 @@ readme: $(BUILD)/posenc
 	@$(MAKE) --no-print-directory plots PLOTS=doc/img
 
 # plots: the README's pictures (posenc plot) and the analyze table into PLOTS ($(BUILD)/img; make
-# readme: doc/img); the attention picture is of a small model trained here (a few seconds)
+# readme: doc/img); the attention picture is of a small model trained here (a few seconds), on a
+# text short enough for its characters to label the axes at this size
 PLOTS ?= $(BUILD)/img
 plots: $(BUILD)/posenc
 	@mkdir -p $(PLOTS)
@@ -72,7 +73,7 @@ plots: $(BUILD)/posenc
 	$(BUILD)/posenc plot relative --method t5 --length 96 --size 700x560 -o $(PLOTS)/relative_t5.png
 	$(BUILD)/posenc plot relative --method alibi --heads 4 --length 64 --size 800x600 -o $(PLOTS)/relative_alibi.png
 	$(BUILD)/posenc train --method alibi --steps 600 --width 64 --layers 2 --length 64 --eval 1 --eval-tokens 1024 --quiet --save $(BUILD)/plots_alibi.safetensors > /dev/null
-	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. the kemo of the laki was vupo. vupo is 4812." --size 900x700 -o $(PLOTS)/attention_alibi_trained.png
+	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. vupo is 4812." --size 900x900 -o $(PLOTS)/attention_alibi_trained.png
 	$(BUILD)/posenc analyze -o $(PLOTS)/analyze.csv
 
 # deps: install the Debian packages the build and tests need (only those missing)

@@ -81,6 +81,12 @@ static double sd_of(const double *x, int n) {
     return sqrt(s / (n - 1));
 }
 
+/* a variant's family, which is its panel in the plot */
+static int family_of(const variant *v) {
+    const int m = pe_method_from_name(v->method);
+    return m < 0 ? PE_FAMILY_ABSOLUTE : (int)pe_method_family(m);
+}
+
 static void cell(char *buf, size_t n, double mean, double sd, int pct) {
     double k = pct ? 100 : 1;
     if (!isfinite(mean)) snprintf(buf, n, "failed");
@@ -323,6 +329,10 @@ int cli_compare(int argc, char **argv) {
     char *md = malloc(cap), c[64];
     size_t len = 0;
 #define MD(...) (len += (size_t)snprintf(md + len, len < cap ? cap - len : 0, __VA_ARGS__))
+    /* --quick checks that every method runs; its few steps rank nothing, and its table must
+     * not be read (or pasted) as a result */
+    static const char smoke[] = "SMOKE TEST (--quick): too few steps to train, these numbers mean nothing";
+    if (ca.quick) printf("\n%s\n", smoke), MD("**%s**\n\n", smoke);
     MD("%s on %s, training length %lld: %lld steps x %lld sequences, %lld layers x %lld wide, %lld heads, "
        "%d seed%s; mean ± sd over seeds (%s)\n\n",
        pct ? "exact-match accuracy (%)" : "bits per character", base.text[0] ? "--text" : base.task,
@@ -392,39 +402,45 @@ int cli_compare(int argc, char **argv) {
     }
     printf("wrote %s", path);
 
-    /* plot: x = log2 of the multiple, one line per method; the y range keeps the 1x spread
-     * readable and pins blown-up values to the top edge */
+    /* plot: x = log2 of the multiple, one panel per family (absolute, relative, bias, rotary:
+     * 20 lines in one panel cannot be told apart), one y range for all panels. The range fits
+     * the bulk of the values: bits per character stop at the 90th percentile of the means plus
+     * their spread (tr_plot_fit_y), so one method that blows up does not flatten the others;
+     * its points sit on the top edge as triangles, and the axis says so. */
     {
-        double *xs = malloc(sizeof(double) * (size_t)base.n_eval), ticks[TR_MAX_EVAL], lo = INFINITY, hi = -INFINITY, first = 0;
+        double *xs = malloc(sizeof(double) * (size_t)base.n_eval), ticks[TR_MAX_EVAL];
         char tl[TR_MAX_EVAL][32];
         const char *tlp[TR_MAX_EVAL];
-        int nfirst = 0;
         for (int k = 0; k < base.n_eval; k++) {
             xs[k] = ticks[k] = log2((double)base.eval[k]);
             snprintf(tl[k], sizeof tl[k], "%lld (%lldx)", (long long)(base.eval[k] * base.length), (long long)base.eval[k]);
             tlp[k] = tl[k];
         }
-        for (int v = 0; v < nv; v++)
-            for (int k = 0; k < base.n_eval; k++) {
-                double y = mean[v * base.n_eval + k];
-                if (!isfinite(y)) continue;
-                lo = fmin(lo, y), hi = fmax(hi, y);
-                if (k == 0) first += y, nfirst++;
-            }
-        tr_plot pl = {.xlabel = "evaluation length (multiple of the training length)",
-                      .ylabel = pct ? "exact match (%)" : "bits per character (lower is better)",
-                      .n_ticks = base.n_eval, .ticks = ticks, .tick_labels = tlp};
-        char title[256];
-        snprintf(title, sizeof title, "%s, trained at length %lld: mean over %d seed%s, bars: ± sd", base.text[0] ? "--text" : base.task,
+        char title[320], ylabel[160];
+        snprintf(ylabel, sizeof ylabel, "%s", pct ? "exact match (%)" : "bits per character (lower is better)");
+        tr_plot pl = {.xlabel = "evaluation length (multiple of the training length)", .ylabel = ylabel,
+                      .n_ticks = base.n_eval, .ticks = ticks, .tick_labels = tlp, .W = 1200, .H = 860};
+        snprintf(title, sizeof title, "%s%s, trained at length %lld: mean over %d seed%s, bars: \xc2\xb1 sd",
+                 ca.quick ? "SMOKE TEST (--quick), numbers mean nothing: " : "", base.text[0] ? "--text" : base.task,
                  (long long)base.length, seeds, seeds > 1 ? "s" : "");
         pl.title = title;
-        if (!pct && nfirst && isfinite(hi)) { /* cap at 1x mean + 2 bits */
-            pl.ymin = fmax(0, lo - 0.1);
-            pl.ymax = fmin(hi + 0.1, first / nfirst + 2.0);
+        /* panels: the families present, in the library's order */
+        static const int fam[] = {PE_FAMILY_ABSOLUTE, PE_FAMILY_RELATIVE, PE_FAMILY_BIAS, PE_FAMILY_ROTARY};
+        const char *ptitle[4];
+        int pof[MAX_VARIANTS], npan = 0, fpanel[4];
+        for (int q = 0; q < 4; q++) {
+            fpanel[q] = -1;
+            for (int v = 0; v < nv && fpanel[q] < 0; v++)
+                if (family_of(&V[v]) == fam[q]) fpanel[q] = npan, ptitle[npan++] = pe_family_name(fam[q]);
         }
-        tr_series *S = calloc((size_t)nv, sizeof(tr_series));
-        double *ys = malloc(sizeof(double) * (size_t)(2 * nv * base.n_eval));
-        for (int v = 0; v < nv; v++) {
+        for (int v = 0; v < nv; v++)
+            for (int q = 0; q < 4; q++)
+                if (family_of(&V[v]) == fam[q]) pof[v] = fpanel[q];
+        if (npan > 1) pl.n_panels = npan, pl.panel_titles = ptitle, pl.panel_of = pof;
+        const size_t nser = nv > 0 ? (size_t)nv : 1; /* nv >= 1 here; the bound is for the compiler */
+        tr_series *S = calloc(nser, sizeof(tr_series));
+        double *ys = malloc(sizeof(double) * 2 * nser * (size_t)base.n_eval);
+        for (int v = 0; S && ys && v < nv; v++) {
             double *y = ys + 2 * v * base.n_eval, *e = y + base.n_eval;
             for (int k = 0; k < base.n_eval; k++) {
                 double sc = pct ? 100 : 1;
@@ -433,8 +449,12 @@ int cli_compare(int argc, char **argv) {
             }
             S[v] = (tr_series){.label = V[v].name, .n = base.n_eval, .x = xs, .y = y, .err = e};
         }
+        if (!pct && S && ys && tr_plot_fit_y(&pl, nv, S) > 0)
+            snprintf(ylabel, sizeof ylabel, "bits per character (lower is better), clipped: \xe2\x96\xb2 = above %g",
+                     pl.ymax);
         snprintf(path, sizeof path, "%s/compare.png", out);
-        if (tr_plot_png(path, &pl, nv, S, &err)) rc = cli_fail("compare: %s", err.msg);
+        if (!xs || !S || !ys) rc = cli_fail("compare: out of memory");
+        else if (tr_plot_png(path, &pl, nv, S, &err)) rc = cli_fail("compare: %s", err.msg);
         else printf(", %s", path);
         free(S), free(ys), free(xs);
     }

@@ -140,17 +140,41 @@ static const char *source_of(const opts *o, char *buf, size_t n) {
     return buf;
 }
 
-static int heat(const opts *o, const char *title, const char *xl, const char *yl, const char *cb, int panels, int64_t rows,
-                int64_t cols, const double *d, double x0, double y0) {
-    char(*pt)[32] = malloc(32 * (size_t)panels);
-    const char **ptp = malloc(sizeof(char *) * (size_t)panels);
-    if (!pt || !ptp) return cli_fail("out of memory");
-    for (int p = 0; p < panels; p++) snprintf(pt[p], 32, "head %d", p), ptp[p] = pt[p];
-    dr_heat h = {title, xl, yl, cb, o->W, o->H, panels, panels > 1 ? ptp : NULL, rows, cols, d, x0, y0};
+/* h at the command line's size and to its output; panels without titles are "head h" */
+static int heat_png(const opts *o, dr_heat h) {
+    char(*pt)[32] = malloc(32 * (size_t)h.n_panels);
+    const char **ptp = malloc(sizeof(char *) * (size_t)h.n_panels);
+    if (!pt || !ptp) {
+        free(pt), free(ptp);
+        return cli_fail("out of memory");
+    }
+    for (int p = 0; p < h.n_panels; p++) snprintf(pt[p], 32, "head %d", p), ptp[p] = pt[p];
+    if (!h.panel_titles && h.n_panels > 1) h.panel_titles = ptp;
+    h.W = o->W, h.H = o->H;
     pe_err err = {{0}};
     int rc = dr_heatmap_png(o->out, &h, &err) ? cli_fail("%s", err.msg) : 0;
     free(pt), free(ptp);
     return rc;
+}
+
+static int heat(const opts *o, const char *title, const char *xl, const char *yl, const char *cb, int panels, int64_t rows,
+                int64_t cols, const double *d, double x0, double y0) {
+    return heat_png(o, (dr_heat){.title = title, .xlabel = xl, .ylabel = yl, .cblabel = cb, .n_panels = panels,
+                                 .rows = rows, .cols = cols, .data = d, .x0 = x0, .y0 = y0});
+}
+
+/* sinusoidal's layout as the title says it (the three look alike at a glance: the title is
+ * where a reader learns which dimensions hold sin and which cos) */
+static const char *sin_layout_text(const opts *o) {
+    pe_config cfg;
+    pe_err err;
+    pe_config_init(&cfg);
+    if (pe_config_set_all(&cfg, o->n_keys, o->keys, o->vals, &err) || cfg.method != PE_METHOD_SINUSOIDAL) return NULL;
+    switch (cfg.sin_layout) {
+    case PE_SIN_CONCAT: return "layout concat (sin | cos halves)";
+    case PE_SIN_T2T: return "layout t2t (sin | cos halves, tensor2tensor's frequencies)";
+    default: return "layout interleaved (sin in even dimensions, cos in odd)";
+    }
 }
 
 static int plot_encoding(const opts *o) {
@@ -162,7 +186,9 @@ static int plot_encoding(const opts *o) {
     if (!rc && !d) rc = cli_fail("out of memory");
     for (int64_t k = 0; !rc && k < o->N * C; k++) d[k] = A[k];
     char src[128];
-    snprintf(title, sizeof title, "%s: %s[position, dimension]", source_of(o, src, sizeof src), what);
+    const char *layout = sin_layout_text(o);
+    snprintf(title, sizeof title, "%s%s%s: %s[position, dimension]", source_of(o, src, sizeof src), layout ? ", " : "",
+             layout ? layout : "", what);
     if (!rc) rc = heat(o, title, "dimension", "position", "value", 1, o->N, C, d, 0, 0);
     free(A), free(B), free(d);
     return rc;
@@ -209,7 +235,7 @@ static int plot_similarity(const opts *o) {
         }
         if (ns == 1) s[0].label = "all heads";
         snprintf(title, sizeof title, "%s: score of q = k = ones against distance", method_of(o));
-        tr_plot pl = {title, "distance j - i", "score", 0, NULL, NULL, 0, 0, o->W, o->H};
+        tr_plot pl = {.title = title, .xlabel = "distance j - i", .ylabel = "score", .W = o->W, .H = o->H};
         char tl[16][16];
         double tk[16];
         const char *tlp[16];
@@ -346,7 +372,29 @@ static int plot_relative(const opts *o) {
         for (int64_t k = 0; k < H * N * N; k++) any |= S[k] != 0;
         if (!any) rc = cli_fail("method '%s' has no position bias apart from q and k (try --show index or plot similarity)", pe_method_name(m));
         snprintf(title, sizeof title, "%s: position bias (scores with zero q, k)", method_of(o));
-        if (!rc) rc = heat(o, title, "key position j", "query position i", "bias", (int)H, N, N, S, 0, 0);
+        /* a colour scale per head: heads' ranges differ by orders of magnitude (ALiBi's slopes
+         * halve from head to head), and one shared scale leaves the later heads one flat colour */
+        char(*pt)[64] = malloc(64 * (size_t)H);
+        const char **ptp = malloc(sizeof(char *) * (size_t)H);
+        if (!rc && (!pt || !ptp)) rc = cli_fail("out of memory");
+        for (int64_t h = 0; !rc && h < H; h++) {
+            snprintf(pt[h], 64, "head %lld", (long long)h);
+            /* ALiBi's bias is -m |i - j|: its slope m is the step from key 1 to key 0 of query 1
+             * (row 1, so that a causal mask leaves both cells), whatever gave the slopes */
+            double m_h = N > 1 ? S[(h * N + 1) * N + 1] - S[(h * N + 1) * N] : NAN;
+            if (m == PE_METHOD_ALIBI && isfinite(m_h)) {
+                int e;
+                double fr = frexp(m_h, &e);
+                if (fr == 0.5) snprintf(pt[h], 64, "head %lld: slope 2^%d", (long long)h, e - 1);
+                else snprintf(pt[h], 64, "head %lld: slope %.4g", (long long)h, m_h);
+            }
+            ptp[h] = pt[h];
+        }
+        if (!rc)
+            rc = heat_png(o, (dr_heat){.title = title, .xlabel = "key position j", .ylabel = "query position i",
+                                       .cblabel = "bias", .n_panels = (int)H, .panel_titles = ptp, .rows = N,
+                                       .cols = N, .data = S, .per_panel = 1});
+        free(pt), free(ptp);
     } else {
         return cli_fail("--show: '%s' is not index or bias", show);
     }
@@ -409,8 +457,12 @@ static int plot_attention_checkpoint(const opts *o) {
         snprintf(title, sizeof title, "%s model, block %lld: attention probabilities on \"%s\"", run.o.method,
                  (long long)o->layer, shown);
         for (int64_t e = 0; e < H * T * T; e++) d[e] = probs[e];
-        rc = heat(o, title, "key position", "query position", "probability", (int)H, T, T, d, (double)run.o.shape,
-                  (double)run.o.shape);
+        /* the ticks are the input's characters: which token looks at which is what a reader
+         * of a trained model's attention wants to see, and positions are 0..T-1 anyway */
+        rc = heat_png(o, (dr_heat){.title = title, .xlabel = "key (input character)", .ylabel = "query (input character)",
+                                   .cblabel = "probability", .n_panels = (int)H, .rows = T, .cols = T, .data = d,
+                                   .x0 = (double)run.o.shape, .y0 = (double)run.o.shape, .xchars = o->input,
+                                   .ychars = o->input});
     }
     free(ids), free(pos), free(probs), free(d);
     tr_run_free(&run);
@@ -470,9 +522,9 @@ static int plot_extrapolation(const opts *o) {
     FILE *f = pe_in_open(o->in, (long long)1 << 30, NULL, &ierr);
     if (!f) return cli_fail("%s", ierr.msg);
     enum { MAXV = 40, MAXL = 16 };
-    char line[2048], name[MAXV][64], metric_name[64] = "";
+    char line[2048], name[MAXV][64], meth[MAXV][32], metric_name[64] = "";
     double sum[MAXV][MAXL], cnt[MAXV][MAXL], mult[MAXL];
-    int nv = 0, nl = 0, col = -1, cv = -1, cm = -1, cmetric = -1, rc = 0, rows = 0;
+    int nv = 0, nl = 0, col = -1, cv = -1, cm = -1, cmetric = -1, cmeth = -1, rc = 0, rows = 0;
     memset(sum, 0, sizeof sum), memset(cnt, 0, sizeof cnt);
     if (!fgets(line, sizeof line, f)) rc = cli_fail("%s: empty file", o->in);
     for (int c = 0, at = 0; !rc; c++) { /* header */
@@ -482,6 +534,7 @@ static int plot_extrapolation(const opts *o) {
         if (len == 7 && !strncmp(e, "variant", 7)) cv = c;
         if (len == 13 && !strncmp(e, "eval_multiple", 13)) cm = c;
         if (len == 6 && !strncmp(e, "metric", 6)) cmetric = c;
+        if (len == 6 && !strncmp(e, "method", 6)) cmeth = c;
         if (e[len] != ',') break;
         at += (int)len + 1;
     }
@@ -504,7 +557,8 @@ static int plot_extrapolation(const opts *o) {
         if (cmetric >= 0 && cmetric < nf && !metric_name[0]) snprintf(metric_name, sizeof metric_name, "%s", fld[cmetric]);
         int vi = 0, li = 0;
         while (vi < nv && strcmp(name[vi], fld[cv])) vi++;
-        if (vi == nv && nv < MAXV) snprintf(name[nv++], 64, "%s", fld[cv]);
+        if (vi == nv && nv < MAXV)
+            snprintf(meth[nv], 32, "%s", cmeth >= 0 && cmeth < nf ? fld[cmeth] : ""), snprintf(name[nv++], 64, "%s", fld[cv]);
         while (li < nl && mult[li] != mu) li++;
         if (li == nl && nl < MAXL) mult[nl++] = mu;
         if (vi < nv && li < nl && isfinite(val)) sum[vi][li] += val, cnt[vi][li] += 1;
@@ -531,10 +585,34 @@ static int plot_extrapolation(const opts *o) {
         for (int l = 0; l < nl; l++) ys[vi][l] = cnt[vi][ord[l]] ? sum[vi][ord[l]] / cnt[vi][ord[l]] : NAN;
         s[vi] = (tr_series){name[vi], nl, xs, ys[vi], NULL};
     }
-    char title[200], ylabel[128];
+    char title[200], ylabel[160];
+    const char *shown = strcmp(o->metric, "value") || !metric_name[0] ? o->metric : metric_name;
     snprintf(title, sizeof title, "extrapolation: %s against evaluation length (mean over seeds)", o->metric);
-    snprintf(ylabel, sizeof ylabel, "%s%s%s", strcmp(o->metric, "value") || !metric_name[0] ? o->metric : metric_name, "", "");
-    tr_plot pl = {title, "evaluation length / training length", ylabel, nl, tk, tlp, 0, 0, o->W, o->H};
+    snprintf(ylabel, sizeof ylabel, "%s", shown);
+    tr_plot pl = {.title = title, .xlabel = "evaluation length / training length", .ylabel = ylabel, .n_ticks = nl,
+                  .ticks = tk, .tick_labels = tlp, .W = o->W, .H = o->H};
+    /* as compare's own plot: a panel per family (when the CSV names the methods), and for a
+     * loss a y range that one blown-up method does not stretch */
+    static const int fam[] = {PE_FAMILY_ABSOLUTE, PE_FAMILY_RELATIVE, PE_FAMILY_BIAS, PE_FAMILY_ROTARY};
+    const char *ptitle[4];
+    int pof[MAXV], fpanel[4] = {-1, -1, -1, -1}, npan = 0, known = cmeth >= 0;
+    for (int vi = 0; vi < nv; vi++) {
+        const int m = pe_method_from_name(meth[vi]);
+        known &= m >= 0;
+        pof[vi] = m >= 0 ? (int)pe_method_family(m) : 0; /* the family for now, its panel below */
+    }
+    for (int q = 0; known && q < 4; q++)
+        for (int vi = 0; vi < nv && fpanel[q] < 0; vi++)
+            if (pof[vi] == fam[q]) fpanel[q] = npan, ptitle[npan++] = pe_family_name(fam[q]);
+    for (int vi = 0; known && vi < nv; vi++)
+        for (int q = 0; q < 4; q++)
+            if (pof[vi] == fam[q]) {
+                pof[vi] = fpanel[q];
+                break;
+            }
+    if (known && npan > 1) pl.n_panels = npan, pl.panel_titles = ptitle, pl.panel_of = pof;
+    if ((!strcmp(shown, "bpc") || !strcmp(shown, "loss_nats")) && tr_plot_fit_y(&pl, nv, s) > 0)
+        snprintf(ylabel, sizeof ylabel, "%s, clipped: \xe2\x96\xb2 = above %g", shown, pl.ymax);
     pe_err err = {{0}};
     return tr_plot_png(o->out, &pl, nv, s, &err) ? cli_fail("%s", err.msg) : 0;
 }

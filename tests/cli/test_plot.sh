@@ -88,6 +88,8 @@ for m in shaw t5 tupe deberta; do plot "relative-index-$m" 400 300 relative --me
 plot relative-index-deberta-buckets 400 300 relative --method deberta --position_buckets 8 --max_relative_positions 32
 for m in t5 tupe alibi kerple fire xl; do plot "relative-bias-$m" 600 450 relative --method $m --show bias; done
 plot relative-bias-kerple-power 400 300 relative --method kerple --kerple power --heads 3 --width 48
+# a colour scale and bar per head, ALiBi's slope in each title (8 heads: 3 x 3 panels)
+plot relative-bias-alibi-8-heads 500 400 relative --method alibi --heads 8 --N 32
 # trained checkpoints: a few steps of every method (positions up to 4 x 16 = 64), and a copy task
 CK="$WORK/ck"
 mkdir -p "$CK"
@@ -113,6 +115,10 @@ for m in $trained; do
 done
 plot attention-trained-rope-block1 360 420 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT" --layer 1
 plot attention-trained-copy 400 300 attention --checkpoint "$CK/copy.safetensors" --input "abcd=abcd."
+# the ticks are the input's characters: one lane, two alternating lanes, every k-th character
+plot attention-chars-one-lane 900 900 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT"
+plot attention-chars-two-lanes 700 600 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT$TEXT"
+plot attention-chars-every-k 400 300 attention --checkpoint "$CK/rope.safetensors" --input "$TEXT$TEXT$TEXT$TEXT"
 # the trained encodings: learned's table, floater's biases of a block, complex's embedding
 plot encoding-learned-trained 400 300 encoding --from "$CK/learned.safetensors"
 plot similarity-learned-trained 400 300 similarity --from "$CK/learned.safetensors" --cosine
@@ -131,6 +137,36 @@ plot attention-batch1 400 300 attention "$ROOT/tests/fixtures/rope_batch_gapped.
 plot extrapolation 640 400 extrapolation "$WORK/compare.csv"
 plot extrapolation-acc 300 200 extrapolation "$WORK/compare.csv" --metric token_acc
 [ -f "$ROOT/doc/compare/compare.csv" ] && plot extrapolation-doc 800 500 extrapolation "$ROOT/doc/compare/compare.csv"
+# a panel per family (the four of them); one method blown up (clipped to the others' range)
+"$PY" - "$WORK" <<'EOF'
+import sys
+with open(f'{sys.argv[1]}/families.csv', 'w') as f:
+    f.write('task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n')
+    for i, m in enumerate('none learned sinusoidal shaw xl huang1 t5 alibi kerple fire rope xpos'.split()):
+        for e in (1, 2, 4, 8):
+            f.write(f'lm,{m},{m},1,64,{e},{64*e},bpc,{2 + 0.05 * i * e},1,1,0.5,0,10,1,1,ok\n')
+EOF
+plot extrapolation-panels 900 640 extrapolation "$WORK/families.csv"
+awk -F, 'BEGIN { OFS = "," } NR > 1 && $3 == "learned" { $9 = $9 * 10 } { print }' "$WORK/families.csv" > "$WORK/blown.csv"
+plot extrapolation-clipped 900 640 extrapolation "$WORK/blown.csv"
+
+# compare --quick says it is a smoke test, in the table it prints, compare.md and the plot's
+# title (the title is not checked: a PNG's text is not readable here); a run without --quick
+# does not
+if "$POSENC" compare --quick --quiet --methods alibi,none --steps 3 --eval 1,2 --out "$WORK/cq" > "$WORK/cq.out" 2>&1 &&
+    grep -q '^SMOKE TEST (--quick): .*mean nothing' "$WORK/cq.out" && grep -q 'SMOKE TEST (--quick)' "$WORK/cq/compare.md" &&
+    "$PY" -c 'import sys; from PIL import Image; im = Image.open(sys.argv[1]); im.verify(); sys.exit(im.size != (1200, 860))' \
+        "$WORK/cq/compare.png"; then
+    ok "compare --quick: labelled a smoke test, its plot 1200x860"
+else
+    not_ok "compare --quick: labelled a smoke test, its plot 1200x860" "$(tail -n 3 "$WORK/cq.out")"
+fi
+if "$POSENC" compare --quiet --methods alibi --seeds 1 --steps 3 --length 16 --eval 1 --eval-tokens 256 \
+    --corpus-chars 20000 --out "$WORK/cf" > "$WORK/cf.out" 2>&1 && ! grep -q 'SMOKE TEST' "$WORK/cf.out" "$WORK/cf/compare.md"; then
+    ok "compare without --quick: no smoke-test label"
+else
+    not_ok "compare without --quick: no smoke-test label" "$(tail -n 3 "$WORK/cf.out")"
+fi
 
 # analyze: a row per method, the CSV, a learned table from a file
 if out=$("$POSENC" analyze -o "$WORK/a.csv" 2>&1) && [ "$(wc -l < "$WORK/a.csv")" -eq $(( $("$POSENC" methods | wc -l) )) ] &&
