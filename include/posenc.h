@@ -302,6 +302,14 @@ pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const flo
                                int64_t B, int64_t T, float *y, float *scores, float *probs,
                                pe_err *err);
 
+/* Attention dropout for the forwards that follow (training): each probability p_ij is kept
+ * with probability 1 - p and then divided by 1 - p, or zeroed; the mask is a hash of (seed, b,
+ * h, i, j), so a backward regenerates its forward's and the same seed draws the same mask
+ * (give each training step its own seed). p = 0 turns it off. With dropout > 0 the layer runs
+ * the T x Tk path (the fused kernels have none), probs returns the probabilities after dropout
+ * (as torch.nn.MultiheadAttention), and a KV cache attends without it. complex refuses it. */
+pe_status pe_attention_set_dropout(pe_attention *att, double p, uint64_t seed, pe_err *err);
+
 /* Backward of the last forward.
  *   dy (B, T, C); dx (B, T, C) or NULL, overwritten; g: accumulated (+=), NULL entries skipped. */
 pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const float *dy, float *dx,

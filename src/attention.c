@@ -47,7 +47,38 @@ struct pe_attention {
     int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
     pe_run_options run;
     pe__ctx ctx;
+    /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
+    double dropout, drop_used;
+    uint64_t drop_seed, seed_used;
 };
+
+pe_status pe_attention_set_dropout(pe_attention *a, double p, uint64_t seed, pe_err *err) {
+    if (!(p >= 0 && p < 1)) return pe__fail(err, PE_EINVAL, "dropout: probability %g is not within 0 .. 1 (1 excluded)", p);
+    if (p > 0 && pe_attention_is_complex(a))
+        return pe__fail(err, PE_EINVAL, "dropout: method %s walks its own two streams and has no dropout", a->m->name);
+    a->dropout = p, a->drop_seed = seed;
+    return PE_OK;
+}
+
+/* Dropout's mask is a hash of (seed, b, h, i, j), so backward regenerates what forward drew
+ * and no (B, H, T, Tk) mask is kept: splitmix64's finaliser on the element's index. */
+static inline int dropout_keeps(uint64_t seed, uint64_t idx, uint32_t threshold) {
+    uint64_t x = seed + (idx + 1) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((x ^ (x >> 31)) >> 32) >= threshold;
+}
+
+/* out = in z / (1 - rate) for head (b, h) of the last forward, z its mask: p' from p (what the
+ * values see), and dp from dp' in backward; out may be in. */
+static void dropout_apply(const pe_attention *a, int64_t b, int64_t h, const float *in, float *out) {
+    const int64_t T = a->T, Tk = a->Tk;
+    const uint32_t threshold = (uint32_t)(a->drop_used * 4294967296.0);
+    const float scale = (float)(1.0 / (1.0 - a->drop_used));
+    const uint64_t base = (uint64_t)((b * a->H + h) * T) * (uint64_t)Tk;
+    for (int64_t e = 0; e < T * Tk; e++)
+        out[e] = dropout_keeps(a->seed_used, base + (uint64_t)e, threshold) ? in[e] * scale : 0.0f;
+}
 
 pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err) {
     *out = NULL;
@@ -332,6 +363,10 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
     }
     pe_status st;
     if (a->fused && (st = pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err))) return st;
+    a->drop_used = a->fused ? 0 : a->dropout, a->seed_used = a->drop_seed;
+    float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
+    if (a->drop_used > 0 && !probs && !drop)
+        return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
     for (int64_t b = 0; b < B && !a->fused; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = a->q + b * T * C + h * D;
@@ -342,14 +377,24 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
-            if (bad >= 0) return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+            if (bad >= 0) {
+                free(drop);
+                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+            }
             pe__softmax_forward(s, p, T, Tk);
             float *oh = a->o + b * T * C + h * D;
-            pe__gemm(0, 0, T, D, Tk, 1.0f, p, Tk, vh, Ckv, 0.0f, oh, C);
-            if (a->m->value_forward) a->m->value_forward(ctx, b, h, p, oh);
+            const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
+            if (a->drop_used > 0) {
+                float *pd = probs ? probs + (b * H + h) * T * Tk : drop;
+                dropout_apply(a, b, h, p, pd);
+                pv = pd;
+            }
+            pe__gemm(0, 0, T, D, Tk, 1.0f, pv, Tk, vh, Ckv, 0.0f, oh, C);
+            if (a->m->value_forward) a->m->value_forward(ctx, b, h, pv, oh);
         }
+    free(drop);
     if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
-    if (probs) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
+    if (probs && !(a->drop_used > 0)) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
     return PE_OK;
 }
 
@@ -366,7 +411,7 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
                                      dq, dk, dv, err)))
             return st;
     } else {
-        float *dp = malloc(sizeof(float) * T * Tk * 2), *ds = dp + T * Tk; /* (T, Tk) each */
+        float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
         if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
         for (int64_t b = 0; b < B; b++)
             for (int64_t h = 0; h < H; h++) {
@@ -378,10 +423,14 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
                 float *dqh = dq + b * T * C + h * D;
                 float *dkh = dk + b * Tk * Ckv + (h / group) * D;
                 float *dvh = dv + b * Tk * Ckv + (h / group) * D;
-                /* o = p v: dp = do v^T, dv += p^T do */
+                /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
+                 * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
+                const float *pv = p;
+                if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
                 pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
-                pe__gemm(1, 0, Tk, D, T, 1.0f, p, Tk, douth, C, 1.0f, dvh, Ckv);
-                if (a->m->value_backward) a->m->value_backward(ctx, b, h, p, douth, dp);
+                pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
+                if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
+                if (a->drop_used > 0) dropout_apply(a, b, h, dp, dp);
                 pe__softmax_backward(p, dp, ds, T, Tk);
                 if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
                 if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
@@ -407,7 +456,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
     if (at && (at->q_lens || at->k_lens))
         return pe__fail(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
-    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
+    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && !(a->dropout > 0) && pe__fused_eligible(a->m);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
     pe_status st = reserve(a, B, T, Tk, M, 1, at && at->mask, err);
@@ -502,7 +551,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     if (!q || !k || !v || !o) return pe__fail(err, PE_EINVAL, "q, k, v and o are required");
     pe_weights none = {0};
     if (!w) w = &none;
-    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && pe__fused_eligible(a->m);
+    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && !(a->dropout > 0) && pe__fused_eligible(a->m);
     a->layer = 0;
     a->M = 0;
     pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
@@ -517,9 +566,9 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     return PE_OK;
 }
 
-pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
-                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
-                                  const pe_positions *at, float *o, pe_err *err) {
+static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k, const float *v,
+                           int64_t kv_stride, int64_t B, int64_t T, int64_t Tk, const pe_positions *at, float *o,
+                           pe_err *err) {
     a->have_forward = 0;
     pe_weights none = {0};
     if (!w) w = &none;
@@ -546,6 +595,16 @@ pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const fl
     st = pe_attention_forward_qkv(a, w, q, k, v, B, T, Tk, at, o, NULL, NULL, err);
     a->have_forward = 0;
     free(buf);
+    return st;
+}
+
+pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
+                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
+                                  const pe_positions *at, float *o, pe_err *err) {
+    const double rate = a->dropout; /* a cache decodes: no dropout */
+    a->dropout = 0;
+    pe_status st = attend_kv(a, w, q, k, v, kv_stride, B, T, Tk, at, o, err);
+    a->dropout = rate;
     return st;
 }
 

@@ -182,6 +182,7 @@ for _name, (_res, _args) in {
                                                 _P, _P, _P, _P, _E]),
     "pe_attention_backward_qkv": (ctypes.c_int, [_P, _P, _P, _P, _P, _P, _P, _E]),
     "pe_attention_axes": (ctypes.c_int64, [_P, _P]),
+    "pe_attention_set_dropout": (ctypes.c_int, [_P, ctypes.c_double, ctypes.c_uint64, _E]),
     "pe_config_from_hf": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int64, _P, _E]),
     "pe_config_is_set": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "pe_config_key_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -444,6 +445,10 @@ class Call:
 
     def axes(self, weights):
         return int(lib.pe_attention_axes(self.ptr, ctypes.byref(weights)))
+
+    def dropout(self, p, seed):
+        err = PeErr()
+        check(lib.pe_attention_set_dropout(self.ptr, float(p), int(seed) & (2 ** 64 - 1), ctypes.byref(err)), err)
 
     def forward(self, weights, x, mems, M, B, T, at, y, probs):
         err = PeErr()

@@ -254,18 +254,25 @@ def _grads_of(spec, layer, tensors, need):
     return g, out_layer, out_params
 
 
+def _dropout_seed():
+    """A seed from torch's default generator, so torch.manual_seed reproduces the mask."""
+    return int(torch.randint(0, 2 ** 62, (1,), dtype=torch.int64).item())
+
+
 class _LayerFn(torch.autograd.Function):
     """The layer on x: forward into a library layer of its own (kept in ctx), backward from
     what it saved. Inputs after the fixed ones: the 8 projection tensors (None: absent), then
     the method's tensors in `names` order."""
 
     @staticmethod
-    def forward(ctx, spec, method, names, need_weights, positions, mask, x, mems, *tensors):
+    def forward(ctx, spec, method, names, need_weights, dropout, positions, mask, x, mems, *tensors):
         layer, params = list(tensors[:8]), dict(zip(names, tensors[8:]))
         params = {n: t for n, t in params.items() if t is not None}
         B, T = (x.shape[0], x.shape[1]) if x.dim() == 3 else (1, x.shape[0])
         M = 0 if mems is None else mems.shape[-2]
         call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        if dropout > 0:
+            call.dropout(dropout, _dropout_seed())
         w, keep = _weights(spec, layer, method, params)
         at, keep_at = _where(call, w, positions, None, mask, B, T, T + M, x.dim() == 3)
         x32 = _f32(x)
@@ -302,7 +309,7 @@ class _LayerFn(torch.autograd.Function):
             return None if t is None else t.to(like.dtype)
         grads = [cast(d, t) if t is not None else None for d, t in zip(dlayer, ctx.layer)]
         grads += [cast(dparams.get(n), t) if t is not None else None for n, t in ctx.named]
-        return (None, None, None, None, None, None, None if dx is None else dx.to(dt), None, *grads)
+        return (None, None, None, None, None, None, None, None if dx is None else dx.to(dt), None, *grads)
 
 
 class _QkvFn(torch.autograd.Function):
@@ -310,10 +317,12 @@ class _QkvFn(torch.autograd.Function):
     _LayerFn: one library layer per call, its backward from what it saved."""
 
     @staticmethod
-    def forward(ctx, spec, method, names, positions, key_positions, mask, q, k, v, *tensors):
+    def forward(ctx, spec, method, names, dropout, positions, key_positions, mask, q, k, v, *tensors):
         params = {n: t for n, t in zip(names, tensors) if t is not None}
         B, T, Tk = q.shape[0], q.shape[1], k.shape[1]
         call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        if dropout > 0:
+            call.dropout(dropout, _dropout_seed())
         w, keep = _weights(spec, None, method, params)
         at, keep_at = _where(call, w, positions, key_positions, mask, B, T, Tk, True)
         q32, k32, v32 = _f32(q), _f32(k), _f32(v)
@@ -340,7 +349,7 @@ class _QkvFn(torch.autograd.Function):
         ctx.call = None
         cast = (lambda t: None if t is None else t.to(ctx.dtype))
         grads = [None if t is None or dparams.get(n) is None else dparams[n].to(t.dtype) for n, t in ctx.named]
-        return (None,) * 6 + (cast(dq), cast(dk), cast(dv), *grads)
+        return (None,) * 7 + (cast(dq), cast(dk), cast(dv), *grads)
 
 
 def _split(tensors):
@@ -377,7 +386,7 @@ def attend(settings, tensors, **overrides):
 
 
 def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=None, causal=False,
-              scale=None, tensors=None, **keys):
+              scale=None, tensors=None, dropout_p=0.0, **keys):
     """Attention over q, k, v with a positional encoding (the contract's projected form),
     differentiable in q, k, v and the method's tensors; shapes as
     torch.nn.functional.scaled_dot_product_attention:
@@ -389,6 +398,8 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
                  boolean mask of scaled_dot_product_attention); combines with causal, which
                  masks key j > i + Tk - T (bottom-right aligned, as FlashAttention)
       tensors    {name: tensor}: the method's tensors (rel_bias, alibi_slopes, ...)
+      dropout_p  attention dropout (as scaled_dot_product_attention's; the mask drawn from torch's
+                 generator, so torch.manual_seed reproduces it; it runs the T x Tk path)
       keys       the method's keys (rope_scaling="yarn", max_rel=8, ...)
     Returns the output [B, H, T, D] (or [H, T, D]). Methods that act on the input embedding
     (sinusoidal, learned, complex) have no such form."""
@@ -431,8 +442,10 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
     spec = _spec_of(s, H * D)
     tensors = dict(tensors or {})
     names = tuple(tensors)
-    o = _QkvFn.apply(spec, method, names, pos, kpos, mask, heads_last(q), heads_last(k), heads_last(v),
-                     *tensors.values())
+    if not 0 <= float(dropout_p) < 1:
+        raise ValueError(f"dropout_p: {dropout_p} is not within [0, 1)")
+    o = _QkvFn.apply(spec, method, names, float(dropout_p), pos, kpos, mask, heads_last(q), heads_last(k),
+                     heads_last(v), *tensors.values())
     o = o.view(-1, T, H, D).transpose(1, 2)
     return o if batched else o[0]
 
@@ -644,19 +657,25 @@ class Attention(_MethodTensors):
     causal: as the contract's keys (causal None: the method's default). bias: create bq, bk, bv, bo. rows: the first dimension
     of tensors that leave it free (learned/tupe pos_table: positions; complex amp/freq/phase:
     vocabulary). optional: names of optional tensors to create and train (e.g.
-    "alibi_slopes", "phase"; "all" for every one). Further keyword arguments are the
-    method's keys (max_rel=8, rope_layout="interleaved", num_buckets=16, ...).
+    "alibi_slopes", "phase"; "all" for every one). dropout: attention dropout on the
+    probabilities in training (module.train()), its mask drawn from torch's generator so that
+    torch.manual_seed reproduces it (a call with dropout runs the library's T x Tk path). Further
+    keyword arguments are the method's keys (max_rel=8, rope_layout="interleaved", ...).
 
-    forward(x, positions=None, mems=None, need_weights=False): x [B, T, dim] or [T, dim]
+    forward(x, positions=None, mems=None, need_weights=False, attn_mask=None,
+    key_padding_mask=None, context=None, context_positions=None): x [B, T, dim] or [T, dim]
     (for complex: ids [B, T] or [T]); positions [T] or [B, T] integers (default 0..T-1);
     mems [B, M, dim] for methods with memory (xl). Returns y like x (complex: (y, y_imag)),
-    and with need_weights also probs [B, H, T, Tk].
+    and with need_weights also probs [B, H, T, Tk] (after dropout, as nn.MultiheadAttention).
     """
 
     def __init__(self, dim, heads, method="none", *, kv_heads=None, causal=None, bias=True,
-                 rows=None, optional=(), **settings):
+                 rows=None, optional=(), dropout=0.0, **settings):
         super().__init__()
         self.dim, self.heads, self.method = int(dim), int(heads), str(method)
+        if not 0 <= float(dropout) < 1:
+            raise ValueError(f"dropout: {dropout} is not within [0, 1)")
+        self.dropout = float(dropout)  # on the attention probabilities, in training (self.training)
         self.kv_heads = self.heads if kv_heads is None else int(kv_heads)
         s = {"method": self.method, "heads": self.heads}
         if causal is not None:  # otherwise the method's default (xl: true, others: false)
@@ -730,7 +749,8 @@ class Attention(_MethodTensors):
             spec = _spec_of(self.settings, self.dim)
             layer = [getattr(self, n) for n in _LAYER]
             y, probs = _LayerFn.apply(spec, self.method, tuple(self.tensor_names), bool(need_weights),
-                                      _positions(positions), attn_mask, x, mems, *layer,
+                                      self.dropout if self.training else 0.0, _positions(positions), attn_mask,
+                                      x, mems, *layer,
                                       *[getattr(self, n) for n in self.tensor_names])
             return (y, probs) if need_weights else y
         # complex: token ids and two streams, through the contract's entry point
@@ -758,7 +778,7 @@ class Attention(_MethodTensors):
         causal = self.settings.get("causal") == "true"
         o = attention(shape(q, H), shape(k, Hkv), shape(v, Hkv), self.method, positions=positions,
                       key_positions=context_positions, attn_mask=attn_mask, causal=causal,
-                      tensors=self.method_tensors(), **s)
+                      tensors=self.method_tensors(), dropout_p=self.dropout if self.training else 0.0, **s)
         o = o.transpose(-3, -2).flatten(-2)
         return self._project(o, self.wo, self.bo)
 
@@ -784,7 +804,7 @@ class Attention(_MethodTensors):
     # the method and its settings travel in state_dict(): a saved module rebuilds itself
     def get_extra_state(self):
         return {"posenc": 1, "dim": self.dim, "heads": self.heads, "settings": dict(self.settings),
-                "tensor_names": list(self.tensor_names), "bias": self.bq is not None}
+                "tensor_names": list(self.tensor_names), "bias": self.bq is not None, "dropout": self.dropout}
 
     def set_extra_state(self, state):
         if not isinstance(state, dict) or "settings" not in state:
@@ -812,7 +832,7 @@ class Attention(_MethodTensors):
         rows = next((state_dict[prefix + n].shape[0] for n, shape, _ in specs
                      if shape[0] == -1 and prefix + n in state_dict), None)
         m = cls(extra["dim"], heads, method, kv_heads=None if kv_heads is None else int(kv_heads), causal=causal,
-                bias=extra["bias"], rows=rows, optional=optional, **s)
+                bias=extra["bias"], rows=rows, optional=optional, dropout=extra.get("dropout", 0.0), **s)
         m.load_state_dict({k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)})
         return m
 

@@ -102,3 +102,51 @@ def test_jit_trace_says_why():
     att = pt.Attention(8, 2, "none")
     with pytest.raises(RuntimeError, match="ctypes"):
         torch.jit.trace(att, torch.randn(3, 8, dtype=F32))
+
+
+def test_dropout_is_reproducible_and_off_in_eval():
+    need_method("alibi")
+    torch.manual_seed(6)
+    att = pt.Attention(16, 4, "alibi", causal=True, dropout=0.3)
+    x = torch.randn(2, 12, 16, dtype=F32, requires_grad=True)
+    torch.manual_seed(1)
+    y1 = att(x)
+    torch.manual_seed(1)
+    y2 = att(x)
+    y3 = att(x)  # the generator moved on: another mask
+    assert torch.equal(y1, y2) and not torch.equal(y1, y3)
+    y1.sum().backward()
+    assert torch.isfinite(x.grad).all()
+    att.eval()
+    assert torch.equal(att(x), att(x))
+    plain = pt.Attention(16, 4, "alibi", causal=True)
+    plain.load_state_dict(att.state_dict(), strict=False)
+    with torch.no_grad():
+        for n, p in att.named_parameters():
+            getattr(plain, n).copy_(p)
+    assert torch.allclose(att(x), plain(x), atol=1e-6)  # eval: no dropout
+    # the probabilities after dropout: zeros at about the rate, the rest divided by 1 - rate
+    att.train()
+    torch.manual_seed(2)
+    _, pd = att(x, need_weights=True)
+    att.eval()
+    _, p = att(x, need_weights=True)
+    kept = pd != 0
+    assert torch.allclose(pd[kept], p[kept] / 0.7, rtol=1e-5)
+    causal = torch.ones(12, 12).tril().bool().expand_as(p)
+    rate = 1 - kept[causal].float().mean().item()
+    assert 0.2 < rate < 0.4
+    with pytest.raises(ValueError, match="dropout"):
+        pt.Attention(16, 4, "alibi", dropout=1.0)
+
+
+def test_functional_dropout():
+    need_method("rope")
+    q, k, v = (torch.randn(1, 2, 6, 4, dtype=F32, requires_grad=True) for _ in range(3))
+    torch.manual_seed(3)
+    o1 = pt.attention(q, k, v, "rope", causal=True, dropout_p=0.5)
+    torch.manual_seed(3)
+    o2 = pt.attention(q, k, v, "rope", causal=True, dropout_p=0.5)
+    assert torch.equal(o1, o2) and not torch.equal(o1, pt.attention(q, k, v, "rope", causal=True))
+    o1.sum().backward()
+    assert q.grad is not None and v.grad is not None
