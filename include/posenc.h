@@ -138,6 +138,9 @@ typedef struct pe_config {
     int rope_section_layout, rope_section_freqs;
     char hf_config[512];
     int64_t hf_layer;
+    /* FoPE */
+    int64_t fope_num_freq;
+    int fope_sep_head;
     /* NoPE: Llama 4's attention-temperature tuning of the queries */
     int attn_temperature_tuning;
     double floor_scale, attn_scale;
@@ -176,9 +179,11 @@ void pe_method_keys(pe_method m, char *buf, size_t len);
  *   CONST a        every element a               XAVIER        xavier_normal (fan_in shape[1], fan_out shape[0])
  *   LINEAR a       U(+-1/sqrt(a)): torch.nn.Linear's weight and bias with fan_in a
  *   ALIBI_SLOPES   the reference's get_slopes(rows)
- *   COMPLEX_FREQ   freq[v, d] = 10000^(-2 floor(d/2) / C) for every row v (complex-order) */
+ *   COMPLEX_FREQ   freq[v, d] = 10000^(-2 floor(d/2) / C) for every row v (complex-order)
+ *   EYE_NORMAL     the identity on the last two dims (each [.., n, n] block) plus N(0, a) (FoPE:
+ *                  starts as RoPE) */
 enum { PE_INIT_NORMAL = 1, PE_INIT_UNIFORM, PE_INIT_CONST, PE_INIT_XAVIER, PE_INIT_LINEAR, PE_INIT_ALIBI_SLOPES,
-       PE_INIT_COMPLEX_FREQ };
+       PE_INIT_COMPLEX_FREQ, PE_INIT_EYE_NORMAL };
 typedef struct pe_init {
     int kind;
     double a, b;

@@ -72,6 +72,7 @@ void pe_config_init(pe_config *c) {
     c->yarn_truncate = 1;
     c->low_freq_factor = 1;
     c->high_freq_factor = 4;
+    c->fope_sep_head = 1;
     c->floor_scale = 8192; /* Llama 4 */
     c->attn_scale = 0.1;
 }

@@ -292,6 +292,10 @@ static void init_method_tensor(const tr_tensor *t, int64_t C, float *p, pe_rng *
         pe__alibi_slopes(m, t->numel < PE_MAX_ROPE_PAIRS ? t->numel : PE_MAX_ROPE_PAIRS);
         for (int64_t e = 0; e < t->numel && e < PE_MAX_ROPE_PAIRS; e++) p[e] = (float)m[e];
         break;
+    case PE_INIT_EYE_NORMAL: /* the identity on each [cols, cols] block, plus noise */
+        for (int64_t e = 0; e < t->numel; e++)
+            p[e] = (float)((e % (cols * cols)) / cols == e % cols ? 1.0 : 0.0) + (float)(in->a * pe_rng_normal(rng));
+        break;
     case PE_INIT_COMPLEX_FREQ:
         for (int64_t r = 0; r < rows; r++)
             for (int64_t d = 0; d < cols; d++) p[r * cols + d] = (float)pow(10000.0, -2.0 * (double)(d / 2) / (double)C);

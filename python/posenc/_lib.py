@@ -58,7 +58,7 @@ class PeParamSpec(ctypes.Structure):
 
 # pe_init kinds (include/posenc.h): how a method's reference initialises a tensor
 INIT_KINDS = {1: "normal", 2: "uniform", 3: "const", 4: "xavier", 5: "linear", 6: "alibi_slopes",
-              7: "complex_freq"}
+              7: "complex_freq", 8: "eye_normal"}
 
 
 LIBNAME = "libposenc.so" if sys.platform != "darwin" else "libposenc.dylib"

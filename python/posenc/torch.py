@@ -40,6 +40,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
   fire      MLP as torch.nn.Linear, fire_c = 0.1, fire_L = 1 (times fire_init_L)   FIRE paper
   floater   floater_b0 ~ N(0, 1), w1, w2 xavier_normal, b1, b2 = 0   xuanqing94/FLOATER
   complex   amp ~ N(0, 1), freq[v, d] = 10000^(-2 floor(d/2) / C), phase = 0   complex-order
+  fope      fope_cos, fope_sin = the identity + N(0, 0.02) (starts as RoPE on the kept pairs)
   other     any tensor of a method added later and not listed: N(0, 0.02)
 """
 import ctypes
@@ -569,6 +570,9 @@ def init_tensor(method, name, t, settings, dim, heads):
             return nn.init.xavier_normal_(t)
         if kind == "linear":  # torch.nn.Linear.reset_parameters: U(+-1/sqrt(fan_in))
             return nn.init.uniform_(t, -1 / math.sqrt(a), 1 / math.sqrt(a))
+        if kind == "eye_normal":  # the identity on each [n, n] block plus N(0, a): FoPE starts as RoPE
+            n = t.shape[-1]
+            return t.copy_(torch.eye(n, dtype=t.dtype).expand_as(t) + a * torch.randn(t.shape, dtype=t.dtype))
         if kind == "alibi_slopes":
             return t.copy_(torch.tensor(_get_slopes(t.shape[0])))
         C = t.shape[-1]  # complex_freq: 10000^(-2 floor(d/2) / C) on every row

@@ -67,8 +67,10 @@ static void positions_explicit_equal_default(void **state) {
 /* Methods whose family (set by the hook they use) is not absolute but whose positional term
  * is: tupe adds its position-position term as a bias, read from pos_table row p + 1; fire
  * normalises by psi(max(i, |L init_L|)), the query's absolute position once past the
- * threshold (at most 512 in this layer, so the shift by 1000 crosses it). */
-static const char *const ABSOLUTE_TERM[] = {"tupe", "fire"};
+ * threshold (at most 512 in this layer, so the shift by 1000 crosses it); fope's Fourier
+ * coefficients mix frequencies, and c_i c_j + s_i s_j depends on p_i - p_j alone only when they
+ * are diagonal (RoPE). */
+static const char *const ABSOLUTE_TERM[] = {"tupe", "fire", "fope"};
 
 static int has_absolute_term(int m) {
     for (size_t i = 0; i < sizeof ABSOLUTE_TERM / sizeof ABSOLUTE_TERM[0]; i++)

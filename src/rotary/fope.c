@@ -1,0 +1,191 @@
+/* FoPE, Fourier Position Embedding (Hua et al. 2024; the form of vLLM's
+ * rotary_embedding/fope.py). RoPE treats each pair of dims as one frequency; FoPE gives each
+ * of the first F pairs a Fourier series over the kept frequencies instead:
+ *   c[p, h, d] = sum_u cos(p w_u) fope_cos[h, u, d],   s[p, h, d] = sum_u sin(p w_u) fope_sin[h, u, d]
+ * with w_u = rope_base^(-2u/D), u < F, and q and k (kv head h; a query head reads its group's)
+ * transformed pair by pair in the half layout, (x1, x2) -> (x1 c - x2 s, x2 c + x1 s); pairs
+ * d >= F pass through (c = 1, s = 0). F is fope_num_freq, or the frequencies above 2 pi /
+ * max_position_embeddings (the paper's clipping: a frequency that does not complete a period
+ * in the training length is zeroed), or every pair. With fope_cos = fope_sin = the identity it
+ * is RoPE on the kept pairs, which is where the tensors start (plus N(0, 0.02)).
+ *
+ * Each row's (c, s) per kv head is a table like rope's, built in double from the float
+ * tensors and rounded once; the transformation is rope's kernel with that table (its
+ * transpose, sin negated, is the backward's), one kv head's group of heads at a time. The
+ * tensors' gradients: for y = M(c, s) x, dL/dc = dy1 x1 + dy2 x2 and dL/ds = dy2 x1 - dy1 x2
+ * per pair, summed over the group's heads and over q and k, then dfope_cos[h, u, d] +=
+ * cos(p w_u) dL/dc[p, h, d] (fope_sin with sin). */
+#include <math.h>
+
+#include "../internal.h"
+
+enum { COS, SIN };
+
+typedef struct {
+    float *cs;    /* (Hc, B*T, D/2, 2) c, s of the queries, Hc = Hkv (one per kv head) */
+    float *cs_k;  /* (Hc, B*Tk, D/2, 2) of the keys, or cs when the keys are the queries */
+    double *w;    /* (F) the kept frequencies */
+    double *g;    /* (2, Hkv, n or nk, F) dL/dc, dL/ds per row and kv head, summed by backward */
+} fope_state;
+
+/* F: the pairs that carry a Fourier series */
+static int64_t n_freq(const pe_config *cfg, int64_t D) {
+    if (pe_config_is_set(cfg, "fope_num_freq")) return cfg->fope_num_freq;
+    int64_t F = D / 2;
+    if (pe_config_is_set(cfg, "max_position_embeddings")) {
+        F = 0;
+        for (int64_t u = 0; u < D / 2; u++)
+            F += pow(cfg->rope_base, -2.0 * (double)u / (double)D) > 2 * PE_PI / (double)cfg->max_position_embeddings;
+    }
+    return F;
+}
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H;
+    if (D % 2) return pe__fail(err, PE_EKEY, "method fope: head_dim %lld is odd (pairs of dims)", (long long)D);
+    if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
+    if (pe_config_is_set(cfg, "max_position_embeddings") && cfg->max_position_embeddings < 1)
+        return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
+    const int64_t F = n_freq(cfg, D);
+    if (F < 1 || F > D / 2)
+        return pe__fail(err, PE_EKEY, "key 'fope_num_freq': %lld frequencies, expected 1 .. head_dim / 2 (%lld)%s",
+                        (long long)F, (long long)(D / 2),
+                        pe_config_is_set(cfg, "fope_num_freq") ? "" : " (max_position_embeddings keeps none)");
+    return PE_OK;
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)H;
+    const int64_t F = n_freq(cfg, D), Hc = cfg->fope_sep_head ? cfg->kv_heads : 1;
+    s[COS] = (pe_param_spec){"fope_cos", 3, {Hc, F, F}, 0, {PE_INIT_EYE_NORMAL, 0.02, 0}};
+    s[SIN] = (pe_param_spec){"fope_sin", 3, {Hc, F, F}, 0, {PE_INIT_EYE_NORMAL, 0.02, 0}};
+    return 2;
+}
+
+/* cs (Hkv, n, D/2, 2) for n rows at pos */
+static void table(const pe__ctx *ctx, const fope_state *st, const int64_t *pos, int64_t n, float *cs) {
+    const int64_t half = ctx->D / 2, F = n_freq(ctx->cfg, ctx->D), Hc = ctx->cfg->fope_sep_head ? ctx->Hkv : 1;
+    const float *fc = ctx->w->param[COS], *fs = ctx->w->param[SIN];
+    double *cw = malloc(sizeof(double) * (size_t)(2 * F)), *sw = cw ? cw + F : NULL;
+    for (int64_t r = 0; r < n && cw; r++) {
+        for (int64_t u = 0; u < F; u++) cw[u] = cos((double)pos[r] * st->w[u]), sw[u] = sin((double)pos[r] * st->w[u]);
+        for (int64_t h = 0; h < ctx->Hkv; h++) {
+            const int64_t hc = Hc > 1 ? h : 0;
+            float *e = cs + (h * n + r) * half * 2;
+            for (int64_t d = 0; d < half; d++) {
+                double c = d < F ? 0 : 1, s = 0;
+                for (int64_t u = 0; u < F && d < F; u++)
+                    c += cw[u] * (double)fc[(hc * F + u) * F + d], s += sw[u] * (double)fs[(hc * F + u) * F + d];
+                e[2 * d] = (float)c, e[2 * d + 1] = (float)s;
+            }
+        }
+    }
+    free(cw);
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t half = ctx->D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, F = n_freq(ctx->cfg, ctx->D);
+    const int shared = ctx->kpos == ctx->pos;
+    const size_t rows = (size_t)(n > nk ? n : nk);
+    fope_state *st = calloc(1, sizeof *st);
+    if (st) st->cs = malloc(sizeof(float) * (size_t)(ctx->Hkv * n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(ctx->Hkv * nk * half * 2));
+    if (st) st->w = malloc(sizeof(double) * (size_t)F);
+    if (st) st->g = malloc(sizeof(double) * 2 * (size_t)ctx->Hkv * rows * (size_t)F);
+    if (!st || !st->cs || !st->cs_k || !st->w || !st->g) {
+        if (st && !shared) free(st->cs_k);
+        if (st) free(st->cs), free(st->w), free(st->g);
+        free(st);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the fope tables");
+    }
+    for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
+    table(ctx, st, ctx->pos, n, st->cs);
+    if (!shared) table(ctx, st, ctx->kpos, nk, st->cs_k);
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    fope_state *st = ctx->state;
+    if (st->cs_k != st->cs) free(st->cs_k);
+    free(st->cs), free(st->w), free(st->g), free(st);
+    ctx->state = NULL;
+}
+
+/* n rows (stride ld) of nh heads per kv head, each kv head's group by its table; sign -1: back */
+static void transform(const pe__ctx *ctx, float *x, int64_t n, int64_t ld, int64_t nh, const float *cs, float sign) {
+    const int64_t D = ctx->D;
+    for (int64_t h = 0; h < ctx->Hkv; h++)
+        pe__rope_rotate(ctx->run, x + h * nh * D, n, ld, nh, D, D, PE_ROPE_HALF, cs + h * n * (D / 2) * 2, sign);
+}
+
+static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
+    (void)v;
+    const fope_state *st = ctx->state;
+    if (q) transform(ctx, q, ctx->B * ctx->T, ctx->C, ctx->H / ctx->Hkv, st->cs, 1.0f);
+    if (k) transform(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, 1, st->cs_k, 1.0f);
+}
+
+/* The tensors' gradients from n rows at pos: x_in before the transformation, dy after */
+static void coef_grad(pe__ctx *ctx, const fope_state *st, const int64_t *pos, int64_t n, const float *x_in,
+                      const float *dy, int64_t ld, int64_t nh) {
+    const int64_t D = ctx->D, half = D / 2, F = n_freq(ctx->cfg, D), Hkv = ctx->Hkv;
+    const int64_t Hc = ctx->cfg->fope_sep_head ? Hkv : 1;
+    double *gc = st->g, *gs = st->g + Hkv * n * F; /* (Hkv, n, F) each */
+    for (int64_t h = 0; h < Hkv; h++)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t d = 0; d < F; d++) {
+                double dc = 0, ds = 0;
+                for (int64_t j = 0; j < nh; j++) {
+                    const int64_t a = r * ld + (h * nh + j) * D + d, b = a + half;
+                    dc += (double)dy[a] * x_in[a] + (double)dy[b] * x_in[b];
+                    ds += (double)dy[b] * x_in[a] - (double)dy[a] * x_in[b];
+                }
+                gc[(h * n + r) * F + d] = dc, gs[(h * n + r) * F + d] = ds;
+            }
+    float *dfc = ctx->g->dparam[COS], *dfs = ctx->g->dparam[SIN];
+    double *acc = calloc((size_t)(2 * F * F + 2 * F), sizeof(double)), *cw = acc ? acc + 2 * F * F : NULL;
+    for (int64_t h = 0; h < Hkv && acc; h++) {
+        const int64_t hc = Hc > 1 ? h : 0;
+        memset(acc, 0, sizeof(double) * (size_t)(2 * F * F));
+        for (int64_t r = 0; r < n; r++) {
+            for (int64_t u = 0; u < F; u++) cw[u] = cos((double)pos[r] * st->w[u]), cw[F + u] = sin((double)pos[r] * st->w[u]);
+            const double *grc = gc + (h * n + r) * F, *grs = gs + (h * n + r) * F;
+            for (int64_t u = 0; u < F; u++)
+                for (int64_t d = 0; d < F; d++) acc[u * F + d] += cw[u] * grc[d], acc[F * F + u * F + d] += cw[F + u] * grs[d];
+        }
+        for (int64_t e = 0; e < F * F; e++) {
+            if (dfc) dfc[hc * F * F + e] += (float)acc[e];
+            if (dfs) dfs[hc * F * F + e] += (float)acc[F * F + e];
+        }
+    }
+    free(acc);
+}
+
+/* forward was q' = M q, k' = M k, M = [[c, -s], [s, c]] per pair: dq = M^T dq', likewise k,
+ * M^T being the kernel's rotation with sin negated */
+static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in, const float *k_in) {
+    (void)dv;
+    const fope_state *st = ctx->state;
+    const int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, group = ctx->H / ctx->Hkv;
+    if (ctx->g->dparam[COS] || ctx->g->dparam[SIN]) {
+        coef_grad(ctx, st, ctx->pos, n, q_in, dq, ctx->C, group);
+        coef_grad(ctx, st, ctx->kpos, nk, k_in, dk, ctx->Ckv, 1);
+    }
+    transform(ctx, dq, n, ctx->C, group, st->cs, -1.0f);
+    transform(ctx, dk, nk, ctx->Ckv, 1, st->cs_k, -1.0f);
+}
+
+const pe__method pe__method_fope = {
+    .name = "fope",
+    .reference = "Hua et al. 2024, Fourier Position Embedding (the form of vLLM rotary_embedding/fope.py)",
+    .family = PE_FAMILY_ROTARY,
+    .keys = "rope_base fope_num_freq fope_sep_head max_position_embeddings",
+    .flags = PE__GQA | PE__FUSED,
+    .check = check,
+    .params = params,
+    .prepare = prepare,
+    .release = release,
+    .rotate_forward = rotate_forward,
+    .rotate_backward = rotate_backward,
+};
