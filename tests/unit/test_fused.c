@@ -66,6 +66,10 @@ static const char *const SETTINGS[] = {
     "method=huang3",
     "method=huang4 max_rel=4",
     "method=huang4",
+    "method=fope",
+    "method=fope fope_num_freq=2 fope_sep_head=false",
+    "method=rope rotary_dim=4 rotary_offset=2",
+    "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
 };
 
 /* Creates the layer, or NULL when this configuration is not allowed (grouped-query attention
