@@ -81,7 +81,7 @@ deps:
 	@bash scripts/deps.sh
 
 # all: libposenc.a, libposenc.so, the posenc tool and the unit tests
-all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD)/examples/decode
+all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD)/examples/decode $(BUILD)/examples/api
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -114,6 +114,11 @@ $(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libpos
 
 # examples/decode.c: the engine API (KV cache) as a user links it, posenc.h only
 $(BUILD)/examples/decode: examples/decode.c $(BUILD)/libposenc.a include/posenc.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
+
+# examples/api.c: the README's ten lines as a program, posenc.h only
+$(BUILD)/examples/api: examples/api.c $(BUILD)/libposenc.a include/posenc.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
 
@@ -159,7 +164,7 @@ unit: $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; POSENC_FIXTURES=tests/fixtures $$t; done
 
 # cli-test: exit status 2, one-line message and no output on bad input
-cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
+cli-test: $(BUILD)/posenc $(BUILD)/examples/decode $(BUILD)/examples/api
 	@bash tests/cli/test_cli.sh $(BUILD)/posenc
 	@bash tests/cli/test_encode.sh $(BUILD)/posenc
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
@@ -172,6 +177,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode
 	@bash tests/cli/test_args.sh $(BUILD)/posenc
 	@bash tests/cli/test_install.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
+	@$(BUILD)/examples/api
 
 # conformance: the public cases for every implemented method, the projected-form and attn_mask
 # cases (cases-keys), tests/fixtures, and ../shared's cases where present, through the checker

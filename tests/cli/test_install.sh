@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make install PREFIX=...` into a scratch prefix: the shared library has its SONAME and the
 # versioned file with its two links, posenc.pc works, and a program built with
-# `pkg-config --cflags --libs posenc` (examples/decode.c) runs without LD_LIBRARY_PATH.
+# `pkg-config --cflags --libs posenc` (examples/decode.c, and examples/api.c: the README's ten
+# lines) runs without LD_LIBRARY_PATH.
 #   usage: bash tests/cli/test_install.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" install "${1:-}"
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -23,5 +24,12 @@ if cc -o "$WORK/decode" "$ROOT/examples/decode.c" $flags -lm > "$WORK/cc.log" 2>
     ldd "$WORK/decode" | grep -q "$P/lib/libposenc.so.0" && ok "it loads the installed library" || not_ok "ldd" "$(ldd "$WORK/decode")"
 else
     not_ok "build against the installed library" "$(tail -5 "$WORK/cc.log")"
+fi
+# the README's ten lines as a whole program (examples/api.c), against the installed library
+if cc -o "$WORK/api" "$ROOT/examples/api.c" $flags -lm > "$WORK/cc.log" 2>&1; then
+    env -u LD_LIBRARY_PATH "$WORK/api" > "$WORK/run.log" 2>&1 && ok "examples/api.c (the README's API lines) runs installed" ||
+        not_ok "examples/api.c runs" "$(cat "$WORK/run.log")"
+else
+    not_ok "examples/api.c builds against the installed library" "$(tail -5 "$WORK/cc.log")"
 fi
 finish
