@@ -142,6 +142,8 @@ typedef struct pe_config {
     int64_t fope_num_freq;
     int fope_sep_head;
     /* NoPE: Llama 4's attention-temperature tuning of the queries */
+    /* PoPE */
+    int pope_bias_uniform_init;
     int attn_temperature_tuning;
     double floor_scale, attn_scale;
     /* LongRoPE factor tables read from hf_config (short, long); used when the tensors

@@ -40,6 +40,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
   fire      MLP as torch.nn.Linear, fire_c = 0.1, fire_L = 1 (times fire_init_L)   FIRE paper
   floater   floater_b0 ~ N(0, 1), w1, w2 xavier_normal, b1, b2 = 0   xuanqing94/FLOATER
   complex   amp ~ N(0, 1), freq[v, d] = 10000^(-2 floor(d/2) / C), phase = 0   complex-order
+  pope      pope_bias = 0, or U(-2 pi, 0) with pope_bias_uniform_init   lucidrains/PoPE-pytorch
   fope      fope_cos, fope_sin = the identity + N(0, 0.02) (starts as RoPE on the kept pairs)
   other     any tensor of a method added later and not listed: N(0, 0.02)
 """

@@ -81,8 +81,11 @@ pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint
         int pos = positive(L->specs[i].name);
         /* LongRoPE's factors stretch wavelengths: >= 1 */
         int factor = !strcmp(L->specs[i].name, "short_factor") || !strcmp(L->specs[i].name, "long_factor");
+        /* PoPE's bias is clamped to [-2 pi, 0]: inside it, away from the ends (no kink) */
+        int phase = !strcmp(L->specs[i].name, "pope_bias");
         for (int64_t e = 0; e < count; e++)
             p[e] = factor ? 1.0f + 3.0f * pe_rng_uniform(&rng)
+                 : phase  ? -0.2f - 0.8f * pe_rng_uniform(&rng)
                  : pos    ? 0.2f + 0.8f * pe_rng_uniform(&rng)
                           : pe_rng_uniform(&rng) - 0.5f;
         L->w.param[i] = p, L->g.dparam[i] = g;

@@ -41,6 +41,7 @@ static const char *const METHODS[] = {
     "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=8",
     "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8", "method=huang1 max_rel=3",
     "method=huang3 max_rel=3", "method=huang4 max_rel=3", "method=alibi", "method=xpos xpos_scale_base=8",
+    "method=pope", "method=pope rotary_dim=3 rope_base=100",
     "method=kerple kerple=log", "method=fire fire_init_L=8", "method=fope", "method=fope fope_num_freq=1 kv_heads=2",
 };
 

@@ -41,6 +41,7 @@ static const char *method_keys(const char *method) {
         {"tupe", "num_buckets=8 max_distance=12|num_buckets=8 max_distance=12 tupe_cls=false"},
         {"xl", "clamp_len=3|same_length=true mem_len=2"},
         {"deberta", "position_buckets=4 max_relative_positions=8"},
+        {"pope", "rope_base=10000|rotary_dim=3 rope_base=100"},
         {"xpos", "xpos_scale_base=8"},
         {"kerple", "kerple=log|kerple=power"},
         {"fire", "fire_init_L=8"},

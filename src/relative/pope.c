@@ -1,0 +1,180 @@
+/* PoPE, Polar Coordinate Position Embedding (Gopalakrishnan et al. 2025, arXiv 2509.10534; the
+ * conventions of lucidrains/PoPE-pytorch, PoPE_pytorch/pope.py). Each of the first R dims of a
+ * head (rotary_dim, default D) is one frequency w_d = rope_base^(-d/R), d < R: q and k become
+ * non-negative magnitudes softplus(x_d) with phases p w_d (queries) and p w_d + delta[h, d]
+ * (keys), delta = clamp(pope_bias[h, d], -2 pi, 0) per query head h, i.e. the vectors of 2R
+ * dims (mag cos, mag sin) per d, interleaved, followed by the D - R dims that pass through
+ * unchanged. The score is the plain dot product of those:
+ *   s_ij = scale (sum_{d<R} sp(q_id) sp(k_jd) cos((p_i - p_j) w_d - delta[h, d]) + sum_{d>=R} q_id k_jd)
+ * which depends on the positions only through p_i - p_j.
+ *
+ * The transformed vectors are R + D wide, so PoPE is a score hook, not a rotate hook (which keeps
+ * q and k D wide): per (b, h) it builds q' (T, R + D) and k' (Tk, R + D), the key's bias being
+ * the query head's, and takes s = scale q' k'^T with one product. Angles and their cosines are
+ * formed in double from exact positions and rounded once. The backward: dq' = scale ds k',
+ * dk' = scale ds^T q', then per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
+ * k, and ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the
+ * clamp keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). softplus is PyTorch's
+ * (x past 20: x itself, derivative 1). */
+#include <math.h>
+
+#include "../internal.h"
+
+enum { BIAS };
+
+typedef struct {
+    double *w;   /* (R) frequencies */
+    float *cs;   /* (B*T, R, 2) cos, sin of the queries' phases */
+    float *buf;  /* per (b, h): q' (T, W), k' (Tk, W), dq' (T, W), dk' (Tk, W), W = R + D */
+    float *kcs;  /* (Tk, R, 2) cos, sin of one (b, h)'s key phases, bias included */
+    double *dph; /* (R) one (b, h)'s gradient of its key phases */
+} pope_state;
+
+static void defaults(pe_config *cfg, int64_t H, int64_t D) {
+    (void)H;
+    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D;
+}
+
+static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
+    (void)H;
+    if (!(cfg->rope_base > 0) || !isfinite(cfg->rope_base))
+        return pe__fail(err, PE_EKEY, "key 'rope_base' must be a finite number > 0");
+    if (cfg->rotary_dim < 1 || cfg->rotary_dim > D)
+        return pe__fail(err, PE_EKEY, "key 'rotary_dim': %lld is not within 1 .. head_dim (%lld)",
+                        (long long)cfg->rotary_dim, (long long)D);
+    return PE_OK;
+}
+
+static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
+    (void)D;
+    /* the reference: zeros, or U(-2 pi, 0) with bias_uniform_init */
+    s[BIAS] = (pe_param_spec){"pope_bias", 2, {H, cfg->rotary_dim}, 0,
+                              cfg->pope_bias_uniform_init ? (pe_init){PE_INIT_UNIFORM, -2 * PE_PI, 0}
+                                                          : (pe_init){PE_INIT_CONST, 0, 0}};
+    return 1;
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t R = ctx->cfg->rotary_dim, W = R + ctx->D, n = ctx->B * ctx->T;
+    pope_state *st = calloc(1, sizeof *st);
+    if (st) st->w = malloc(sizeof(double) * (size_t)R);
+    if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
+    if (st) st->buf = malloc(sizeof(float) * (size_t)(2 * (ctx->T + ctx->Tk) * W));
+    if (st) st->kcs = malloc(sizeof(float) * (size_t)(ctx->Tk * R * 2));
+    if (st) st->dph = malloc(sizeof(double) * (size_t)R);
+    if (!st || !st->w || !st->cs || !st->buf || !st->kcs || !st->dph) {
+        if (st) free(st->w), free(st->cs), free(st->buf), free(st->kcs), free(st->dph);
+        free(st);
+        return pe__fail(err, PE_ENOMEM, "out of memory for the pope tables");
+    }
+    for (int64_t d = 0; d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t d = 0; d < R; d++) {
+            const double a = (double)ctx->pos[r] * st->w[d];
+            st->cs[(r * R + d) * 2] = (float)cos(a), st->cs[(r * R + d) * 2 + 1] = (float)sin(a);
+        }
+    ctx->state = st;
+    return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    pope_state *st = ctx->state;
+    free(st->w), free(st->cs), free(st->buf), free(st->kcs), free(st->dph), free(st);
+    ctx->state = NULL;
+}
+
+/* PyTorch's softplus (beta 1, threshold 20) and its derivative */
+static inline double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
+static inline double softplus_grad(double x) { return x > 20 ? 1 : 1 / (1 + exp(-x)); }
+
+static inline double clamp_bias(double b) { return b < -2 * PE_PI ? -2 * PE_PI : b > 0 ? 0 : b; }
+
+/* The key phases of row b for query head h into st->kcs */
+static void key_table(const pe__ctx *ctx, const pope_state *st, int64_t b, int64_t h) {
+    const int64_t R = ctx->cfg->rotary_dim;
+    const int64_t *kpos = ctx->kpos + b * ctx->Tk;
+    const float *bias = ctx->w->param[BIAS] + h * R;
+    for (int64_t j = 0; j < ctx->Tk; j++)
+        for (int64_t d = 0; d < R; d++) {
+            const double a = (double)kpos[j] * st->w[d] + clamp_bias(bias[d]);
+            st->kcs[(j * R + d) * 2] = (float)cos(a), st->kcs[(j * R + d) * 2 + 1] = (float)sin(a);
+        }
+}
+
+/* n rows x (ld stride) -> y (n, W): (sp(x_d) cos, sp(x_d) sin) per d < R, then x_d for d >= R */
+static void polar(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs, float *y) {
+    const int64_t W = R + D;
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * ld, *c = cs + r * R * 2;
+        float *yr = y + r * W;
+        for (int64_t d = 0; d < R; d++) {
+            const float m = (float)softplus(xr[d]);
+            yr[2 * d] = m * c[2 * d], yr[2 * d + 1] = m * c[2 * d + 1];
+        }
+        for (int64_t d = R; d < D; d++) yr[R + d] = xr[d];
+    }
+}
+
+static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *s) {
+    const pope_state *st = ctx->state;
+    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
+    float *qp = st->buf, *kp = qp + T * W;
+    key_table(ctx, st, b, h);
+    polar(T, R, D, q, ctx->C, st->cs + b * T * R * 2, qp);
+    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp);
+    pe__gemm(0, 1, T, Tk, W, (float)ctx->cfg->scale, qp, W, kp, W, 0.0f, s, Tk);
+}
+
+/* dq, dk (+=) of n rows from dy (n, W), the gradient of y = polar(x); dbias (R) += the phases'
+ * gradient (keys) or NULL */
+static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs,
+                           const float *dy, float *dx, double *dphase) {
+    const int64_t W = R + D;
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * ld, *c = cs + r * R * 2, *g = dy + r * W;
+        float *dxr = dx + r * ld;
+        for (int64_t d = 0; d < R; d++) {
+            const double gc = g[2 * d], gs = g[2 * d + 1], co = c[2 * d], si = c[2 * d + 1];
+            dxr[d] += (float)(softplus_grad(xr[d]) * (gc * co + gs * si));
+            if (dphase) dphase[d] += (double)(float)softplus(xr[d]) * (gs * co - gc * si);
+        }
+        for (int64_t d = R; d < D; d++) dxr[d] += g[R + d];
+    }
+}
+
+static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q, const float *k,
+                           float *dq, float *dk) {
+    const pope_state *st = ctx->state;
+    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
+    const float scale = (float)ctx->cfg->scale;
+    float *qp = st->buf, *kp = qp + T * W, *dqp = kp + Tk * W, *dkp = dqp + T * W;
+    const float *cq = st->cs + b * T * R * 2;
+    key_table(ctx, st, b, h);
+    polar(T, R, D, q, ctx->C, cq, qp);
+    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp);
+    pe__gemm(0, 0, T, W, Tk, scale, ds, Tk, kp, W, 0.0f, dqp, W);
+    pe__gemm(1, 0, Tk, W, T, scale, ds, Tk, qp, W, 0.0f, dkp, W);
+    float *dbias = ctx->g->dparam[BIAS];
+    double *dphase = dbias ? st->dph : NULL;
+    if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
+    polar_backward(T, R, D, q, ctx->C, cq, dqp, dq, NULL);
+    polar_backward(Tk, R, D, k, ctx->Ckv, st->kcs, dkp, dk, dphase);
+    const float *bias = ctx->w->param[BIAS] + h * R;
+    for (int64_t d = 0; dphase && d < R; d++)
+        if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
+}
+
+const pe__method pe__method_pope = {
+    .name = "pope",
+    .reference = "Gopalakrishnan et al. 2025, polar coordinate position embedding (lucidrains/PoPE-pytorch)",
+    .family = PE_FAMILY_RELATIVE,
+    .keys = "rope_base rotary_dim pope_bias_uniform_init",
+    .flags = PE__GQA,
+    .defaults = defaults,
+    .check = check,
+    .params = params,
+    .prepare = prepare,
+    .release = release,
+    .score_forward = score_forward,
+    .score_backward = score_backward,
+};
