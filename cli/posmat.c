@@ -22,7 +22,8 @@ int pm_method(const pm_opts *o, pe_err *err) {
     return -1;
 }
 
-/* the layer of the settings: heads and causal=false unless given */
+/* the layer of the settings: heads and causal=false unless given (cope, causal only: true; its
+ * masked scores are -inf, which the plots leave blank) */
 static pe_status make_att(const pm_opts *o, pe_attention **att, pe_err *err) {
     pe_config cfg;
     pe_config_init(&cfg);
@@ -30,7 +31,8 @@ static pe_status make_att(const pm_opts *o, pe_attention **att, pe_err *err) {
     char h[32];
     snprintf(h, sizeof h, "%lld", (long long)o->heads);
     if (!st && !pe_config_is_set(&cfg, "heads")) st = pe_config_set(&cfg, "heads", h, err);
-    if (!st && !pe_config_is_set(&cfg, "causal")) st = pe_config_set(&cfg, "causal", "false", err);
+    if (!st && !pe_config_is_set(&cfg, "causal"))
+        st = pe_config_set(&cfg, "causal", cfg.method == PE_METHOD_COPE ? "true" : "false", err);
     if (!st) st = pe_attention_init(att, &cfg, o->C, err);
     return st;
 }

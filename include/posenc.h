@@ -123,6 +123,7 @@ typedef struct pe_config {
     int64_t mem_len, position_buckets, max_relative_positions;
     int pos_att, share_att_key, kerple;
     double fire_init_L, xpos_scale_base, xpos_gamma;
+    int64_t npos_max; /* CoPE */
     /* rotary */
     int rope_layout;
     double rope_base;

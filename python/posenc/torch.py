@@ -42,6 +42,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
   complex   amp ~ N(0, 1), freq[v, d] = 10000^(-2 floor(d/2) / C), phase = 0   complex-order
   pope      pope_bias = 0, or U(-2 pi, 0) with pope_bias_uniform_init   lucidrains/PoPE-pytorch
   fope      fope_cos, fope_sin = the identity + N(0, 0.02) (starts as RoPE on the kept pairs)
+  cope      pos_emb = 0                                     facebookresearch/RAM projects/cope (torch.zeros)
   other     any tensor of a method added later and not listed: N(0, 0.02)
 """
 import ctypes

@@ -213,12 +213,13 @@ def main():
         if only and name not in only:
             continue
         mod = posenc_ref.method_module(name)
-        specs = [dict(s) for s in GENERIC if s["name"] not in getattr(mod, "SKIP_GENERIC", ())]
+        skip = getattr(mod, "SKIP_GENERIC", ())  # generic variants a method cannot run (by name)
+        specs = [dict(s) for s in GENERIC if s["name"] not in skip]
         specs += [dict(s) for s in getattr(mod, "CASES", [])]
         if getattr(mod, "MASKS", True):
-            specs += [dict(s) for s in MASK_GENERIC]
+            specs += [dict(s) for s in MASK_GENERIC if s["name"] not in skip]
         if getattr(mod, "PROJECTED", True):
-            specs += [dict(s, qkv=True) for s in PROJ_GENERIC + getattr(mod, "PROJ_CASES", [])]
+            specs += [dict(s, qkv=True) for s in PROJ_GENERIC + getattr(mod, "PROJ_CASES", []) if s["name"] not in skip]
         for spec in specs:
             # the seed depends only on the case's name, so regenerating any subset of the
             # methods writes the same inputs

@@ -43,6 +43,7 @@ static const char *const METHODS[] = {
     "method=huang3 max_rel=3", "method=huang4 max_rel=3", "method=alibi", "method=xpos xpos_scale_base=8",
     "method=pope", "method=pope rotary_dim=3 rope_base=100",
     "method=kerple kerple=log", "method=fire fire_init_L=8", "method=fope", "method=fope fope_num_freq=1 kv_heads=2",
+    "method=cope npos_max=4",
 };
 
 enum { NSTEP = 7 };

@@ -45,6 +45,7 @@ static const char *method_keys(const char *method) {
         {"xpos", "xpos_scale_base=8"},
         {"kerple", "kerple=log|kerple=power"},
         {"fire", "fire_init_L=8"},
+        {"cope", "causal=true npos_max=3|causal=true npos_max=2 scale=0.8"}, /* causal only; the clamp reached */
     };
     for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
         if (!strcmp(K[i].method, method)) return K[i].keys;
@@ -100,6 +101,7 @@ static int check_settings(int m, const char *keys) {
             pe_config_set(&probe, "method", method, &err);
             pe_config_set(&probe, "heads", "4", &err);
             pe_config_set(&probe, "kv_heads", kv, &err);
+            pe_config_set(&probe, "causal", "true", &err); /* cope is causal only; no method refuses causal */
             pe_attention *a;
             if (pe_attention_init(&a, &probe, R.C, &err)) continue; /* no grouped-query attention */
             pe_attention_free(a);
