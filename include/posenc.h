@@ -142,9 +142,9 @@ typedef struct pe_config {
     /* FoPE */
     int64_t fope_num_freq;
     int fope_sep_head;
-    /* NoPE: Llama 4's attention-temperature tuning of the queries */
     /* PoPE */
     int pope_bias_uniform_init;
+    /* NoPE: Llama 4's attention-temperature tuning of the queries */
     int attn_temperature_tuning;
     double floor_scale, attn_scale;
     /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
