@@ -324,6 +324,15 @@ int arg_parse(const arg_cmd *c, int argc, char **argv, void *opts, arg_res *r) {
     return rc;
 }
 
+int arg_start(const arg_cmd *c, int argc, char **argv, void *opts, int *status) {
+    arg_res r;
+    c->init(opts);
+    const int rc = arg_parse(c, argc, argv, opts, &r);
+    if (rc) return *status = rc < 0 ? 0 : rc, 1;
+    arg_free(&r);
+    return *status = 0, 0;
+}
+
 void arg_free(arg_res *r) {
     free(r->keys), free(r->vals);
     *r = (arg_res){0};

@@ -77,6 +77,10 @@ typedef struct arg_res {
 int arg_parse(const arg_cmd *c, int argc, char **argv, void *opts, arg_res *r);
 int arg_parse_only(const arg_cmd *c, int argc, char **argv, void *opts, arg_res *r);
 void arg_free(arg_res *r);
+/* The whole prologue of a command that takes no --KEY VALUE settings: opts filled with c's
+ * defaults, argv parsed into it. Returns 0 to run the command, else 1 with *status the exit
+ * status to return (0 after --help, 2 after a mistake's message). */
+int arg_start(const arg_cmd *c, int argc, char **argv, void *opts, int *status);
 
 /* The help of c, from its table and the defaults in a fresh options struct. */
 void arg_help(const arg_cmd *c);

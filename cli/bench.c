@@ -670,11 +670,8 @@ static const char *section_name(int i) { return SECTIONS[i]; }
 
 int cli_bench(int argc, char **argv) {
     bench_args a;
-    arg_res res;
-    ARGS_BENCH.init(&a);
-    int rc = arg_parse(&ARGS_BENCH, argc, argv, &a, &res);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&res);
+    int rc;
+    if (arg_start(&ARGS_BENCH, argc, argv, &a, &rc)) return rc;
     bopts o = {.T = {512, 2048, 8192}, .nT = 3, .causal = {0, 1}, .ncausal = 2, .reps = 3, .torch = !a.no_torch,
                .reference = !a.no_reference, .ref_max_T = a.ref_max_length, .torch_max_T = a.torch_max_length,
                .torch_path = a.torch, .readme = a.readme, .only = a.only, .threads = (int)a.threads};

@@ -48,11 +48,8 @@ static int permute(pe_st_file *f, const char *name, int64_t heads, int64_t rd, i
 
 int cli_convert_rope(int argc, char **argv) {
     convert_rope_args a;
-    arg_res r;
-    ARGS_CONVERT_ROPE.init(&a);
-    int rc = arg_parse(&ARGS_CONVERT_ROPE, argc, argv, &a, &r);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&r);
+    int rc;
+    if (arg_start(&ARGS_CONVERT_ROPE, argc, argv, &a, &rc)) return rc;
     const char *in = a.in, *out = a.out, *to_s = a.to, *qn = a.q, *kn = a.k;
     int64_t heads = a.heads, kv = a.kv_heads, rd = a.rotary_dim;
     const int to = !strcmp(to_s, "half") ? PE_ROPE_HALF : PE_ROPE_INTERLEAVED;

@@ -35,11 +35,8 @@ static double loss_of(pe_attention *att, pe_layer *L, const float *x, const int6
 
 int cli_demo(int argc, char **argv) {
     demo_args a;
-    arg_res res;
-    ARGS_DEMO.init(&a);
-    int rc = arg_parse(&ARGS_DEMO, argc, argv, &a, &res);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&res);
+    int rc;
+    if (arg_start(&ARGS_DEMO, argc, argv, &a, &rc)) return rc;
     if (a.head_dim % 2) return cli_fail("demo: --head-dim: %lld is odd (the rotary methods rotate pairs)", a.head_dim);
     const int64_t T = a.length, H = a.heads, D = a.head_dim;
     const uint64_t seed = (uint64_t)a.seed;

@@ -31,11 +31,8 @@ static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
 
 int cli_generate(int argc, char **argv) {
     generate_args a;
-    arg_res r;
-    ARGS_GENERATE.init(&a);
-    int rc = arg_parse(&ARGS_GENERATE, argc, argv, &a, &r);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&r);
+    int rc;
+    if (arg_start(&ARGS_GENERATE, argc, argv, &a, &rc)) return rc;
     const char *ckpt = a.checkpoint, *prompt = a.prompt;
     const double temp = a.temperature;
     const long long tokens = a.tokens, seed = a.seed;

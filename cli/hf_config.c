@@ -88,11 +88,8 @@ static void ranges(const int64_t *l, int n, char *buf, size_t len) {
 
 int cli_hf_config(int argc, char **argv) {
     hf_config_args a;
-    arg_res r;
-    ARGS_HF_CONFIG.init(&a);
-    int rc = arg_parse(&ARGS_HF_CONFIG, argc, argv, &a, &r);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&r);
+    int rc;
+    if (arg_start(&ARGS_HF_CONFIG, argc, argv, &a, &rc)) return rc;
     const char *path = a.config;
     const long long only = a.layer;
     const int group = a.group;

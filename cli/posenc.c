@@ -83,11 +83,8 @@ static int method_detail(const char *name) {
 
 static int cmd_methods(int argc, char **argv) {
     methods_args a;
-    arg_res r;
-    ARGS_METHODS.init(&a);
-    int rc = arg_parse(&ARGS_METHODS, argc, argv, &a, &r);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&r);
+    int rc;
+    if (arg_start(&ARGS_METHODS, argc, argv, &a, &rc)) return rc;
     if (a.name) return method_detail(a.name);
     printf("%-12s %-9s %s\n", "method", "family", "keys (besides method heads causal scale kv_heads)");
     for (int m = 0; m < PE_METHOD_COUNT; m++) {

@@ -72,11 +72,8 @@ static int parse_spans(const char *text, pe_span **out) {
 
 int cli_positions(int argc, char **argv) {
     positions_args a;
-    arg_res r;
-    ARGS_POSITIONS.init(&a);
-    int rc = arg_parse(&ARGS_POSITIONS, argc, argv, &a, &r);
-    if (rc) return rc < 0 ? 0 : rc;
-    arg_free(&r);
+    int rc;
+    if (arg_start(&ARGS_POSITIONS, argc, argv, &a, &rc)) return rc;
     const char *spec = a.spans, *out = a.out;
     const long long merge = a.merge;
     const double tps = a.tokens_per_second;
