@@ -69,8 +69,8 @@ static inline int dropout_keeps(uint64_t seed, uint64_t idx, uint32_t threshold)
     return (uint32_t)((x ^ (x >> 31)) >> 32) >= threshold;
 }
 
-/* out = in z / (1 - rate) for head (b, h) of the last forward, z its mask: p' from p (what the
- * values see), and dp from dp' in backward; out may be in. */
+/* out = in z / (1 - rate) for head (b, h) of the last forward, z its mask: p' from p, what the
+ * values see (forward, and backward again, which then reads the mask off p'). */
 static void dropout_apply(const pe_attention *a, int64_t b, int64_t h, const float *in, float *out) {
     const int64_t T = a->T, Tk = a->Tk;
     const uint32_t threshold = (uint32_t)(a->drop_used * 4294967296.0);
@@ -430,7 +430,11 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
                 pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
                 pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
                 if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
-                if (a->drop_used > 0) dropout_apply(a, b, h, dp, dp);
+                if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
+                                           where p = 0 the softmax's backward ignores dp */
+                    const float scale = (float)(1.0 / (1.0 - a->drop_used));
+                    for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
+                }
                 pe__softmax_backward(p, dp, ds, T, Tk);
                 if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
                 if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
