@@ -11,6 +11,9 @@
 
 #include "../internal.h"
 
+/* both tables take the same keys: the settings choose the table, not what may be set */
+#define KEYS "attn_temperature_tuning floor_scale attn_scale hf_config hf_layer"
+
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
     if (!cfg->attn_temperature_tuning &&
@@ -53,7 +56,7 @@ static const pe__method none_tuned = {
     .name = "none",
     .reference = "NoPE with Llama 4's attention-temperature tuning (HF Llama4TextAttention)",
     .family = PE_FAMILY_ABSOLUTE,
-    .keys = "attn_temperature_tuning floor_scale attn_scale hf_config hf_layer",
+    .keys = KEYS,
     .flags = PE__GQA | PE__FUSED,
     .check = check,
     .rotate_forward = rotate_forward,
@@ -68,7 +71,7 @@ const pe__method pe__method_none = {
     .name = "none",
     .reference = "NoPE: order only through the causal mask (Kazemnejad et al. 2023); Llama 4's temperature tuning",
     .family = PE_FAMILY_ABSOLUTE,
-    .keys = "attn_temperature_tuning floor_scale attn_scale hf_config hf_layer",
+    .keys = KEYS,
     .flags = PE__GQA | PE__FUSED,
     .variant = variant,
     .check = check,
