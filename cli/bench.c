@@ -9,6 +9,9 @@
  *   denormal  the fused path with exp clamped (default), FTZ/DAZ, and gradual underflow
  *   gemm      BLAS sgemm on the attention shape against the fused attention core
  *   packed    8 documents packed in one row (block-diagonal attn_mask) against one document
+ *   train     posenc train's model (train/) trained in-process for a few seconds per method and
+ *             batch, tokens/s against the same model in PyTorch eager (bench/torch_train.py, a
+ *             coprocess), one thread each, in alternating rounds
  * Like `train`, it selects OpenBLAS's AVX-512/AVX2 kernels (train/env.c) when the library
  * would run its SSE3 ones; PyTorch inherits the same OPENBLAS_CORETYPE. --readme FILE rewrites
  * the block between <!-- bench:begin --> and <!-- bench:end --> with a summary. */
@@ -29,10 +32,15 @@
 #ifdef PE_BLAS
 #include <cblas.h>
 #endif
+#if defined(__SSE__) || defined(__x86_64__)
+#include <xmmintrin.h>
+#define HAVE_MXCSR 1
+#endif
 
 #include "../src/fused.h"
 #include "../src/io/layer.h"
 #include "../train/env.h"
+#include "../train/trainer.h"
 #include "cli.h"
 #include "options.h"
 
@@ -44,9 +52,9 @@ typedef struct bopts {
     const char *methods[MAXL];
     int nm;
     int causal[2], ncausal;
-    int reps, threads, torch, reference;
-    int64_t ref_max_T, torch_max_T;
-    const char *torch_path, *readme, *only;
+    int reps, threads, torch, reference, quick;
+    int64_t ref_max_T, torch_max_T, train_steps;
+    const char *torch_path, *torch_train_path, *readme, *only;
 } bopts;
 
 static double now(void) {
@@ -139,6 +147,7 @@ static int torch_start(torchp *tp, const char *script, int threads) {
     if (pid == 0) {
         char th[16];
         snprintf(th, sizeof th, "%d", threads);
+        setenv("OPENBLAS_NUM_THREADS", th, 1); /* torch sizes its own pools, not OpenBLAS's */
         dup2(in[0], 0), dup2(out[1], 1);
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
         execl("/usr/bin/python3", "python3", script, "--serve", "--threads", th, (char *)NULL);
@@ -337,9 +346,39 @@ static void print_ratio(double num, double den) {
     if (isnan(num) || isnan(den)) printf(" — |");
     else printf(" %.1fx |", num / den);
 }
+static void print_ratio2(double num, double den) {
+    if (isnan(num) || isnan(den)) printf(" — |");
+    else printf(" %.2f |", num / den);
+}
 static void print_ms(double v) {
     if (isnan(v)) printf(" — |");
     else printf(" %.1f |", v);
+}
+
+/* Causal against full attention, from the rows of one run that have both: the fused path
+ * skips the tiles above the diagonal, so at large T causal takes about half the time; PyTorch
+ * eager masks a full T x T score matrix. */
+static void attn_causal_table(const arow *rows, int nrows) {
+    int header = 0;
+    for (int r = 0; r < nrows; r++) {
+        const arow *F = &rows[r], *Cz = NULL;
+        if (F->causal) continue;
+        for (int c = 0; c < nrows && !Cz; c++)
+            if (rows[c].causal && rows[c].T == F->T && !strcmp(rows[c].method, F->method)) Cz = &rows[c];
+        if (!Cz) continue;
+        if (!header) {
+            printf("## (b) causal over full attention: time of the causal layer / time of the full one, same method and T"
+                   " (below 1: the masked work is skipped; about 0.5 is the ideal at large T)\n\n");
+            printf("| method | T | fused fwd causal / full | fused bwd causal / full | PyTorch fwd causal / full |"
+                   " PyTorch bwd causal / full |\n| --- | ---: | ---: | ---: | ---: | ---: |\n");
+            header = 1;
+        }
+        printf("| %s | %lld |", F->method, (long long)F->T);
+        print_ratio2(Cz->f[FUSED], F->f[FUSED]), print_ratio2(Cz->b[FUSED], F->b[FUSED]);
+        print_ratio2(Cz->f[TORCH], F->f[TORCH]), print_ratio2(Cz->b[TORCH], F->b[TORCH]);
+        printf("\n");
+    }
+    if (header) printf("\n");
 }
 
 static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
@@ -387,6 +426,7 @@ static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
            " scores, gradients, workspace; the layer's inputs and weights excluded). Reference path only to T=%lld,"
            " PyTorch only to T=%lld (their T x T buffers).\n\n",
            (long long)o->ref_max_T, (long long)o->torch_max_T);
+    attn_causal_table(rows, *nrows);
     return 0;
 }
 
@@ -629,6 +669,158 @@ static int bench_gemm(const bopts *o, gemm_res *G) {
     return 0;
 }
 
+/* ---- (h) training: posenc's trainer against the same model in PyTorch -------------------------- */
+typedef struct trow {
+    const char *method;
+    int64_t B, T, steps;
+    double ours, torch;           /* tokens/s, median of the rounds; NAN: not run */
+    long long np_ours, np_torch;  /* parameters: the same model has the same count */
+    char why[160];                /* the trainer refused the method */
+} trow;
+
+/* The methods bench/torch_train.py writes in PyTorch. */
+static int torch_trains(const char *method) {
+    static const char *const M[] = {"none", "rope", "alibi", "t5", NULL};
+    for (int i = 0; M[i]; i++)
+        if (!strcmp(M[i], method)) return 1;
+    return 0;
+}
+
+/* posenc's side of one round: `warm` untimed steps, then `steps` timed ones, or as many as fill
+ * `seconds` when steps is 0 (at least 3); tokens/s. */
+static int train_round(tr_run *run, int64_t steps, double seconds, int warm, double *tps, pe_err *err) {
+    double loss;
+    int64_t tk, tokens = 0, n = 0;
+    for (int i = 0; i < warm; i++)
+        if (tr_run_step(run, &loss, &tk, err)) return 1;
+    double t0 = now();
+    for (; steps ? n < steps : n < 3 || now() - t0 < seconds; n++) {
+        if (tr_run_step(run, &loss, &tk, err)) return 1;
+        tokens += tk;
+    }
+    *tps = (double)tokens / (now() - t0);
+    return 0;
+}
+
+/* Every method at the trainer's default shape (batch 4 x 64, width 64, 2 layers, 4 heads) and at
+ * batch 32: a tr_run of `posenc train` stepped in-process (batches of the lm task, forward,
+ * backward, clipping, AdamW; FTZ/DAZ as `train` sets them), and bench/torch_train.py's model of
+ * the same shape, vocabulary and parameter count, alternating rounds of the same number of steps
+ * (the order swapped every round), each after 2 untimed steps. */
+static int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo, int *threads) {
+    const int th = o->threads ? o->threads : 1, warm = 2, rounds = o->reps;
+    const double round_s = o->quick ? 0.4 : 1.0; /* seconds of posenc's training per round */
+    static const int64_t BATCH[2] = {4, 32};
+    *threads = th, *nrows = 0;
+    pe_err err;
+    tr_options base;
+    tr_options_default(&base);
+    base.n_eval = 1, base.eval[0] = 1; /* no evaluation: the position range of training alone */
+    tr_task task;
+    if (tr_task_from_options(&task, &base, &err)) return cli_fail("bench: train: %s", err.msg);
+    torchp tp = {0};
+    int torch = o->torch && torch_start(&tp, o->torch_train_path, th);
+    if (o->torch && !torch)
+        fprintf(stderr, "posenc: bench: train: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n",
+                o->torch_train_path);
+    snprintf(info, ninfo, "%s", torch ? tp.info : "not run");
+#ifdef _OPENMP
+    const int omp_before = omp_get_max_threads();
+    omp_set_num_threads(th);
+#endif
+#ifdef PE_BLAS
+    const int blas_before = openblas_get_num_threads();
+    openblas_set_num_threads(th);
+#endif
+#ifdef HAVE_MXCSR
+    const unsigned mxcsr = _mm_getcsr();
+#endif
+    tr_env_thread(); /* FTZ/DAZ, as posenc train */
+    printf("## (h) training: `posenc train`'s model in C against the same model in PyTorch eager, %d thread%s each,"
+           " OpenBLAS core %s for both\n\n",
+           th, th == 1 ? "" : "s", tr_env_blas_core()[0] ? tr_env_blas_core() : "none");
+    printf("%lld layers x %lld wide, %lld heads, MLP %lld, length %lld, vocabulary %lld (the lm task), AdamW, warm-up and"
+           " cosine, clipping; PyTorch: %s (bench/torch_train.py, random tokens). Tokens/s: median of %d alternating"
+           " round%s, each after %d untimed steps.\n\n",
+           (long long)base.layers, (long long)base.width, (long long)base.heads, (long long)(4 * base.width),
+           (long long)task.L, (long long)task.V, info, rounds, rounds == 1 ? "" : "s", warm);
+    printf("| method | batch x length | parameters posenc / PyTorch | steps per round | posenc tok/s | PyTorch tok/s |"
+           " posenc / PyTorch |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+    fflush(stdout);
+    int rc = 0;
+    for (int bi = 0; bi < 2 && !rc; bi++)
+        for (int mi = 0; mi < o->nm && !rc; mi++) {
+            trow *R = &rows[(*nrows)++];
+            *R = (trow){o->methods[mi], BATCH[bi], task.L, 0, NAN, NAN, 0, 0, ""};
+            tr_options opt = base;
+            tr_run run;
+            opt.batch = R->B;
+            snprintf(opt.method, sizeof opt.method, "%s", R->method);
+            if (tr_run_init(&run, &opt, &task, &err)) { /* a method the trainer does not take */
+                snprintf(R->why, sizeof R->why, "%.159s", err.msg);
+                printf("| %s | %lld x %lld | %s | | | | |\n", R->method, (long long)R->B, (long long)R->T, R->why);
+                fflush(stdout);
+                continue;
+            }
+            R->np_ours = (long long)tr_model_size(run.model);
+            double tv[2][32], tps, v[3];
+            int n[2] = {0, 0};
+            R->steps = o->train_steps;
+            if (!R->steps) { /* about round_s of posenc's steps, from a tenth of that */
+                rc = train_round(&run, 0, round_s / 10, warm, &tps, &err);
+                R->steps = rc ? 3 : (int64_t)(round_s * tps / (double)(R->B * R->T));
+                R->steps = R->steps < 3 ? 3 : R->steps > 100000 ? 100000 : R->steps;
+            }
+            const int ask = torch && torch_trains(R->method);
+            for (int r = 0; r < rounds && !rc; r++)
+                for (int side = 0; side < 2 && !rc; side++) {
+                    if ((side ^ (r & 1)) == 0) { /* posenc first in even rounds */
+                        rc = train_round(&run, R->steps, 0, warm, &tps, &err);
+                        if (!rc) tv[0][n[0]++] = tps;
+                    } else if (ask) {
+                        char req[160];
+                        snprintf(req, sizeof req, "train %s %lld %lld %lld %lld %lld %lld %lld %d", R->method,
+                                 (long long)R->B, (long long)R->T, (long long)base.width, (long long)base.layers,
+                                 (long long)base.heads, (long long)task.V, (long long)R->steps, warm);
+                        if (torch_ask(&tp, req, v, 3) == 3) tv[1][n[1]++] = v[0], R->np_torch = (long long)v[2];
+                    }
+                    gap();
+                }
+            tr_run_free(&run);
+            if (rc) {
+                fprintf(stderr, "posenc: bench: train: %s: %s\n", R->method, err.msg);
+                break;
+            }
+            R->ours = median(tv[0], n[0]);
+            if (n[1]) R->torch = median(tv[1], n[1]);
+            printf("| %s | %lld x %lld | %lld / ", R->method, (long long)R->B, (long long)R->T, R->np_ours);
+            printf(R->np_torch ? "%lld |" : "— |", R->np_torch);
+            printf(" %lld | %.1fk |", (long long)R->steps, R->ours / 1e3);
+            if (isnan(R->torch)) printf(" — | — |\n");
+            else printf(" %.1fk | %.2fx |\n", R->torch / 1e3, R->ours / R->torch);
+            fflush(stdout);
+        }
+    torch_stop(&tp);
+    tr_task_free(&task);
+#ifdef HAVE_MXCSR
+    _mm_setcsr(mxcsr);
+#endif
+#ifdef _OPENMP
+    omp_set_num_threads(omp_before);
+#endif
+#ifdef PE_BLAS
+    openblas_set_num_threads(blas_before);
+#endif
+    if (rc) return 1;
+    printf("\nThe same model on both sides (the parameter counts say so): token embedding x sqrt(C), pre-LayerNorm"
+           " blocks (attention with q, k, v, o projections and biases, GELU-tanh MLP), final LayerNorm, output tied"
+           " to the embedding, cross-entropy; AdamW (betas 0.9, 0.95, decay 0.1 on matrices and tables), clipping"
+           " at norm 1. posenc's steps include drawing its batches from the lm task; PyTorch's read pre-drawn random"
+           " tokens. Methods PyTorch does not have here (bench/torch_train.py: none, rope, alibi, t5) leave its"
+           " columns empty.\n\n");
+    return 0;
+}
+
 static void cpu_model(char *buf, size_t n) {
     snprintf(buf, n, "unknown CPU");
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -665,7 +857,7 @@ static int want(const bopts *o, const char *section) {
     return p && (p == o->only || p[-1] == ',');
 }
 
-static const char *const SECTIONS[] = {"rope", "attn", "decode", "denormal", "gemm", "packed", NULL};
+static const char *const SECTIONS[] = {"rope", "attn", "decode", "denormal", "gemm", "packed", "train", NULL};
 static const char *section_name(int i) { return SECTIONS[i]; }
 
 int cli_bench(int argc, char **argv) {
@@ -674,7 +866,8 @@ int cli_bench(int argc, char **argv) {
     if (arg_start(&ARGS_BENCH, argc, argv, &a, &rc)) return rc;
     bopts o = {.T = {512, 2048, 8192}, .nT = 3, .causal = {0, 1}, .ncausal = 2, .reps = 3, .torch = !a.no_torch,
                .reference = !a.no_reference, .ref_max_T = a.ref_max_length, .torch_max_T = a.torch_max_length,
-               .torch_path = a.torch, .readme = a.readme, .only = a.only, .threads = (int)a.threads};
+               .torch_path = a.torch, .torch_train_path = a.torch_train, .readme = a.readme, .only = a.only,
+               .threads = (int)a.threads, .quick = a.quick, .train_steps = a.steps};
     if (a.quick) o.nT = 2, o.reps = 1;
     if (a.reps) o.reps = (int)a.reps;
     if (a.lengths) {
@@ -695,7 +888,7 @@ int cli_bench(int argc, char **argv) {
             for (int i = 0; SECTIONS[i]; i++) known |= !strcmp(w, SECTIONS[i]);
             const char *best = known ? NULL : arg_nearest(w, section_name);
             if (!known && best) return cli_fail("bench: --only: unknown section '%s' (did you mean %s?)", w, best);
-            if (!known) return cli_fail("bench: --only: unknown section '%s' (rope, attn, decode, denormal, gemm, packed)", w);
+            if (!known) return cli_fail("bench: --only: unknown section '%s' (rope, attn, decode, denormal, gemm, packed, train)", w);
         }
     }
     /* the README's block must be there before the minutes of measuring, not after */
@@ -716,6 +909,7 @@ int cli_bench(int argc, char **argv) {
     cpu_model(cpu, sizeof cpu);
     loadavg(load0, sizeof load0);
     torchp tp = {0};
+    const int torch_wanted = o.torch; /* the train section starts its own */
     if (o.torch && (want(&o, "rope") || want(&o, "attn") || want(&o, "decode"))) {
         o.torch = torch_start(&tp, o.torch_path, nth);
         if (!o.torch) fprintf(stderr, "posenc: bench: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n", o.torch_path);
@@ -723,7 +917,7 @@ int cli_bench(int argc, char **argv) {
         o.torch = 0;
     printf("# posenc bench\n\n%s, %d threads, OpenBLAS core %s, fused kernels %s; PyTorch: %s; load average at start %s\n\n",
            cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe__kernels_pick(NULL)->name,
-           o.torch ? tp.info : "not run", load0);
+           o.torch ? tp.info : torch_wanted && want(&o, "train") ? "its own process in the train section" : "not run", load0);
     fflush(stdout);
     rope_res RR;
     memset(&RR, 0, sizeof RR);
@@ -731,8 +925,10 @@ int cli_bench(int argc, char **argv) {
     int nrows = 0;
     double den[4][2];
     gemm_res G;
-    int did_rope = 0, did_den = 0, did_gemm = 0, did_dec = 0;
+    int did_rope = 0, did_den = 0, did_gemm = 0, did_dec = 0, ntrain = 0, train_threads = 1;
     decode_res dec[4];
+    trow train[2 * MAXL];
+    char train_info[256] = "";
     if (!rc && want(&o, "rope")) rc = bench_rope(&o, &tp, &RR), did_rope = !rc;
     if (!rc && want(&o, "attn")) rc = bench_attn(&o, &tp, rows, &nrows);
     if (!rc && want(&o, "decode")) rc = bench_decode(&o, &tp, dec), did_dec = !rc;
@@ -740,6 +936,8 @@ int cli_bench(int argc, char **argv) {
     if (!rc && want(&o, "denormal")) rc = bench_denormal(&o, den), did_den = !rc;
     if (!rc && want(&o, "gemm")) rc = bench_gemm(&o, &G), did_gemm = !rc;
     if (!rc && want(&o, "packed")) rc = bench_packed(&o);
+    o.torch = torch_wanted;
+    if (!rc && want(&o, "train")) rc = bench_train(&o, train, &ntrain, train_info, sizeof train_info, &train_threads);
     loadavg(load1, sizeof load1);
     printf("Load average at the end: %s (%s).\n", load1, "other processes share these cores: compare ratios, not times");
     if (rc || !o.readme) return rc;
@@ -803,6 +1001,19 @@ int cli_bench(int argc, char **argv) {
         fprintf(md, "GEMM ceiling: the fused core (`none`, T=2048, not causal) runs at %.0f GFLOP/s forward and %.0f backward"
                     " with %d threads, %.2fx and %.2fx of OpenBLAS sgemm on the 2048x2048x64 product (%.0f GFLOP/s).\n",
                 G.fwd[1], G.bwd[1], G.threads[1], G.fwd[1] / G.sgemm[1], G.bwd[1] / G.sgemm[1], G.sgemm[1]);
+    if (ntrain) {
+        fprintf(md, "%sTraining: `posenc train`'s model (2 layers x 64 wide, 4 heads, length 64, AdamW) in C against the same"
+                    " model in PyTorch eager (`bench/torch_train.py`, %s), %d thread%s each, tokens/s:\n\n",
+                did_gemm ? "\n" : "", train_info, train_threads, train_threads == 1 ? "" : "s");
+        fprintf(md, "| method | batch x length | posenc tok/s | PyTorch tok/s | posenc / PyTorch |\n| --- | --- | ---: | ---: | ---: |\n");
+        for (int r = 0; r < ntrain; r++) {
+            const trow *R = &train[r];
+            if (R->why[0]) continue;
+            fprintf(md, "| `%s` | %lld x %lld | %.1fk |", R->method, (long long)R->B, (long long)R->T, R->ours / 1e3);
+            if (isnan(R->torch)) fprintf(md, " — | — |\n");
+            else fprintf(md, " %.1fk | %.2fx |\n", R->torch / 1e3, R->ours / R->torch);
+        }
+    }
     fclose(md);
     rc = cli_readme_block("bench", o.readme, "bench", block);
     free(block);

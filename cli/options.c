@@ -199,20 +199,23 @@ const arg_cmd ARGS_HF_CONFIG = CMD("hf-config", hf_config_args, .pos = HF_CONFIG
 /* ---- bench ----------------------------------------------------------------------------------- */
 static void init_bench_args(void *p) {
     *(bench_args *)p = (bench_args){.methods = "none,rope,alibi,t5", .causal = "both", .ref_max_length = 2048,
-                                    .torch_max_length = 2048, .torch = "bench/torch_bench.py"};
+                                    .torch_max_length = 2048, .torch = "bench/torch_bench.py",
+                                    .torch_train = "bench/torch_train.py"};
 }
 static const arg_opt BENCH_OPTS[] = {
     OPT(bench_args, "length", lengths, ARG_STR, .alias = "T", .meta = "LIST", .def = "512,2048,8192; --quick: 512,2048",
         .help = "sequence lengths of the attn section, comma-separated (1 .. 131072)"),
-    OPT(bench_args, "methods", methods, ARG_STR, .meta = "LIST", .help = "methods of the attn section"),
+    OPT(bench_args, "methods", methods, ARG_STR, .meta = "LIST", .help = "methods of the attn and train sections"),
     OPT(bench_args, "causal", causal, ARG_ENUM, .meta = "WHICH", .choices = "both yes no",
         .help = "causal attention, not causal, or both"),
     OPT(bench_args, "reps", reps, ARG_INT, .meta = "N", .lo = 1, .hi = 15, .def = "3; --quick and length 8192: 1",
-        .help = "repetitions, of which the median counts"),
-    OPT(bench_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024, .def = "every core",
+        .help = "repetitions, of which the median counts (train: alternating rounds)"),
+    OPT(bench_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024, .def = "every core; train: 1",
         .help = "threads of posenc, OpenBLAS and PyTorch"),
     OPT(bench_args, "only", only, ARG_STR, .meta = "LIST", .def = "every section",
-        .help = "sections: rope, attn, decode, denormal, gemm, packed"),
+        .help = "sections: rope, attn, decode, denormal, gemm, packed, train"),
+    OPT(bench_args, "steps", steps, ARG_INT, .meta = "N", .lo = 1, .hi = 1000000,
+        .def = "about 1 s of posenc's training; --quick: 0.4 s", .help = "timed optimizer steps per round of the train section"),
     OPT(bench_args, "no-torch", no_torch, ARG_FLAG, .help = "no PyTorch columns"),
     OPT(bench_args, "no-reference", no_reference, ARG_FLAG, .help = "no reference-path columns"),
     OPT(bench_args, "ref-max-length", ref_max_length, ARG_INT, .alias = "ref-max-T", .meta = "N", .lo = 0, .hi = 1 << 20,
@@ -220,6 +223,8 @@ static const arg_opt BENCH_OPTS[] = {
     OPT(bench_args, "torch-max-length", torch_max_length, ARG_INT, .alias = "torch-max-T", .meta = "N", .lo = 0,
         .hi = 1 << 20, .help = "longest length PyTorch runs"),
     OPT(bench_args, "torch", torch, ARG_STR, .meta = "FILE", .help = "the PyTorch side (run with /usr/bin/python3)"),
+    OPT(bench_args, "torch-train", torch_train, ARG_STR, .meta = "FILE",
+        .help = "the PyTorch side of the train section (run with /usr/bin/python3)"),
     OPT(bench_args, "quick", quick, ARG_FLAG, .help = "lengths 512,2048 and 1 repetition"),
     OPT(bench_args, "readme", readme, ARG_EDIT, .meta = "FILE",
         .help = "rewrite the <!-- bench:begin --> ... <!-- bench:end --> block of FILE with a summary"),
@@ -230,14 +235,18 @@ const arg_cmd ARGS_BENCH = CMD("bench", bench_args, .opts = BENCH_OPTS,
              "  rope      RoPE on q, k [4096, 32 heads, 128] (both layouts) against a copy of the same bytes\n"
              "  attn      attention layer forward and backward, H=8, D=64, for each --length, method and\n"
              "            --causal: fused path vs reference path (up to --ref-max-length) vs PyTorch eager\n"
-             "            (bench/torch_bench.py via /usr/bin/python3, up to --torch-max-length), peak memory\n"
+             "            (bench/torch_bench.py via /usr/bin/python3, up to --torch-max-length), peak memory;\n"
+             "            the time of causal over full attention per method and length\n"
              "  decode    one decode step through the KV cache (H=32, Hkv=8, D=128, rope and alibi, 4096 and\n"
              "            32768 cached keys) against a copy of the cache's bytes and PyTorch eager; a context\n"
              "            shift's re-rotation\n"
              "  denormal  alibi T=2048 with and without FTZ/DAZ, exp clamped or underflowing gradually\n"
              "  gemm      BLAS sgemm 2048x2048x64 against the fused attention core, GFLOP/s\n"
              "  packed    rope causal, projected form: 8 documents of T/8 packed in one row (attn_mask)\n"
-             "            against one document of T and against one call per document");
+             "            against one document of T and against one call per document\n"
+             "  train     posenc train's model (2 layers x 64 wide, 4 heads, length 64, batch 4 and 32) for\n"
+             "            of --methods, tokens/s of the C trainer against the same model in PyTorch eager\n"
+             "            (bench/torch_train.py via /usr/bin/python3), one thread each, alternating rounds");
 
 /* ---- plot ------------------------------------------------------------------------------------ */
 static void init_plot_args(void *p) {

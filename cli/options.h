@@ -52,8 +52,9 @@ typedef struct positions_args {
 } positions_args;
 
 typedef struct bench_args {
-    const char *lengths, *methods, *causal, *only, *torch, *readme;
+    const char *lengths, *methods, *causal, *only, *torch, *torch_train, *readme;
     long long reps, threads, ref_max_length, torch_max_length; /* reps 0: 3, or 1 with --quick */
+    long long steps; /* train section: timed steps per round (0: about 1 s of posenc's) */
     int quick, no_torch, no_reference;
 } bench_args;
 

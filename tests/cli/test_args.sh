@@ -37,8 +37,8 @@ has_options train --save --save-every --resume --threads --quiet --steps --lengt
 has_options compare --methods --seeds --quick --out --readme --jobs --shape-k --quiet --steps
 has_options generate --checkpoint --prompt --tokens --temperature --seed --check
 has_options positions --merge --tokens-per-second --output
-has_options bench --length --methods --causal --reps --threads --only --no-torch --no-reference --ref-max-length \
-    --torch-max-length --torch --quick --readme
+has_options bench --length --methods --causal --reps --threads --only --steps --no-torch --no-reference --ref-max-length \
+    --torch-max-length --torch --torch-train --quick --readme
 has_options plot --output --length --width --heads --seed --size --from --tensor --layer --part --show --metric \
     --checkpoint --input --batch --grid --patch --cosine
 has_options analyze --methods --from --tensor --layer --length --width --heads --seed --cosine --output

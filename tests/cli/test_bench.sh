@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# CLI tests of `posenc bench`, kept to seconds: the train section with a few steps, without
+# Python (--no-torch) and, where /usr/bin/python3 has torch, against bench/torch_train.py
+# (the same parameter count on both sides, a ratio per row); torch_train.py alone prints one
+# JSON line; the attn section prints its causal / full table; bad options exit 2.
+#   usage: bash tests/cli/test_bench.sh PATH/TO/posenc
+. "$(dirname "$0")/lib.sh" bench "${1:-}"
+SCRIPT="$HERE/../../bench/torch_train.py"
+
+# ---- train without Python ------------------------------------------------------------------------
+if "$POSENC" bench --only train --steps 2 --reps 1 --no-torch > "$WORK/t.out" 2> "$WORK/t.err"; then
+    ok "bench --only train --no-torch exits 0"
+else
+    not_ok "bench --only train --no-torch exits 0" "$(tail -n 5 "$WORK/t.err")"
+fi
+# a row per method of --methods (none, rope, alibi, t5) and batch (4, 32), PyTorch's columns empty
+rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (4|32) x 64 \| [0-9]+ / — \| 2 \| [0-9.]+k \| — \| — \|$' "$WORK/t.out")
+if [ "$rows" = 8 ]; then ok "train: 8 rows, no PyTorch"; else not_ok "train: 8 rows, no PyTorch" "$(cat "$WORK/t.out")"; fi
+if [ ! -s "$WORK/t.err" ]; then ok "train --no-torch: nothing on stderr"; else not_ok "train --no-torch: nothing on stderr" "$(cat "$WORK/t.err")"; fi
+if grep -q '^## (h) training: .*1 thread each, OpenBLAS core ' "$WORK/t.out"; then ok "train: header names threads and core"
+else not_ok "train: header names threads and core" "$(grep '(h)' "$WORK/t.out")"; fi
+
+# ---- train against PyTorch ------------------------------------------------------------------------
+if "$PY" -c 'import torch' 2>/dev/null; then
+    if "$POSENC" bench --only train --steps 2 --reps 1 --methods rope,t5 --torch-train "$SCRIPT" > "$WORK/p.out" 2> "$WORK/p.err"; then
+        ok "bench --only train against PyTorch exits 0"
+    else
+        not_ok "bench --only train against PyTorch exits 0" "$(tail -n 5 "$WORK/p.err")"
+    fi
+    # the same model: the parameter counts agree; each row has both speeds and their ratio
+    same=$(awk -F'|' '$2 ~ /^ (rope|t5) $/ { split($4, n, " / "); if (n[1] + 0 > 0 && n[1] + 0 == n[2] + 0 && $8 ~ /[0-9.]+x/) k++ }
+                      END { print k + 0 }' "$WORK/p.out")
+    if [ "$same" = 4 ]; then ok "train: same parameter count and a ratio in 4 rows"; else not_ok "train: same parameter count and a ratio in 4 rows" "$(cat "$WORK/p.out" "$WORK/p.err")"; fi
+    if grep -q 'PyTorch: torch [0-9.a-z]* threads 1 blas ' "$WORK/p.out"; then ok "train: PyTorch runs 1 thread"
+    else not_ok "train: PyTorch runs 1 thread" "$(grep 'PyTorch' "$WORK/p.out")"; fi
+    json=$("$PY" "$SCRIPT" --method t5 --steps 2 --warmup-steps 1 --threads 1 2> "$WORK/j.err")
+    if printf '%s' "$json" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); sys.exit(not (d["tokens_per_s"] > 0 and d["params"] == 102592 and d["steps"] == 2))'; then
+        ok "torch_train.py prints one JSON line (t5: 102592 parameters, as posenc's)"
+    else
+        not_ok "torch_train.py prints one JSON line" "$json $(cat "$WORK/j.err")"
+    fi
+else
+    echo "ok - # skip: $PY has no torch (the train section against PyTorch)"
+fi
+
+# ---- attn: causal over full ------------------------------------------------------------------------
+if "$POSENC" bench --only attn --length 64 --reps 1 --methods none,rope --no-reference --no-torch > "$WORK/a.out" 2> "$WORK/a.err" &&
+    [ "$(grep -cE '^\| (none|rope) \| 64 \| [0-9.]+ \| [0-9.]+ \| — \| — \|$' "$WORK/a.out")" = 2 ]; then
+    ok "attn: causal / full per method and length"
+else
+    not_ok "attn: causal / full per method and length" "$(cat "$WORK/a.out" "$WORK/a.err")"
+fi
+if "$POSENC" bench --only attn --length 64 --reps 1 --methods rope --causal yes --no-reference --no-torch > "$WORK/c.out" 2>&1 &&
+    ! grep -q 'causal over full' "$WORK/c.out"; then
+    ok "attn --causal yes: no causal / full table"
+else
+    not_ok "attn --causal yes: no causal / full table" "$(cat "$WORK/c.out")"
+fi
+
+expect_bad "bench --only trian" "bench: --only: unknown section 'trian' (did you mean train?)" "" bench --only trian
+expect_bad "bench --steps 0" "bench: --steps: '0' is not a whole number in 1 .. 1000000" "" bench --steps 0
+finish
