@@ -76,7 +76,8 @@ static int method_detail(const char *name) {
     }
     printf("\npaths: fused (no T x Tk buffer) %s; grouped-query attention %s; projected form (q, k, v) %s;"
            " memory (mems) %s; multi-axis positions %s\n",
-           mt->flags & PE__FUSED ? "yes" : "no", mt->flags & PE__GQA ? "yes" : "no", mt->flags & PE__INPUT ? "no" : "yes",
+           mt->flags & PE__FUSED ? "yes" : "no", mt->flags & PE__GQA ? "yes" : "no",
+           mt->flags & (PE__INPUT | PE__LAYER_INPUT) ? "no" : "yes",
            mt->flags & PE__MEMORY ? "yes" : "no", mt->axes ? "yes" : "no");
     return 0;
 }

@@ -124,6 +124,7 @@ typedef struct pe_config {
     int pos_att, share_att_key, kerple;
     double fire_init_L, xpos_scale_base, xpos_gamma;
     int64_t npos_max; /* CoPE */
+    double post_log_scale, bias_init; /* data_alibi */
     /* rotary */
     int rope_layout;
     double rope_base;

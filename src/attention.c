@@ -549,6 +549,9 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     if (a->m->flags & PE__INPUT)
         return pe__fail(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
                         a->m->name);
+    if (a->m->flags & PE__LAYER_INPUT)
+        return pe__fail(err, PE_EINVAL, "method %s computes its terms from the layer input x, which q, k and v do not carry: "
+                        "it has no projected form (run the layer on x)", a->m->name);
     if (B < 1 || T < 1 || Tk < 1)
         return pe__fail(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
                         (long long)T, (long long)Tk);

@@ -62,6 +62,9 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     if (m->flags & PE__COMPLEX)
         return pe__fail(err, PE_EINVAL, "kv_cache: method %s is complex-valued (token ids, two streams): it has no KV cache",
                         m->name);
+    if (m->flags & PE__LAYER_INPUT)
+        return pe__fail(err, PE_EINVAL, "kv_cache: method %s computes its terms from the layer input x of every token, "
+                        "which a cache of keys and values does not hold: it has no KV cache", m->name);
     if (pe_attention_axes(att, NULL) > 1)
         return pe__fail(err, PE_EINVAL, "kv_cache: method %s reads positions with %lld axes; the cache holds one per token",
                         m->name, (long long)pe_attention_axes(att, NULL));

@@ -58,6 +58,8 @@ void pe_config_init(pe_config *c) {
     c->xpos_scale_base = 512;
     c->xpos_gamma = 0.4;
     c->npos_max = 65; /* CoPE: the reference's block_size + 1, for a block of 64 tokens */
+    c->post_log_scale = 1; /* data_alibi: as x-transformers DataDependentAlibi */
+    c->bias_init = 5;
     c->rope_layout = PE_ROPE_HALF;
     c->rope_base = 10000;
     c->rotary_dim = -1; /* D */

@@ -10,7 +10,8 @@
  *
  *   forward                                 backward
  *   prepare   tables from params/positions  (reuses the forward's state)
- *   embed     x' = x + P[pos]               embed_backward   dP from dx'
+ *   embed     x' = x + P[pos], or x read    embed_backward   dP from dx'; dx (in place) from
+ *             (PE__LAYER_INPUT)                                 dx' and the terms x feeds
  *   (projections)
  *   rotate    q, k (and v) transformed      rotate_backward  dq, dk, dv back through it
  *   score     s = scale q.k + terms         score_backward   dq, dk, d(tables) from ds
@@ -92,6 +93,11 @@ enum {
      * hooks that run per tile from any thread (their backward writes only ctx->g), no mask hook,
      * no memory, no walk of its own. test_fused holds every method with it to the reference. */
     PE__FUSED = 32,
+    /* Reads the layer's input x for terms of its own beyond the embedding (data_alibi's forget
+     * gates): the embed hook sees x (x' = x) and keeps what the other hooks need, embed_backward
+     * adds those terms' gradient into dx. q, k and v do not carry x: no projected form, no KV
+     * cache (both refuse it). */
+    PE__LAYER_INPUT = 64,
 };
 
 /* Relative-row terms (shaw, huang1 .. huang4), the method's description of what its
@@ -134,7 +140,9 @@ typedef struct pe__method {
     void (*finish_backward)(pe__ctx *ctx);
 
     void (*embed_forward)(pe__ctx *ctx, float *x /* (B, T, C) */);
-    void (*embed_backward)(pe__ctx *ctx, const float *dx /* (B, T, C) */);
+    /* dx holds dx' on entry and dx on return: x' = x + P[pos] leaves it as it is; a method that
+     * reads x (PE__LAYER_INPUT) adds the gradient of the terms x feeds. */
+    void (*embed_backward)(pe__ctx *ctx, float *dx /* (B, T, C) */);
 
     /* q at the query positions, k and v at the key positions; q, or k and v, may be NULL (a
      * cache transforms its keys once, on append, and its queries on attend) */

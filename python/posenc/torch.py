@@ -43,6 +43,7 @@ one description the trainer draws from too; projections as torch.nn.Linear):
   pope      pope_bias = 0, or U(-2 pi, 0) with pope_bias_uniform_init   lucidrains/PoPE-pytorch
   fope      fope_cos, fope_sin = the identity + N(0, 0.02) (starts as RoPE on the kept pairs)
   cope      pos_emb = 0                                     facebookresearch/RAM projects/cope (torch.zeros)
+  data_alibi forget_gate_w as torch.nn.Linear, forget_gate_b = bias_init (5)   x-transformers DataDependentAlibi
   other     any tensor of a method added later and not listed: N(0, 0.02)
 """
 import ctypes

@@ -29,7 +29,7 @@ static void embed_forward(pe__ctx *ctx, float *x) {
 }
 
 /* forward was x' = x + table[pos + shift], so now: dtable[pos + shift] += dx' */
-static void embed_backward(pe__ctx *ctx, const float *dx) {
+static void embed_backward(pe__ctx *ctx, float *dx) {
     float *dtable = ctx->g->dparam[POS_TABLE];
     if (!dtable) return;
     for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++) {

@@ -26,7 +26,7 @@ want=$(( ($(printf '%s\n' $methods | wc -l) + 1) * 4 ))
 rows=$(tail -n +2 "$csv" 2>/dev/null | grep -c ',ok$')
 if [ "$rows" = "$want" ]; then ok "compare.csv has $want rows, all ok"; else not_ok "compare.csv has $want ok rows" "got $rows"; fi
 miss=""
-for m in $methods sinusoidal+shape; do grep -q "^lm,[a-z0-9]*,$m,1,32,8,256,bpc," "$csv" || miss="$miss $m"; done
+for m in $methods sinusoidal+shape; do grep -q "^lm,[a-z0-9_]*,$m,1,32,8,256,bpc," "$csv" || miss="$miss $m"; done
 if [ -z "$miss" ]; then ok "every method is in the CSV at 8x"; else not_ok "every method is in the CSV at 8x" "missing:$miss"; fi
 if [ "$(head -c 8 "$WORK/q/compare.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then
     ok "compare.png is a PNG"

@@ -7,7 +7,7 @@
  *     their switch and xPos re-centres on the way;
  *   - re-rotation at positions near 10^6 (dynamic NTK as the length grows, the LongRoPE switch,
  *     context shifts of rope and xpos) equals rotation from scratch to float32 rounding;
- *   - misuse: a full cache, an empty one, complex, floater's shift, bad lengths.
+ *   - misuse: a full cache, an empty one, complex, data_alibi, floater's shift, bad lengths.
  * Nothing here is timed. */
 #include <math.h>
 #include <stdio.h>
@@ -233,6 +233,11 @@ static void misuse(void **state) {
     assert_int_equal(pe_kv_cache_init(&kv, cx, 1, 8, &err), PE_EINVAL);
     assert_non_null(strstr(err.msg, "complex-valued"));
     pe_attention_free(cx);
+    pe_attention *da = layer("method=data_alibi", C, 1); /* its gates read every token's x */
+    assert_int_equal(pe_kv_cache_init(&kv, da, 1, 8, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "layer input x"));
+    assert_null(kv);
+    pe_attention_free(da);
 
     pe_attention *att = layer("method=rope", C, 1);
     const int64_t Ckv = 4; /* kv_heads 2 of head_dim 2 */

@@ -46,6 +46,7 @@ static const char *method_keys(const char *method) {
         {"kerple", "kerple=log|kerple=power"},
         {"fire", "fire_init_L=8"},
         {"cope", "causal=true npos_max=3|causal=true npos_max=2 scale=0.8"}, /* causal only; the clamp reached */
+        {"data_alibi", "post_log_scale=1|post_log_scale=-0.7 bias_init=2"}, /* causal (H gates) and not (2H) by the variants */
     };
     for (size_t i = 0; i < sizeof K / sizeof K[0]; i++)
         if (!strcmp(K[i].method, method)) return K[i].keys;

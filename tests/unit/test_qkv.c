@@ -6,8 +6,8 @@
  *   - the fused path equals the reference path (asking for scores) with Tk != T, gapped key
  *     positions, decode steps, packed documents and windows in attn_mask, for every method the
  *     fused path takes: o, dq, dk, dv and the method's gradients;
- *   - what the form refuses: methods on the input embedding, causal with Tk < T, a query left
- *     with no key (both paths), a key_pos given to the layer.
+ *   - what the form refuses: methods on (or reading) the input embedding, causal with Tk < T, a
+ *     query left with no key (both paths), a key_pos given to the layer.
  * Nothing here is timed. */
 #include <math.h>
 #include <stdio.h>
@@ -454,8 +454,9 @@ static void refusals(void **state) {
     const int64_t C = 8;
     float q[3 * 8] = {0}, k[3 * 8] = {0}, v[3 * 8] = {0}, o[3 * 8];
     pe_err err;
-    const char *input[] = {"method=sinusoidal heads=2", "method=learned heads=2", "method=complex heads=2"};
-    for (int i = 0; i < 3; i++) {
+    const char *input[] = {"method=sinusoidal heads=2", "method=learned heads=2", "method=complex heads=2",
+                           "method=data_alibi heads=2 causal=true"}; /* the last reads x for its gates */
+    for (int i = 0; i < 4; i++) {
         pe_attention *att = pe_test_layer(input[i], C);
         pe_layer L;
         if (pe_layer_init(&L, att, 16, 1, &err)) fail_msg("%s", err.msg);
