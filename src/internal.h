@@ -257,6 +257,37 @@ static inline int64_t pe__offset_table_span(const pe__ctx *ctx, int signed_offse
     double rows = (double)((signed_offsets ? 2 : 1) * span + 1);
     return span < (1u << 22) && rows <= (double)ctx->B * ctx->T * ctx->Tk ? (int64_t)span : -1;
 }
+
+/* A tile's entries by diagonal, for bias hooks whose term is a function of the offset
+ * kpos_j - pos_i alone (t5, alibi, kerple). Where the row's query positions and key positions
+ * each run consecutively over the tile, entry (i, j) has offset o0 + d on diagonal
+ * d = j - i + ni - 1, so the term is evaluated ni + nj - 1 times instead of ni nj, and a
+ * backward sums ds along each diagonal first: no scatter into one table entry per element
+ * (a store-to-load chain) and no serial accumulation per element. Returns 1 and o0 for such a
+ * tile of at most PE_DIAG_MAX diagonals, 0 otherwise (gapped positions, the reference path's
+ * whole (T, Tk) calls): the hook then goes entry by entry. */
+enum { PE_DIAG_MAX = 255 };
+static inline int pe__tile_diagonals(const pe__ctx *ctx, int64_t b, int64_t i0, int64_t ni, int64_t j0, int64_t nj,
+                                     int64_t *o0) {
+    if (ni + nj - 1 > PE_DIAG_MAX || ni < 1 || nj < 1) return 0;
+    const int64_t *pos = ctx->pos + b * ctx->T + i0, *kpos = ctx->kpos + b * ctx->Tk + j0;
+    for (int64_t i = 1; i < ni; i++)
+        if (pos[i] - pos[0] != i) return 0;
+    for (int64_t j = 1; j < nj; j++)
+        if (kpos[j] - kpos[0] != j) return 0;
+    *o0 = kpos[0] - pos[0] - (ni - 1);
+    return 1;
+}
+/* dd[d] = the sum of ds over diagonal d of the tile (ni + nj - 1 values), rows in order */
+static inline void pe__diag_sums(float *dd, const float *ds, int64_t lds, int64_t ni, int64_t nj) {
+    memset(dd, 0, sizeof(float) * (size_t)(ni + nj - 1));
+    for (int64_t i = 0; i < ni; i++) {
+        float *row = dd + ni - 1 - i;
+        const float *g = ds + i * lds;
+        for (int64_t j = 0; j < nj; j++) row[j] += g[j];
+    }
+}
+
 static inline void *pe__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size); }
 static inline float pe__dot(const float *a, const float *b, int64_t n) {
     float s = 0;

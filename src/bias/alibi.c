@@ -55,10 +55,21 @@ static inline float distance(int causal, int64_t i, int64_t j) {
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds) {
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int causal = ctx->cfg->causal;
     float m = ((const float *)ctx->state)[h];
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) { /* the same product, once per diagonal */
+        float bd[PE_DIAG_MAX];
+        for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = m * distance(causal, 0, o0 + d);
+        for (int64_t i = 0; i < ni; i++) {
+            const float *row = bd + ni - 1 - i;
+            for (int64_t j = 0; j < nj; j++) s[i * lds + j] -= row[j];
+        }
+        return;
+    }
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            s[i * lds + j] -= m * distance(ctx->cfg->causal, pos[i0 + i], kpos[j0 + j]);
+            s[i * lds + j] -= m * distance(causal, pos[i0 + i], kpos[j0 + j]);
 }
 
 /* forward was s -= m_h d_ij, so now: dm_h -= sum_ij ds_ij d_ij */
@@ -67,10 +78,18 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     float *dm = ctx->g->dparam[SLOPES];
     if (!dm || !ctx->w->param[SLOPES]) return;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int causal = ctx->cfg->causal;
     double acc = 0;
-    for (int64_t i = 0; i < ni; i++)
-        for (int64_t j = 0; j < nj; j++)
-            acc += (double)ds[i * lds + j] * distance(ctx->cfg->causal, pos[i0 + i], kpos[j0 + j]);
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) {
+        float dd[PE_DIAG_MAX];
+        pe__diag_sums(dd, ds, lds, ni, nj);
+        for (int64_t d = 0; d < ni + nj - 1; d++) acc += (double)dd[d] * distance(causal, 0, o0 + d);
+    } else {
+        for (int64_t i = 0; i < ni; i++)
+            for (int64_t j = 0; j < nj; j++)
+                acc += (double)ds[i * lds + j] * distance(causal, pos[i0 + i], kpos[j0 + j]);
+    }
     dm[h] -= (float)acc;
 }
 

@@ -36,6 +36,16 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
     double r1 = ctx->w->param[R1][h], r2 = ctx->w->param[R2][h], df;
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) { /* one kernel value per diagonal */
+        double bd[PE_DIAG_MAX];
+        for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = r1 * kernel(power, r2, (double)llabs(o0 + d), &df);
+        for (int64_t i = 0; i < ni; i++) {
+            const double *row = bd + ni - 1 - i;
+            for (int64_t j = 0; j < nj; j++) s[i * lds + j] = (float)((double)s[i * lds + j] - row[j]);
+        }
+        return;
+    }
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++) {
             int64_t d = pos[i0 + i] - kpos[j0 + j];
@@ -51,15 +61,27 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
     double r1 = ctx->w->param[R1][h], r2 = ctx->w->param[R2][h], df, a1 = 0, a2 = 0;
-    for (int64_t i = 0; i < ni; i++)
-        for (int64_t j = 0; j < nj; j++) {
-            double g = ds[i * lds + j];
-            if (g == 0) continue; /* masked entries; also keeps 0 * inf out */
-            int64_t d = pos[i0 + i] - kpos[j0 + j];
-            double f = kernel(power, r2, (double)(d < 0 ? -d : d), &df);
-            a1 += g * f;
-            a2 += g * df;
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) {
+        float dd[PE_DIAG_MAX];
+        pe__diag_sums(dd, ds, lds, ni, nj);
+        for (int64_t d = 0; d < ni + nj - 1; d++) {
+            if (dd[d] == 0) continue; /* a diagonal masked whole; also keeps 0 * inf out */
+            double f = kernel(power, r2, (double)llabs(o0 + d), &df);
+            a1 += dd[d] * f;
+            a2 += dd[d] * df;
         }
+    } else {
+        for (int64_t i = 0; i < ni; i++)
+            for (int64_t j = 0; j < nj; j++) {
+                double g = ds[i * lds + j];
+                if (g == 0) continue; /* masked entries; also keeps 0 * inf out */
+                int64_t d = pos[i0 + i] - kpos[j0 + j];
+                double f = kernel(power, r2, (double)(d < 0 ? -d : d), &df);
+                a1 += g * f;
+                a2 += g * df;
+            }
+    }
     if (dr1) dr1[h] -= (float)a1;
     if (dr2) dr2[h] -= (float)(r1 * a2);
 }

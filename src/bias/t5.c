@@ -91,10 +91,20 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
                          int64_t nj, float *s, int64_t lds) {
     const t5_state *st = ctx->state;
     const float *rel_bias = ctx->w->param[REL_BIAS];
-    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk, H = ctx->H;
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) { /* one bucket per diagonal */
+        float bd[PE_DIAG_MAX];
+        for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = rel_bias[bucket_of(ctx, st, o0 + d) * H + h];
+        for (int64_t i = 0; i < ni; i++) {
+            const float *row = bd + ni - 1 - i;
+            for (int64_t j = 0; j < nj; j++) s[i * lds + j] += row[j];
+        }
+        return;
+    }
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            s[i * lds + j] += rel_bias[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * ctx->H + h];
+            s[i * lds + j] += rel_bias[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * H + h];
 }
 
 /* forward was s += rel_bias[bucket, h], so now: drel_bias[bucket, h] += ds */
@@ -103,10 +113,17 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
     const t5_state *st = ctx->state;
     float *drel = ctx->g->dparam[REL_BIAS];
     if (!drel) return;
-    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
+    const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk, H = ctx->H;
+    int64_t o0;
+    if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) {
+        float dd[PE_DIAG_MAX];
+        pe__diag_sums(dd, ds, lds, ni, nj);
+        for (int64_t d = 0; d < ni + nj - 1; d++) drel[bucket_of(ctx, st, o0 + d) * H + h] += dd[d];
+        return;
+    }
     for (int64_t i = 0; i < ni; i++)
         for (int64_t j = 0; j < nj; j++)
-            drel[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * ctx->H + h] += ds[i * lds + j];
+            drel[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * H + h] += ds[i * lds + j];
 }
 
 const pe__method pe__method_t5 = {
