@@ -196,7 +196,24 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
  * weight, a setting that derived a non-finite table) is an error, not a silent answer. One pass
  * over the output, far below the attention's cost. */
 static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err *err) {
-    for (int64_t i = 0; i < n; i++)
+    /* NaN and Inf have every exponent bit set: chunks are tested without a branch per element
+     * (so the loop vectorises), the element is looked for only in a chunk that has one */
+    int64_t i = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += 4096) {
+        const int64_t c1 = n - c0 < 4096 ? n : c0 + 4096;
+        uint32_t bad = 0;
+        for (int64_t e = c0; e < c1; e++) {
+            uint32_t u;
+            memcpy(&u, x + e, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad) {
+            i = c0;
+            break;
+        }
+        i = c1;
+    }
+    for (; i < n; i++)
         if (!isfinite(x[i]))
             return pe__fail(err, PE_EINVAL, "output '%s' is not finite at element %lld (%s): an input, weight or setting "
                             "is NaN or Inf, or too large", name, (long long)i, isnan(x[i]) ? "NaN" : "Inf");

@@ -83,19 +83,30 @@ static float *falloc(size_t n) {
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 /* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
- * may be NULL. Padding is zero. */
+ * may be NULL. Padding is zero. The transpose goes by blocks of 16 keys, whose rows stay in
+ * L1 while each of the D output rows gets 16 consecutive values. */
 static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int64_t dp, int64_t tkp,
                     float *tr, float *rows) {
-    const int64_t Tk = c->Tk, D = c->D;
-    const float *src = x + b * Tk * c->Ckv + g * D;
+    const int64_t Tk = c->Tk, D = c->D, ld = c->Ckv;
+    const float *src = x + b * Tk * ld + g * D;
     if (tr) {
-        memset(tr, 0, sizeof(float) * dp * tkp);
-        for (int64_t j = 0; j < Tk; j++)
-            for (int64_t d = 0; d < D; d++) tr[d * tkp + j] = src[j * c->Ckv + d];
+        for (int64_t j0 = 0; j0 < Tk; j0 += 16) {
+            const int64_t nj = Tk - j0 < 16 ? Tk - j0 : 16;
+            for (int64_t d = 0; d < D; d++) {
+                float *t = tr + d * tkp + j0;
+                const float *s = src + j0 * ld + d;
+                for (int64_t j = 0; j < nj; j++) t[j] = s[j * ld];
+            }
+        }
+        for (int64_t d = 0; d < D; d++) memset(tr + d * tkp + Tk, 0, sizeof(float) * (size_t)(tkp - Tk));
+        memset(tr + D * tkp, 0, sizeof(float) * (size_t)((dp - D) * tkp));
     }
     if (rows) {
-        memset(rows, 0, sizeof(float) * dp * tkp);
-        for (int64_t j = 0; j < Tk; j++) memcpy(rows + j * dp, src + j * c->Ckv, sizeof(float) * D);
+        for (int64_t j = 0; j < Tk; j++) {
+            memcpy(rows + j * dp, src + j * ld, sizeof(float) * D);
+            memset(rows + j * dp + D, 0, sizeof(float) * (size_t)(dp - D));
+        }
+        memset(rows + Tk * dp, 0, sizeof(float) * (size_t)((tkp - Tk) * dp));
     }
 }
 
