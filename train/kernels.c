@@ -82,6 +82,7 @@ TR_CLONES void tr_layernorm_forward(float *y, float *mean, float *rstd, const fl
         else ln_stats(x + r0 * C, C, n, mean + r0, rstd + r0);
         for (int64_t r = r0; r < r0 + n; r++) {
             const float *xr = x + r * C, m = mean[r], s = rstd[r];
+            TR_SIMD
             for (int64_t c = 0; c < C; c++) y[r * C + c] = (xr[c] - m) * s * w[c] + b[c];
         }
     }
@@ -110,6 +111,7 @@ TR_CLONES void tr_layernorm_backward(float *dx, float *dw, float *db, const floa
         else ln_grad_sums(dy + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, C, n, a, bsum);
         for (int64_t r = r0; r < r0 + n; r++) {
             const float *dyr = dy + r * C, *xr = x + r * C, m = mean[r], s = rstd[r], ar = a[r - r0], br = bsum[r - r0];
+            TR_SIMD /* dx, dw, db and the inputs never overlap */
             for (int64_t c = 0; c < C; c++) {
                 float nv = (xr[c] - m) * s, dn = dyr[c] * w[c];
                 db[c] += dyr[c];
