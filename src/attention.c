@@ -47,6 +47,10 @@ struct pe_attention {
     int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
     pe_run_options run;
     pe__ctx ctx;
+    /* the fused path's packed keys, values and tile scratch, kept between calls: fresh pages
+     * for them on every call cost a page fault each (2-3% of a T=2048 layer) */
+    pe__scratch scratch;
+    pe__scratch grad; /* backward's gradient buffers (dq, dk, dv, ...), kept for the same reason */
     /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
     double dropout, drop_used;
     uint64_t drop_seed, seed_used;
@@ -114,6 +118,8 @@ void pe_attention_free(pe_attention *a) {
     free(a->mask);
     free(a->ctx.tiles);
     free(a->ids);
+    free(a->scratch.p);
+    free(a->grad.p);
     free(a);
 }
 
@@ -218,6 +224,17 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
             return pe__fail(err, PE_EINVAL, "output '%s' is not finite at element %lld (%s): an input, weight or setting "
                             "is NaN or Inf, or too large", name, (long long)i, isnan(x[i]) ? "NaN" : "Inf");
     return PE_OK;
+}
+
+/* n zeroed floats of the layer's kept gradient buffer, or NULL when out of memory */
+static float *grad_work(pe_attention *a, size_t n) {
+    if (a->grad.n < n) {
+        free(a->grad.p);
+        a->grad.p = malloc(sizeof(float) * (n ? n : 1)), a->grad.n = a->grad.p ? n : 0;
+        if (!a->grad.p) return NULL;
+    }
+    memset(a->grad.p, 0, sizeof(float) * n);
+    return a->grad.p;
 }
 
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
@@ -335,7 +352,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .A = A, .pos_min = pmin,
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
-                     .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL};
+                     .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
     return st;
@@ -640,7 +657,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     pe_grads none = {0};
     pe_weights wnone = {0};
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
-    float *work = calloc((size_t)(nq + 2 * nk), sizeof(float));
+    float *work = grad_work(a, (size_t)(nq + 2 * nk));
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
@@ -653,7 +670,6 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
         if (dv) memcpy(dv, work + nq + nk, sizeof(float) * nk);
     }
     a->ctx.g = NULL;
-    free(work);
     return st;
 }
 
@@ -672,7 +688,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     ctx->w = w;
     ctx->g = g;
     const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
-    float *work = calloc(n, sizeof(float));
+    float *work = grad_work(a, n);
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
     float *dq = dout + B * T * C;       /* (B, T, C) */
@@ -685,7 +701,6 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     pe__linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
     pe_status st = core_backward(a, dout, dq, dk, dv, err);
     if (st) {
-        free(work);
         ctx->g = NULL;
         return st;
     }
@@ -700,7 +715,6 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     if (a->m->finish_backward) a->m->finish_backward(ctx);
     st = finite_out(dxe, B * T * C, "dx", err);
     if (dx && !st) memcpy(dx, dxe, sizeof(float) * B * T * C);
-    free(work);
     ctx->g = NULL;
     return st;
 }

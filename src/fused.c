@@ -82,6 +82,19 @@ static float *falloc(size_t n) {
 
 static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
+/* n floats of scratch for one call: the layer's kept block (grown as needed), or, for a
+ * caller without one, a fresh block that *own receives (freed by the caller). */
+static float *scratch_take(const pe__ctx *ctx, size_t n, float **own) {
+    *own = NULL;
+    pe__scratch *sc = ctx->scratch;
+    if (!sc) return *own = falloc(n);
+    if (sc->n < n) {
+        free(sc->p);
+        sc->p = falloc(n), sc->n = sc->p ? n : 0;
+    }
+    return sc->p;
+}
+
 /* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
  * may be NULL. Padding is zero. The transpose goes by blocks of 16 keys, whose rows stay in
  * L1 while each of the D output rows gets 16 consecutive values. */
@@ -386,14 +399,14 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         free(relbuf);
         return st;
     }
-    const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0);
-    float *kt = falloc((size_t)(B * Hkv * per)), *vr = falloc((size_t)(B * Hkv * per));
-    float *kr = rel.e ? falloc((size_t)(B * Hkv * per)) : NULL; /* the erow product's pairs read k rows */
-    float *scratch = falloc(sc * nth);
-    if (!kt || !vr || !scratch || (rel.e && !kr)) {
-        free(kt), free(vr), free(kr), free(scratch), free(relbuf);
+    const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0), np = (size_t)(B * Hkv * per);
+    float *own, *kt = scratch_take(ctx, (rel.e ? 3 : 2) * np + sc * nth, &own);
+    if (!kt) {
+        free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
     }
+    float *vr = kt + np, *kr = rel.e ? vr + np : NULL; /* the erow product's pairs read k rows */
+    float *scratch = vr + (rel.e ? 2 : 1) * np;
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
@@ -432,7 +445,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         ftz_leave(run, csr);
     }
-    free(kt), free(vr), free(kr), free(scratch), free(relbuf);
+    free(own), free(relbuf);
     return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
 }
 
@@ -605,12 +618,14 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     if (!known) nth = 1;
     const int64_t copies = per_item ? items : nth > 1 ? nth : 0;
     const size_t sc0 = scratch_floats(dp, Rp), sc = sc0 + (size_t)(2 * per + (rel.c ? tkp * Rp : 0));
-    float *packed = falloc((size_t)(3 * items * per)), *scratch = falloc(sc * nth);
-    float *priv = priv_n && copies ? calloc((size_t)(priv_n * copies), sizeof(float)) : NULL;
-    if (!packed || !scratch || (priv_n && copies && !priv)) {
-        free(packed), free(scratch), free(priv), free(relbuf);
+    const size_t npk = (size_t)(3 * items * per), npriv = priv_n && copies ? (size_t)(priv_n * copies) : 0;
+    float *own, *packed = scratch_take(ctx, npk + sc * nth + (npriv + 15) / 16 * 16, &own);
+    if (!packed) {
+        free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     }
+    float *scratch = packed + npk, *priv = npriv ? scratch + sc * nth : NULL;
+    if (priv) memset(priv, 0, sizeof(float) * npriv);
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
     PE_OMP(omp parallel num_threads(nth))
     {
@@ -650,7 +665,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
                 for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
-    free(packed), free(scratch), free(priv), free(relbuf);
+    free(own), free(relbuf);
     return PE_OK;
 }
 

@@ -59,6 +59,12 @@ pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* What a hook sees of the current call. */
+/* Scratch that outlives a call: grown when a call needs more, freed with its owner. */
+typedef struct pe__scratch {
+    float *p; /* 64-byte aligned */
+    size_t n; /* floats */
+} pe__scratch;
+
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
     int64_t B, T, Tk, qoff, H, Hkv, D, C, Ckv; /* qoff = Tk - T */
@@ -76,6 +82,7 @@ typedef struct pe__ctx {
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
     const int64_t *ids; /* (B, T) token ids of a complex-valued layer (PE__COMPLEX), else NULL */
+    pe__scratch *scratch; /* the layer's, for the fused path's packed keys and tiles (NULL: its own) */
 } pe__ctx;
 
 enum {

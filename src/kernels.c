@@ -109,7 +109,6 @@ const pe__kernels *pe__kernels_pick(const char *isa) {
 #define fmadd KN(fmadd)
 #define vmax KN(vmax)
 #define vexp KN(vexp)
-#define hsum KN(hsum)
 #define hsum_tree KN(hsum_tree)
 #define hmax KN(hmax)
 #define mm_nt KN(mm_nt)
@@ -158,31 +157,34 @@ static inline vf vmax(vf a, vf b) {
 }
 #endif
 
-static inline float hsum(vf v) {
-    float s = 0;
-    for (int i = 0; i < VEC; i++) s += v[i];
-    return s;
-}
-/* hsum as a tree of shuffles: for sums of many independent vectors (the erow pairs) */
-static inline float hsum_tree(vf v) {
+/* Horizontal sum and max as trees of shuffles: log2(VEC) steps where a lane-by-lane loop is a
+ * chain of VEC dependent operations (once per row and tile in the online softmax). */
 #if VEC == 16
-    v += SHUF(v, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7});
-    v += SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11});
-    v += SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13});
+#define HTREE(op, v)                                                                           \
+    v = op(v, SHUF(v, (vi){8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7}));           \
+    v = op(v, SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11}));           \
+    v = op(v, SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13}));           \
+    v = op(v, SHUF(v, (vi)SWAP));
 #elif VEC == 8
-    v += SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3});
-    v += SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5});
+#define HTREE(op, v)                                                                           \
+    v = op(v, SHUF(v, (vi){4, 5, 6, 7, 0, 1, 2, 3}));                                          \
+    v = op(v, SHUF(v, (vi){2, 3, 0, 1, 6, 7, 4, 5}));                                          \
+    v = op(v, SHUF(v, (vi)SWAP));
 #else
-    v += SHUF(v, (vi){2, 3, 0, 1});
+#define HTREE(op, v)                                                                           \
+    v = op(v, SHUF(v, (vi){2, 3, 0, 1}));                                                      \
+    v = op(v, SHUF(v, (vi)SWAP));
 #endif
-    v += SHUF(v, (vi)SWAP);
+static inline vf KN(vadd)(vf a, vf b) { return a + b; }
+static inline float hsum_tree(vf v) {
+    HTREE(KN(vadd), v)
     return v[0];
 }
 static inline float hmax(vf v) {
-    float s = v[0];
-    for (int i = 1; i < VEC; i++) s = v[i] > s ? v[i] : s;
-    return s;
+    HTREE(vmax, v)
+    return v[0];
 }
+#undef HTREE
 
 /* exp(x) for x <= 0 (softmax arguments); 0 below lo (and for -inf), NaN stays NaN. */
 static inline vf vexp(vf x, float lo) {
@@ -315,7 +317,7 @@ static void online_softmax(float *s, int64_t ni, float *m, float *l, float *acc,
             vst(sr + c, p);
             sum += p;
         }
-        l[r] = l[r] * alpha + hsum(sum);
+        l[r] = l[r] * alpha + hsum_tree(sum);
         m[r] = mnew;
         if (alpha != 1.0f) {
             float *ar = acc + r * dp;
@@ -652,7 +654,6 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
 #undef fmadd
 #undef vmax
 #undef vexp
-#undef hsum
 #undef hsum_tree
 #undef hmax
 #undef mm_nt
