@@ -279,10 +279,14 @@ typedef struct pe_positions {
 /* How a layer runs, not what it computes: its path, threads and kernels. Each layer keeps
  * its own (set before a forward), so layers in one process do not disturb each other; a
  * zeroed struct is the default. */
-enum { PE_PATH_AUTO, PE_PATH_REFERENCE };
+enum { PE_PATH_AUTO, PE_PATH_REFERENCE, PE_PATH_FUSED };
 typedef struct pe_run_options {
-    int path;        /* PE_PATH_AUTO: fused wherever the method allows it and no scores or
-                        probabilities are asked for; PE_PATH_REFERENCE: always the T x Tk path */
+    int path;        /* PE_PATH_AUTO: of the two paths the cheaper by a cost model of the call's
+                        shape (the fused one but for short sequences, below about 48 queries
+                        or keys at head_dim 64, where its 64 x 64 tiles are mostly padding);
+                        PE_PATH_FUSED: the fused path whatever the shape; PE_PATH_REFERENCE:
+                        always the T x Tk path. The fused path runs only where the method
+                        allows it, no scores or probabilities are asked for and no dropout. */
     int threads;     /* threads of the fused path and the rotations; 0: OpenMP's default */
     char isa[16];    /* kernels: "" the best this CPU runs, or "avx512", "avx2", "generic" */
     int keep_mxcsr;  /* 1: no FTZ/DAZ in the fused threads (by default they flush denormals) */

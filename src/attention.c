@@ -226,6 +226,14 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
     return PE_OK;
 }
 
+/* The path of a call (pe_run_options.path): the fused one where the method allows it, nothing
+ * asks for the (T, Tk) scores or probabilities, no dropout, and (PE_PATH_AUTO) it is the
+ * cheaper of the two for this shape. */
+static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores) {
+    if (a->run.path == PE_PATH_REFERENCE || want_scores || a->dropout > 0 || !pe__fused_eligible(a->m)) return 0;
+    return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, a->D, a->cfg.causal);
+}
+
 /* n zeroed floats of the layer's kept gradient buffer, or NULL when out of memory */
 static float *grad_work(pe_attention *a, size_t n) {
     if (a->grad.n < n) {
@@ -494,7 +502,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
     if (at && (at->q_lens || at->k_lens))
         return pe__fail(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
-    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && !(a->dropout > 0) && pe__fused_eligible(a->m);
+    a->fused = use_fused(a, B, T, M + T, M, scores || probs);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
     pe_status st = reserve(a, B, T, Tk, M, 1, at && at->mask, err);
@@ -592,7 +600,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     if (!q || !k || !v || !o) return pe__fail(err, PE_EINVAL, "q, k, v and o are required");
     pe_weights none = {0};
     if (!w) w = &none;
-    a->fused = a->run.path == PE_PATH_AUTO && !scores && !probs && !(a->dropout > 0) && pe__fused_eligible(a->m);
+    a->fused = use_fused(a, B, T, Tk, Tk - T, scores || probs);
     a->layer = 0;
     a->M = 0;
     pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
@@ -615,7 +623,7 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
     if (!w) w = &none;
     pe_status st;
     const int masked = at && at->mask;
-    if (a->run.path == PE_PATH_AUTO && pe__decode_eligible(a->m, a->H, a->Hkv, T, masked)) {
+    if (a->run.path != PE_PATH_REFERENCE && pe__decode_eligible(a->m, a->H, a->Hkv, T, masked)) {
         a->fused = 1, a->layer = 0, a->M = 0;
         if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;

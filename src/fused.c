@@ -40,6 +40,29 @@ static const pe_run_options DEFAULTS = {0};
 
 int pe__fused_eligible(const pe__method *m) { return (m->flags & PE__FUSED) != 0; }
 
+/* The cost model of PE_PATH_AUTO, in nanoseconds of one forward and backward per (row, head):
+ * the fused path pays for every tile it visits as if full (PE_BR x PE_BC entries, padding
+ * included), the reference path for the T x Tk entries it holds. Per entry (a + b D): fused
+ * 5.5 + 0.085 dp, reference 6.7 + 0.24 D, fitted to both paths' times at D = 16 and 64 and
+ * T = 16 .. 512 (posenc bench, one thread, Xeon AVX-512 and the SkylakeX OpenBLAS): the
+ * fused path wins from about T = Tk = 48 at D = 64 (T = 32: 2x slower, T = 16 with 32 heads:
+ * 5x slower; T = 64: 1.2x faster, T = 512: 2.5x). The model orders the two paths, it does
+ * not predict times; the reference path is never chosen for more than 2^24 scores (its
+ * (B, H, T, Tk) buffers). */
+int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, int causal) {
+    if ((double)B * H * T * Tk > (double)(1 << 24)) return 1;
+    const int64_t dp = (D + PE_DALIGN - 1) / PE_DALIGN * PE_DALIGN;
+    double tiles = 0;
+    for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
+        const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
+        const int64_t keys = causal && qoff + i0 + ni < Tk ? (qoff + i0 + ni > 0 ? qoff + i0 + ni : 0) : Tk;
+        tiles += (double)((keys + PE_BC - 1) / PE_BC);
+    }
+    const double fused = tiles * PE_BR * PE_BC * (5.5 + 0.085 * (double)dp);
+    const double ref = (double)T * (double)Tk * (6.7 + 0.24 * (double)D);
+    return fused <= ref;
+}
+
 static const char *isa_of(const pe_run_options *run) { return run && run->isa[0] ? run->isa : NULL; }
 
 /* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny

@@ -349,6 +349,9 @@ void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld,
  * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved
  * by forward for backward. Threads and kernels from ctx->run. */
 int pe__fused_eligible(const pe__method *m);
+/* Whether the fused path costs less than the reference path for a call of B rows, H heads
+ * of D, T queries against Tk keys (causal: key j > qoff + i masked) (fused.c) */
+int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, int causal);
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err);
 pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,

@@ -56,7 +56,7 @@ static void decode_equals_layer(void **state) {
     const int xl = strstr(settings, "method=xl") != NULL;
     for (int path = 0; path < 2; path++) {
         pe_attention *att = layer(settings, C, 1);
-        pe_run_options run = {.path = path ? PE_PATH_REFERENCE : PE_PATH_AUTO};
+        pe_run_options run = {.path = path ? PE_PATH_REFERENCE : PE_PATH_FUSED};
         pe_attention_set_run_options(att, &run);
         pe_layer L;
         pe_err err;

@@ -163,7 +163,7 @@ static void check_settings(const char *settings) {
         for (size_t vi = 0; vi < sizeof VARIANTS / sizeof VARIANTS[0]; vi++) {
             const variant *v = &VARIANTS[vi];
             if (v->isa && strcmp(pe__kernels_pick(v->isa)->name, v->isa)) continue; /* not on this CPU */
-            pe_run_options opt = {.threads = v->threads, .keep_mxcsr = v->no_ftz, .denormals = v->denormals};
+            pe_run_options opt = {.path = PE_PATH_FUSED, .threads = v->threads, .keep_mxcsr = v->no_ftz, .denormals = v->denormals};
             snprintf(opt.isa, sizeof opt.isa, "%s", v->isa ? v->isa : "");
             pe_attention_set_run_options(att, &opt);
             run(att, &L, s, x, pos, dy, NULL, &fu);
@@ -186,9 +186,9 @@ static void check_settings(const char *settings) {
         }
         /* the same bits whatever the thread count (private gradients summed in a fixed order) */
         result one, three;
-        pe_attention_set_run_options(att, &(pe_run_options){.threads = 1});
+        pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 1});
         run(att, &L, s, x, pos, dy, NULL, &one);
-        pe_attention_set_run_options(att, &(pe_run_options){.threads = 3});
+        pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 3});
         run(att, &L, s, x, pos, dy, NULL, &three);
         pe_attention_set_run_options(att, NULL);
         assert_memory_equal(one.y, three.y, sizeof(float) * n);
@@ -232,6 +232,7 @@ static void eligibility(void **state) {
     pe_layer L;
     pe_err err;
     if (pe_layer_init(&L, a, 16, 3, &err)) fail_msg("%s", err.msg);
+    pe_attention_set_run_options(a, &(pe_run_options){.path = PE_PATH_FUSED});
     pe_attention_set_run_options(b, &(pe_run_options){.path = PE_PATH_REFERENCE, .isa = "generic", .threads = 1});
     float *x = calloc((size_t)(T * C), sizeof(float)), *ya = malloc(sizeof(float) * T * C), *yb = malloc(sizeof(float) * T * C);
     pe_rng rng = {5};

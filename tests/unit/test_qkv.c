@@ -261,10 +261,9 @@ static void padded_rows_are_rows(void **state) {
         for (int path = 0; path < 2; path++) {
             pe_layer L;
             pe_attention *att = layer_of(settings, H, C, causal, 9, 512, &L), *one = layer_of(settings, H, C, causal, 9, 0, NULL);
-            if (path) {
-                pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_REFERENCE});
-                pe_attention_set_run_options(one, &(pe_run_options){.path = PE_PATH_REFERENCE});
-            }
+            const pe_run_options run = {.path = path ? PE_PATH_REFERENCE : PE_PATH_FUSED};
+            pe_attention_set_run_options(att, &run);
+            pe_attention_set_run_options(one, &run);
             pe_rng rng = {99};
             float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * Tk * C, &rng), *v = pe_test_uniform(B * Tk * C, &rng);
             float *dout = pe_test_uniform(B * T * C, &rng);
