@@ -301,7 +301,8 @@ void pe_attention_set_run_options(pe_attention *att, const pe_run_options *opt);
  *   y     (B, T, C)                           out
  *   scores, probs (B, H, T, Tk) or NULL      out: pre-softmax logits (-inf where masked)
  * Asking for scores or probs runs the reference path, which holds (B, H, T, Tk) floats;
- * without them the fused path runs wherever the method allows it (memory O(T + Tk)).
+ * without them the fused path runs wherever the method allows it (memory O(T + Tk)) and it
+ * is the cheaper for the shape (pe_run_options.path).
  * causal (default false) masks key index j > i + M. Saves what backward needs inside att
  * (valid until the next forward), so one layer must not be shared between threads that
  * call it at the same time; distinct layers may run concurrently. */
