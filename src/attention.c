@@ -234,14 +234,12 @@ static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, in
     return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, a->D, a->cfg.causal);
 }
 
-/* n zeroed floats of the layer's kept gradient buffer, or NULL when out of memory */
+/* n floats of the layer's kept gradient buffer (not zeroed), or NULL when out of memory */
 static float *grad_work(pe_attention *a, size_t n) {
     if (a->grad.n < n) {
         free(a->grad.p);
         a->grad.p = malloc(sizeof(float) * (n ? n : 1)), a->grad.n = a->grad.p ? n : 0;
-        if (!a->grad.p) return NULL;
     }
-    memset(a->grad.p, 0, sizeof(float) * n);
     return a->grad.p;
 }
 
@@ -667,6 +665,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
     float *work = grad_work(a, (size_t)(nq + 2 * nk));
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
+    memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
     pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, err);
@@ -704,6 +703,9 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     float *dk = dxe + B * T * C;        /* (B, Tk, Ckv) */
     float *dv = dk + B * Tk * Ckv;      /* (B, Tk, Ckv) */
     float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
+    /* the core adds into dq, dk, dv; dout, dxe and dkvin are written whole before they are read */
+    memset(dq, 0, sizeof(float) * (size_t)(B * T * C));
+    memset(dk, 0, sizeof(float) * (size_t)(2 * B * Tk * Ckv));
 
     /* pass 5: y = o wo^T + bo; passes 4 .. 2: the projected form's backward */
     pe__linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
