@@ -118,22 +118,47 @@ static float *scratch_take(const pe__ctx *ctx, size_t n, float **own) {
     return sc->p;
 }
 
+/* tr (D, ldt) = src (n, D; row stride ld) transposed, by 4 x 4 blocks of 128-bit vectors (eight
+ * shuffles where the scalar loop was a strided load per element), 16 keys at a time so that
+ * their rows stay in L1; the edges not a multiple of 4 element by element. */
+typedef float pe__v4 __attribute__((vector_size(16)));
+typedef int32_t pe__i4 __attribute__((vector_size(16)));
+#ifdef __clang__
+#define PE_SHUF2(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+#define PE_SHUF2(a, b, i, j, k, l) __builtin_shuffle(a, b, (pe__i4){i, j, k, l})
+#endif
+static void transpose(float *tr, int64_t ldt, const float *src, int64_t ld, int64_t n, int64_t D) {
+    const int64_t D4 = D / 4 * 4;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const int64_t j1 = n - j0 < 16 ? n : j0 + 16, j4 = j0 + (j1 - j0) / 4 * 4;
+        for (int64_t d = 0; d < D4; d += 4) {
+            for (int64_t j = j0; j < j4; j += 4) {
+                pe__v4 r[4], t[4];
+                for (int k = 0; k < 4; k++) memcpy(&r[k], src + (j + k) * ld + d, sizeof r[k]);
+                t[0] = PE_SHUF2(r[0], r[1], 0, 4, 1, 5), t[1] = PE_SHUF2(r[0], r[1], 2, 6, 3, 7);
+                t[2] = PE_SHUF2(r[2], r[3], 0, 4, 1, 5), t[3] = PE_SHUF2(r[2], r[3], 2, 6, 3, 7);
+                r[0] = PE_SHUF2(t[0], t[2], 0, 1, 4, 5), r[1] = PE_SHUF2(t[0], t[2], 2, 3, 6, 7);
+                r[2] = PE_SHUF2(t[1], t[3], 0, 1, 4, 5), r[3] = PE_SHUF2(t[1], t[3], 2, 3, 6, 7);
+                for (int k = 0; k < 4; k++) memcpy(tr + (d + k) * ldt + j, &r[k], sizeof r[k]);
+            }
+            for (int64_t j = j4; j < j1; j++)
+                for (int k = 0; k < 4; k++) tr[(d + k) * ldt + j] = src[j * ld + d + k];
+        }
+        for (int64_t d = D4; d < D; d++)
+            for (int64_t j = j0; j < j1; j++) tr[d * ldt + j] = src[j * ld + d];
+    }
+}
+#undef PE_SHUF2
+
 /* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
- * may be NULL. Padding is zero. The transpose goes by blocks of 16 keys, whose rows stay in
- * L1 while each of the D output rows gets 16 consecutive values. */
+ * may be NULL. Padding is zero. */
 static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int64_t dp, int64_t tkp,
                     float *tr, float *rows) {
     const int64_t Tk = c->Tk, D = c->D, ld = c->Ckv;
     const float *src = x + b * Tk * ld + g * D;
     if (tr) {
-        for (int64_t j0 = 0; j0 < Tk; j0 += 16) {
-            const int64_t nj = Tk - j0 < 16 ? Tk - j0 : 16;
-            for (int64_t d = 0; d < D; d++) {
-                float *t = tr + d * tkp + j0;
-                const float *s = src + j0 * ld + d;
-                for (int64_t j = 0; j < nj; j++) t[j] = s[j * ld];
-            }
-        }
+        transpose(tr, tkp, src, ld, Tk, D);
         for (int64_t d = 0; d < D; d++) memset(tr + d * tkp + Tk, 0, sizeof(float) * (size_t)(tkp - Tk));
         memset(tr + D * tkp, 0, sizeof(float) * (size_t)((dp - D) * tkp));
     }
