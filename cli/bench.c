@@ -319,7 +319,7 @@ static int attn_measure(const char *method, int64_t T, int causal, int reference
     memset(y, 0, sizeof(float) * T * C), memset(dx, 0, sizeof(float) * T * C);
     pe_layer_zero_grad(&L);
     pe_run_options run = RUN;
-    run.path = reference ? PE_PATH_REFERENCE : PE_PATH_AUTO;
+    run.path = reference ? PE_PATH_REFERENCE : PE_PATH_FUSED;
     pe_attention_set_run_options(att, &run);
     malloc_measure(1);
     int tracked = peak_reset();
@@ -385,11 +385,12 @@ static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
     printf("## (b) attention layer, H=8, D=64, batch 1, forward and backward (projections included), median of %d"
            " after a warm-up (T >= 8192: one cold run)\n\n",
            o->reps);
-    printf("Speed-ups are the other path's time over the fused path's (higher is better for posenc).\n\n");
-    printf("| method | T | causal | fwd fused ms | fwd ref ms | fwd PyTorch ms | fused vs ref | fused vs PyTorch |"
+    printf("Speed-ups are the other path's time over the fused path's (higher is better for posenc); `auto`:"
+           " the path PE_PATH_AUTO's cost model picks for the shape.\n\n");
+    printf("| method | T | causal | auto | fwd fused ms | fwd ref ms | fwd PyTorch ms | fused vs ref | fused vs PyTorch |"
            " bwd fused ms | bwd ref ms | bwd PyTorch ms | fused vs ref | fused vs PyTorch |"
            " peak MiB fused / ref / PyTorch |\n");
-    printf("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    printf("| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     fflush(stdout);
     *nrows = 0;
     for (int ti = 0; ti < o->nT; ti++)
@@ -412,7 +413,8 @@ static int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
                     if (torch_ask(tp, req, v, 3) == 3) R->f[TORCH] = v[0], R->b[TORCH] = v[1], R->mib[TORCH] = v[2];
                     gap();
                 }
-                printf("| %s | %lld | %s |", R->method, (long long)R->T, R->causal ? "yes" : "no");
+                printf("| %s | %lld | %s | %s |", R->method, (long long)R->T, R->causal ? "yes" : "no",
+                       pe__fused_cheaper(1, 8, R->T, R->T, 0, 64, R->causal) ? "fused" : "T x T");
                 print_ms(R->f[FUSED]), print_ms(R->f[REF]), print_ms(R->f[TORCH]);
                 print_ratio(R->f[REF], R->f[FUSED]), print_ratio(R->f[TORCH], R->f[FUSED]);
                 print_ms(R->b[FUSED]), print_ms(R->b[REF]), print_ms(R->b[TORCH]);
