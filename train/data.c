@@ -10,7 +10,7 @@
 #include "../src/io/output.h"
 #include "../src/io/layer.h"
 
-static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add"};
+static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add", "count"};
 
 const char *tr_task_name(tr_task_kind k) { return k < TR_TASK_COUNT ? TASK_NAMES[k] : "?"; }
 
@@ -206,7 +206,72 @@ int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
     switch (t->kind) {
     case TR_TASK_LM: return n;
     case TR_TASK_ADD: return 3 * n + 3; /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one */
+    case TR_TASK_COUNTING: return 2 * n + 4; /* n statements of at most 2, v = 10 . less one */
     default: return 2 * n + 1;          /* x = y . */
+    }
+}
+
+/* The counting task of Golovneva et al. 2024 (CoPE), as facebookresearch/RAM's
+ * projects/cope/scripts/count_data_gen.py generates it, each of its statements in one or two
+ * characters of the tasks' vocabulary (its "=" and ";" words carry nothing and are dropped):
+ * n statements, each drawn with weights SET 1 : PASS 50 : INCREMENT 7 over COUNT_VARS
+ * variables, then a question about a variable that was set, answered by its value. SET "a0"
+ * (their "a = 0 ;") resets any of the variables to 0; PASS "." (their "pass;") does nothing;
+ * INCREMENT "a+" (their "a ++;") adds 1 to one of the variables already set, uniformly, and is
+ * drawn again when none is set or the value would pass COUNT_MAX; the question "a=" (their
+ * "print a") names a set variable and the answer is its value, 0 .. COUNT_MAX, one or two
+ * digits, then ".". Their examples with no variable set at the question are drawn again, and
+ * so are these. So "b0..b+.a0.b+..b=2." counts b's increments since b was last set, in a
+ * context whose length in tokens is not the count (statements of 1 and 2 tokens). Besides
+ * the characters, two differences: n is the trainer's content length (1..L in training, as
+ * for every task; theirs draw 3..512 statements), and the answer 10 takes two characters. */
+enum { COUNT_VARS = 3, COUNT_MAX = 10, COUNT_W_SET = 1, COUNT_W_PASS = 50, COUNT_W_INC = 7 };
+
+static int64_t make_count(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
+    const int *id = t->ids;
+    for (int tries = 0;; tries++) {
+        int val[COUNT_VARS], set[COUNT_VARS], nset = 0;
+        int64_t len = 0;
+        for (int64_t s = 0; s < n; s++) {
+            /* their generate_statement draws up to 100 times; past that (never seen: PASS,
+             * drawn with probability 50/58, always succeeds) it is a PASS */
+            int done = 0;
+            for (int k = 0; k < 100 && !done; k++) {
+                const uint64_t w = below(r, COUNT_W_SET + COUNT_W_PASS + COUNT_W_INC);
+                if (w < COUNT_W_SET) { /* any variable, set or not */
+                    int v = (int)below(r, COUNT_VARS), j = 0;
+                    while (j < nset && set[j] != v) j++;
+                    if (j == nset) set[nset++] = v; /* in order of first setting, as their dict */
+                    val[v] = 0;
+                    seq[len++] = id['a' + v], seq[len++] = id['0'];
+                    done = 1;
+                } else if (w < COUNT_W_SET + COUNT_W_PASS) {
+                    seq[len++] = id['.'];
+                    done = 1;
+                } else if (nset) {
+                    int v = set[below(r, (uint64_t)nset)];
+                    if (val[v] + 1 <= COUNT_MAX) {
+                        val[v]++;
+                        seq[len++] = id['a' + v], seq[len++] = id['+'];
+                        done = 1;
+                    }
+                }
+            }
+            if (!done) seq[len++] = id['.'];
+        }
+        if (!nset && tries < 100000) continue; /* no variable to ask about: drawn again */
+        if (!nset) { /* a bound on the loop (n = 1 succeeds once in 58): the first statement a SET */
+            seq[0] = id['a'], val[0] = 0, set[nset++] = 0;
+            memmove(seq + 2, seq + 1, sizeof(int32_t) * (size_t)(len - 1)), len++, seq[1] = id['0'];
+        }
+        int v = set[below(r, (uint64_t)nset)];
+        seq[len++] = id['a' + v];
+        *eq = len;
+        seq[len++] = id['='];
+        if (val[v] >= 10) seq[len++] = id['0' + val[v] / 10];
+        seq[len++] = id['0' + val[v] % 10];
+        seq[len++] = id['.'];
+        return len;
     }
 }
 
@@ -215,6 +280,7 @@ int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
 static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
     const int *id = t->ids;
     int64_t len = 0;
+    if (t->kind == TR_TASK_COUNTING) return make_count(t, r, n, seq, eq);
     if (t->kind == TR_TASK_ADD) {
         /* the longer operand has n digits, the other 1..n; either may come first */
         int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n);

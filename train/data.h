@@ -9,11 +9,14 @@
  *   copy     "abcd=abcd."   reverse "abcd=dcba."   sort "dbca=abcd."
  *   add      "123+4567=0964."  (the sum's digits least significant first, as most
  *            length-generalisation studies write it)
+ *   count    "b0..b+.a0.b+..b=2."  the counting task of CoPE (Golovneva et al. 2024): n
+ *            statements over variables a, b, c (b0 sets b to 0, b+ increments it, . passes),
+ *            then "b=" asks for b's value (data.c has the generator)
  *
  * The training length L is the context of lm and the longest content of the other tasks
  * (trained on content lengths 1..L); evaluation at a multiple m uses context m*L (lm) or
- * content of exactly m*L symbols. Targets are the next token; only the answer after '='
- * is scored in the synthetic tasks (-1 marks unscored targets and padding).
+ * content of exactly m*L symbols (count: statements). Targets are the next token; only the
+ * answer after '=' is scored in the synthetic tasks (-1 marks unscored targets and padding).
  *
  * Legend: B batch, T tokens per sequence. */
 #ifndef TR_DATA_H
@@ -23,7 +26,8 @@
 
 #include "posenc.h"
 
-typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNT } tr_task_kind;
+/* TR_TASK_COUNT is how many kinds there are; the task named "count" is TR_TASK_COUNTING */
+typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNTING, TR_TASK_COUNT } tr_task_kind;
 
 typedef struct tr_task {
     tr_task_kind kind;

@@ -20,7 +20,7 @@ static const struct option {
     const char *arg, *help;
 } OPTIONS[] = {
 #define O(name, type, field, arg, help) {name, type, offsetof(tr_options, field), sizeof(((tr_options *)0)->field), arg, help}
-    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort or add"),
+    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort, add or count (CoPE's counting task; L counts its statements)"),
     O("length", OPT_INT, length, "L", "training length: lm context (default 64), or longest content of a task (default 16)"),
     O("text", OPT_STR, text, "FILE", "lm on this text (90% train, last 10% held out) instead of the generated corpus"),
     O("corpus-seed", OPT_U64, corpus_seed, "S", "seed of the generated corpus (default 1)"),
