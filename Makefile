@@ -45,7 +45,7 @@ HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo compare readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
+.PHONY: all run demo compare results readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
@@ -60,6 +60,12 @@ demo: $(BUILD)/posenc
 # CSV and plot into $(BUILD)/compare; tracked files stay as they are
 compare: $(BUILD)/posenc
 	$(BUILD)/posenc compare --out $(BUILD)/compare
+
+# results: the whole experiment (compare --full: lm and the synthetic tasks, every method, 3 seeds,
+# about 40 min on 2 cores, compare --full --estimate): doc/results.md, its tables, CSVs and plots
+# in doc/results
+results: $(BUILD)/posenc
+	$(BUILD)/posenc compare --full --out doc/results --results doc/results.md
 
 # readme: what the README shows, regenerated on this machine: the comparison into doc/compare and
 # the README's table, and the pictures into doc/img (bench-readme: the speed summary)

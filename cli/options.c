@@ -112,11 +112,22 @@ static void init_compare_args(void *p) { *(compare_args *)p = (compare_args){.me
 static const arg_opt COMPARE_OPTS[] = {
     OPT(compare_args, "methods", methods, ARG_STR, .meta = "LIST",
         .help = "comma-separated: method names, NAME+shape for SHAPE training of an absolute\n"
-                "method, or all (every supported method and sinusoidal+shape)"),
+                "method, NAME+random for randomized positions, or all (every supported method\n"
+                "and sinusoidal+shape)"),
     OPT(compare_args, "seeds", seeds, ARG_INT, .meta = "N", .lo = 1, .hi = 16, .def = "3; --quick: 1",
         .help = "seeds 1..N for every method"),
     OPT(compare_args, "quick", quick, ARG_FLAG,
-        .help = "a smoke test for CI whose numbers mean nothing: 1 seed, length 32, 60 steps,\nshort evaluation"),
+        .help = "a smoke test for CI whose numbers mean nothing: 1 seed, length 32, 60 steps,\nshort evaluation "
+                "(with --full: every task at length 4, lm 16, 20 steps\nof a tiny model)"),
+    OPT(compare_args, "full", full, ARG_FLAG,
+        .help = "the whole experiment: lm, copy, reverse, add and count, each with its own budget\n"
+                "(cli/compare.c), plus the variants the published orderings need (NAME+random);\n"
+                "DIR/TASK.csv, .md and .png per task (about 40 minutes on 2 cores: --estimate)"),
+    OPT(compare_args, "estimate", estimate, ARG_FLAG,
+        .help = "time 4 steps of every variant, print the estimated time of the runs and stop"),
+    OPT(compare_args, "results", results, ARG_OUT, .meta = "FILE",
+        .help = "with --full: write the results page (make results: doc/results.md): tables, plots,\n"
+                "the published orderings tested on the run's numbers, a paragraph per task"),
     OPT(compare_args, "out", out, ARG_OUTDIR, .meta = "DIR", .help = "output folder (made if missing)"),
     OPT(compare_args, "readme", readme, ARG_EDIT, .meta = "FILE",
         .help = "also replace the block between <!-- compare:begin --> and <!-- compare:end -->\n"
@@ -125,14 +136,17 @@ static const arg_opt COMPARE_OPTS[] = {
         .help = "runs at a time"),
     OPT(compare_args, "shape-k", shape_k, ARG_INT, .meta = "K", .lo = 1, .hi = 1LL << 31,
         .def = "half the training length", .help = "the shift K of +shape variants"),
+    OPT(compare_args, "random-n", random_n, ARG_INT, .meta = "N", .lo = 1, .hi = 1LL << 30,
+        .def = "the longest evaluated sequence, up to a power of two",
+        .help = "NAME+random variants: randomized positions from [0, N)\n(--random-positions N)"),
     OPT(compare_args, "quiet", quiet, ARG_FLAG, .help = "no progress line"),
     {0}};
 const arg_cmd ARGS_COMPARE = CMD("compare", compare_args, .opts = COMPARE_OPTS, .keys = ARG_KEYS_VALUE,
     .usage = "[--methods LIST] [--seeds N] [--quick] [--out DIR] [--readme FILE] [--jobs N] [--shape-k K]\n"
-             "                      [--quiet] [training options]",
+             "                      [--random-n N] [--full [--results FILE]] [--estimate] [--quiet] [training options]",
     .about = "Trains every method with the same budget and seeds, evaluates at multiples of the training\n"
              "length, prints the table (mean +- standard deviation over seeds) and writes DIR/compare.csv,\n"
-             "DIR/compare.md and DIR/compare.png.",
+             "DIR/compare.md and DIR/compare.png. --full: every task, DIR/TASK.csv, .md, .png each.",
     .notes = "training options (the same budget for every method; see posenc train --help):");
 
 /* ---- generate -------------------------------------------------------------------------------- */

@@ -33,9 +33,10 @@ typedef struct train_args {
 } train_args;
 
 typedef struct compare_args {
-    const char *methods, *out, *readme;
+    const char *methods, *out, *readme, *results;
     long long seeds, jobs, shape_k; /* jobs 0: the cores; shape_k 0: half the training length */
-    int quick, quiet;
+    long long random_n;             /* 0: the longest evaluated sequence, up to a power of two */
+    int quick, quiet, full, estimate;
 } compare_args;
 
 typedef struct generate_args {

@@ -34,7 +34,7 @@ has_options attend --output --help
 has_options encode --output --length --positions --width
 has_options convert-rope --output --to --heads --kv-heads --rotary-dim --q --k
 has_options train --save --save-every --resume --threads --quiet --steps --length --method
-has_options compare --methods --seeds --quick --out --readme --jobs --shape-k --quiet --steps
+has_options compare --methods --seeds --quick --out --readme --jobs --shape-k --random-n --full --results --estimate --quiet --steps
 has_options generate --checkpoint --prompt --tokens --temperature --seed --check
 has_options positions --merge --tokens-per-second --output
 has_options bench --length --methods --causal --reps --threads --only --steps --no-torch --no-reference --ref-max-length \

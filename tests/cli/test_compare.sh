@@ -5,6 +5,8 @@
 #   usage: bash tests/cli/test_compare.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" compare "${1:-}"
 
+bad() { local name=$1; shift; expect_bad "$name" "" "" "$@"; }
+
 # ---- compare --quick ------------------------------------------------------------------------
 start=$(date +%s)
 if "$POSENC" compare --quick --quiet --out "$WORK/q" > "$WORK/q.out" 2> "$WORK/q.err"; then
@@ -49,6 +51,67 @@ else
     not_ok "--readme fills the marked block" "$(cat "$WORK/README.md")"
 fi
 
+# ---- --full: every task, its files, the results page ------------------------------------------------
+# --quick's tiny budget (20 steps of a 1-layer model, length 4), two methods: they bring the
+# tasks' variants of theirs with them (rope+random on copy, reverse, add and count, alibi+random
+# on copy and reverse), and no others
+start=$(date +%s)
+if "$POSENC" compare --full --quick --quiet --methods rope,alibi --out "$WORK/f" --results "$WORK/results.md" \
+    > "$WORK/f.out" 2> "$WORK/f.err"; then
+    ok "compare --full --quick exits 0 ($(( $(date +%s) - start )) s)"
+else
+    not_ok "compare --full --quick exits 0" "$(tail -n 5 "$WORK/f.err")"
+fi
+miss=""
+for t in lm copy reverse add count; do
+    for x in csv md png; do [ -s "$WORK/f/$t.$x" ] || miss="$miss $t.$x"; done
+done
+[ -s "$WORK/results.md" ] || miss="$miss results.md"
+if [ -z "$miss" ]; then ok "--full writes a CSV, a table and a plot per task, and the results page"; else not_ok "--full writes every file" "missing:$miss"; fi
+rows=$(tail -n +2 "$WORK/f/copy.csv" 2>/dev/null | grep -c ',ok$')
+if [ "$rows" = 16 ] && grep -q '^copy,rope,rope+random,1,4,8,32,exact,' "$WORK/f/copy.csv" &&
+   grep -q '^copy,alibi,alibi+random,1,4,1,4,exact,' "$WORK/f/copy.csv" && ! grep -q 'sinusoidal' "$WORK/f/copy.csv" &&
+   grep -q '^count,alibi,alibi,1,4,1,4,exact,' "$WORK/f/count.csv" && ! grep -q 'random' "$WORK/f/lm.csv"; then
+    ok "copy.csv has rope, alibi and their +random variants at every length (no others); lm has no +random variant"
+else
+    not_ok "the task CSVs hold their variants" "copy: $rows ok rows; $(head -n 3 "$WORK/f/copy.csv")"
+fi
+miss=""
+for h in '^# Results' '^\*\*SMOKE TEST' '^## Budgets' '^| `count` | 4 statements |' '^## Published orderings' \
+         '^### ALiBi is flat' '^### NoPE generalises' '^### Randomized positions help' '^### FIRE generalises' '^### CoPE counts' \
+         '^Criterion' '^Verdicts: ALiBi flat past L \*\*' '^## Tasks' '^### lm$' '^### copy$' '^### reverse$' '^### add$' '^### count$' \
+         '^On `count`, [0-9]* of 3 variants learned' '^| `rope+random` |' '!\[copy: metric versus evaluation length\](f/copy.png)'; do
+    grep -q "$h" "$WORK/results.md" 2>/dev/null || miss="$miss [$h]"
+done
+n_crit=$(grep -c '^Criterion' "$WORK/results.md" 2>/dev/null)
+if [ -z "$miss" ] && [ "$n_crit" = 5 ]; then ok "the results page has every section, five criteria, a paragraph and a plot per task"; else
+    not_ok "the results page has every section" "missing:$miss; $n_crit criteria"; fi
+if grep -q '^| `alibi` | .* | \*\*no\*\* |' "$WORK/f/copy.md" && grep -q 'learned = mean exact match at 1x' "$WORK/f/copy.md" &&
+   grep -q 'bigram model' "$WORK/f/lm.md"; then
+    ok "the tables mark the variants that did not learn the task at 1x, and say by which rule"
+else
+    not_ok "the tables mark what did not learn the task" "$(cat "$WORK/f/copy.md")"
+fi
+if "$POSENC" compare --full --quick --estimate --methods rope --out "$WORK/e" > "$WORK/e.out" 2>&1 &&
+   grep -q '^estimated [0-9:]* (.* of runs, .*); lm [0-9:]*, copy [0-9:]*, reverse [0-9:]*, add [0-9:]*, count [0-9:]*$' "$WORK/e.out" &&
+   [ ! -e "$WORK/e/lm.csv" ]; then
+    ok "--estimate prints the expected time of every task and trains nothing"
+else
+    not_ok "--estimate prints the expected time" "$(cat "$WORK/e.out")"
+fi
+if "$POSENC" train --task count --length 8 --steps 3 --batch 2 --eval 1,2 --eval-tokens 64 --quiet > "$WORK/n.out" 2>&1 &&
+   grep -q 'exact' "$WORK/n.out" && grep -q 'on count' "$WORK/n.out"; then
+    ok "train --task count trains and evaluates with exact match"
+else
+    not_ok "train --task count" "$(cat "$WORK/n.out")"
+fi
+bad "compare: --results without --full" compare --results "$WORK/x.md"
+bad "compare: --full with --readme" compare --full --readme "$WORK/README.md"
+bad "compare: --full with --task" compare --full --task copy
+bad "compare: a variant that is not one" compare --methods rope+bogus
+bad "compare: xl+random" compare --methods xl+random
+bad "compare: --random-n below the longest sequence" compare --methods rope+random --task copy --length 8 --random-n 64
+
 # ---- train, checkpoint, resume --------------------------------------------------------------------
 T="--length 16 --batch 2 --corpus-chars 20000 --eval 1 --eval-tokens 64 --quiet"
 if "$POSENC" train $T --steps 6 --save "$WORK/ck.safetensors" > "$WORK/t.out" 2>&1 &&
@@ -79,7 +142,6 @@ if grep -q "interrupted at step [0-9]*; checkpoint $WORK/c.safetensors" "$WORK/c
 else not_ok "Ctrl-C writes a last checkpoint" "$(cat "$WORK/c.err")"; fi
 
 # ---- bad input: status 2, one line ----------------------------------------------------------------
-bad() { local name=$1; shift; expect_bad "$name" "" "" "$@"; }
 bad "compare: unknown method" compare --methods rope,nosuch --out "$WORK/x"
 bad "compare: SHAPE of a relative method" compare --methods rope+shape --out "$WORK/x"
 bad "compare: unknown option" compare --nosuch 1
