@@ -244,6 +244,16 @@ static void eligibility(void **state) {
     free(x), free(ya), free(yb);
     pe_layer_free(&L);
     pe_attention_free(a), pe_attention_free(b);
+    /* PE_PATH_AUTO's cost model: short sequences on the T x T path, long ones fused, a decode
+     * step of one query against many keys on the T x T path (a 64-row tile for one row), and
+     * never the T x T path past its 2^24 scores */
+    assert_false(pe__fused_cheaper(1, 8, 16, 16, 0, 64, 1));
+    assert_false(pe__fused_cheaper(1, 32, 32, 32, 0, 64, 0));
+    assert_true(pe__fused_cheaper(1, 8, 64, 64, 0, 64, 0));
+    assert_true(pe__fused_cheaper(4, 4, 64, 64, 0, 16, 1)); /* the trainer's lm layers */
+    assert_true(pe__fused_cheaper(1, 8, 512, 512, 0, 64, 1));
+    assert_false(pe__fused_cheaper(1, 8, 1, 4096, 4095, 64, 1));
+    assert_true(pe__fused_cheaper(64, 32, 32, 8192, 8160, 64, 1));
 }
 
 /* The scalar rotation the SIMD kernel replaced (rope.c before it), the oracle of bit identity. */
