@@ -214,6 +214,9 @@ FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
 FUZZ_HARNESSES := attend config hf_config checkpoint args
+# the harnesses' own compile: the build's flags without its optimisation (GCC's vectorizer flags
+# are not clang's)
+FUZZ_BASE := $(filter-out $(OPT),$(BASE))
 # the trainer's objects that checkpoint loading needs (not plot.c: no cairo)
 FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer model data optim kernels env)
 # for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
@@ -225,7 +228,7 @@ fuzz:
 	    build-fuzz/libposenc.a build-fuzz/libposenc_io.a $(addprefix build-fuzz/,$(FUZZ_TRAIN))
 	@mkdir -p build-fuzz/findings
 	@set -e; B=build-fuzz; for h in $(FUZZ_HARNESSES); do $(FUZZ_CASE); \
-	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
+	    clang $(FUZZ_BASE) -O1 -g -fsanitize=fuzzer $(FUZZ_SAN) -o build-fuzz/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
 	        build-fuzz/libposenc_io.a build-fuzz/libposenc.a -ljansson $(LIBBLAS) -lm $(FUZZ_OMP); \
 	    mkdir -p build-fuzz/corpus_$$h; \
 	    echo "== fuzz_$$h ($(FUZZ_SECONDS) s)"; \
@@ -245,7 +248,7 @@ fuzz-coverage:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz/cov CC=clang OPT="-O0 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_COV)" \
 	    build-fuzz/cov/libposenc.a build-fuzz/cov/libposenc_io.a $(addprefix build-fuzz/cov/,$(FUZZ_TRAIN))
 	@set -e; B=build-fuzz/cov; : > build-fuzz/coverage.txt; for h in $(FUZZ_HARNESSES); do $(FUZZ_CASE); \
-	    clang $(BASE) -fsanitize=fuzzer $(FUZZ_COV) -o $$B/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
+	    clang $(FUZZ_BASE) -O0 -g -fsanitize=fuzzer $(FUZZ_COV) -o $$B/fuzz_$$h tests/fuzz/fuzz_$$h.c $$extra \
 	        -Wl,--whole-archive $$B/libposenc_io.a $$B/libposenc.a -Wl,--no-whole-archive -ljansson $(LIBBLAS) -lm $(FUZZ_OMP); \
 	    mkdir -p build-fuzz/corpus_$$h; rm -f $$B/$$h.profraw; \
 	    LLVM_PROFILE_FILE=$$B/$$h.profraw $$B/fuzz_$$h -runs=0 build-fuzz/corpus_$$h $$seeds > $$B/$$h.log 2>&1; \
