@@ -7,8 +7,9 @@ BUILD   ?= build
 # trip count, which left the packing, finiteness and accumulation loops scalar: the fused
 # backward at T=64 spent a third of its time there). Vectorizing never reorders a float sum
 # (no -ffast-math), so results are the same bits; -fno-math-errno lets sqrtf vectorise too
-# (nothing here reads errno).
-OPT     ?= -O2 -ftree-vectorize -fvect-cost-model=dynamic -fno-math-errno
+# (nothing here reads errno). A compiler without the cost-model flag (clang) gets the rest.
+VECT    := $(shell echo 'int main(void){return 0;}' | $(CC) -Werror -fvect-cost-model=dynamic -x c - -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
+OPT     ?= -O2 -ftree-vectorize $(VECT) -fno-math-errno
 CFLAGS  ?=
 SAN     ?=
 
