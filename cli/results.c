@@ -72,6 +72,23 @@ static double past(const cmp_task *t, int v, int which) {
     return n ? s / n : NAN;
 }
 
+/* "`NAME` X at 1x (learned), Y past 1x" of variant v, then "; `RIVAL` Y" for every rival the
+ * task has; returns the rivals' best score past 1x (-1: none). */
+static double put_against(buf *b, const char *lead, const cmp_task *t, int v, const char *const *rivals, size_t n) {
+    char s[32], s2[32];
+    put(b, "%s`%s` %s at 1x (%s), %s past 1x", lead, t->V[v].name, num(s, sizeof s, t, cmp_mean(t, v, 0)),
+        t->learned[v] == 1 ? "learned" : "not learned", num(s2, sizeof s2, t, past(t, v, 0)));
+    double best = -1;
+    for (size_t r = 0; r < n; r++) {
+        int w = cmp_find(t, rivals[r]);
+        if (w < 0) continue;
+        double x = past(t, w, 0);
+        put(b, "; `%s` %s", rivals[r], num(s, sizeof s, t, x));
+        if (isfinite(x) && x > best) best = x;
+    }
+    return best;
+}
+
 /* The index of the evaluation at multiple m, -1 when not evaluated. */
 static int at(const cmp_task *t, int64_t m) {
     for (int k = 0; k < t->base.n_eval; k++)
@@ -172,17 +189,8 @@ static verdict kazemnejad(buf *b, const cmp_all *a) {
         const cmp_task *t = &a->T[ti];
         int vn = cmp_find(t, "none");
         if (vn < 0) continue;
-        char s[32], s2[32];
-        put(b, "- `%s`: `none` %s at 1x (%s), %s past 1x", SYNTH[i], num(s, sizeof s, t, cmp_mean(t, vn, 0)),
-            t->learned[vn] == 1 ? "learned" : "not learned", num(s2, sizeof s2, t, past(t, vn, 0)));
-        double best = -1;
-        for (size_t r = 0; r < sizeof rivals / sizeof rivals[0]; r++) {
-            int v = cmp_find(t, rivals[r]);
-            if (v < 0) continue;
-            double x = past(t, v, 0);
-            put(b, "; `%s` %s", rivals[r], num(s, sizeof s, t, x));
-            if (isfinite(x) && x > best) best = x;
-        }
+        put(b, "- `%s`: ", SYNTH[i]);
+        double best = put_against(b, "", t, vn, rivals, sizeof rivals / sizeof rivals[0]);
         if (t->learned[vn] != 1) {
             put(b, ": undecided\n");
             continue;
@@ -264,17 +272,8 @@ static verdict fire_add(buf *b, const cmp_all *a) {
         return V_UNDECIDED;
     }
     int v = vf < 0 ? vfr : vfr < 0 ? vf : past(t, vfr, 0) > past(t, vf, 0) ? vfr : vf;
-    char s[32], s2[32];
-    put(b, "Numbers: `%s` %s at 1x (%s), %s past 1x", t->V[v].name, num(s, sizeof s, t, cmp_mean(t, v, 0)),
-        t->learned[v] == 1 ? "learned" : "not learned", num(s2, sizeof s2, t, past(t, v, 0)));
-    double best = -1;
-    for (size_t r = 0; r < sizeof rivals / sizeof rivals[0]; r++) {
-        int w = cmp_find(t, rivals[r]);
-        if (w < 0) continue;
-        double x = past(t, w, 0);
-        put(b, "; `%s` %s", rivals[r], num(s, sizeof s, t, x));
-        if (isfinite(x) && x > best) best = x;
-    }
+    char s[32];
+    double best = put_against(b, "Numbers: ", t, v, rivals, sizeof rivals / sizeof rivals[0]);
     int top = best_at(t, last(t), 1);
     put(b, ". The best of every variant at %lldx: `%s` (%s).\n\n", (long long)t->base.eval[last(t)],
         top >= 0 ? t->V[top].name : "-", top >= 0 ? num(s, sizeof s, t, cmp_mean(t, top, last(t))) : "n/a");
