@@ -234,15 +234,6 @@ static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, in
     return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, a->D, a->cfg.causal);
 }
 
-/* n floats of the layer's kept gradient buffer (not zeroed), or NULL when out of memory */
-static float *grad_work(pe_attention *a, size_t n) {
-    if (a->grad.n < n) {
-        free(a->grad.p);
-        a->grad.p = malloc(sizeof(float) * (n ? n : 1)), a->grad.n = a->grad.p ? n : 0;
-    }
-    return a->grad.p;
-}
-
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
                         int64_t out) {
     pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
@@ -663,7 +654,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     pe_grads none = {0};
     pe_weights wnone = {0};
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
-    float *work = grad_work(a, (size_t)(nq + 2 * nk));
+    float *work = pe__scratch_get(&a->grad, (size_t)(nq + 2 * nk));
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
     memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
     a->ctx.w = w ? w : &wnone;
@@ -695,7 +686,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     ctx->w = w;
     ctx->g = g;
     const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
-    float *work = grad_work(a, n);
+    float *work = pe__scratch_get(&a->grad, n);
     if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
     float *dq = dout + B * T * C;       /* (B, T, C) */

@@ -40,6 +40,8 @@ static const pe_run_options DEFAULTS = {0};
 
 int pe__fused_eligible(const pe__method *m) { return (m->flags & PE__FUSED) != 0; }
 
+static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
 /* The cost model of PE_PATH_AUTO, in nanoseconds of one forward and backward per (row, head):
  * the fused path pays for every tile it visits as if full (PE_BR x PE_BC entries, padding
  * included), the reference path for the T x Tk entries it holds. Per entry (a + b D): fused
@@ -51,7 +53,7 @@ int pe__fused_eligible(const pe__method *m) { return (m->flags & PE__FUSED) != 0
  * (B, H, T, Tk) buffers). */
 int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, int causal) {
     if ((double)B * H * T * Tk > (double)(1 << 24)) return 1;
-    const int64_t dp = (D + PE_DALIGN - 1) / PE_DALIGN * PE_DALIGN;
+    const int64_t dp = round_up(D, PE_DALIGN);
     double tiles = 0;
     for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
         const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
@@ -103,14 +105,7 @@ static float *falloc(size_t n) {
     return aligned_alloc(64, bytes ? bytes : 64);
 }
 
-static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-
-/* n floats of scratch for one call: the layer's kept block (grown as needed), or, for a
- * caller without one, a fresh block that *own receives (freed by the caller). */
-static float *scratch_take(const pe__ctx *ctx, size_t n, float **own) {
-    *own = NULL;
-    pe__scratch *sc = ctx->scratch;
-    if (!sc) return *own = falloc(n);
+float *pe__scratch_get(pe__scratch *sc, size_t n) {
     if (sc->n < n) {
         free(sc->p);
         sc->p = falloc(n), sc->n = sc->p ? n : 0;
@@ -448,7 +443,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         return st;
     }
     const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0), np = (size_t)(B * Hkv * per);
-    float *own, *kt = scratch_take(ctx, (rel.e ? 3 : 2) * np + sc * nth, &own);
+    float *kt = pe__scratch_get(ctx->scratch, (rel.e ? 3 : 2) * np + sc * nth);
     if (!kt) {
         free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
@@ -493,7 +488,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         ftz_leave(run, csr);
     }
-    free(own), free(relbuf);
+    free(relbuf);
     return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
 }
 
@@ -667,7 +662,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const int64_t copies = per_item ? items : nth > 1 ? nth : 0;
     const size_t sc0 = scratch_floats(dp, Rp), sc = sc0 + (size_t)(2 * per + (rel.c ? tkp * Rp : 0));
     const size_t npk = (size_t)(3 * items * per), npriv = priv_n && copies ? (size_t)(priv_n * copies) : 0;
-    float *own, *packed = scratch_take(ctx, npk + sc * nth + (npriv + 15) / 16 * 16, &own);
+    float *packed = pe__scratch_get(ctx->scratch, npk + sc * nth + (npriv + 15) / 16 * 16);
     if (!packed) {
         free(relbuf);
         return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
@@ -713,7 +708,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
                 for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
-    free(own), free(relbuf);
+    free(relbuf);
     return PE_OK;
 }
 

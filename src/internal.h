@@ -64,6 +64,8 @@ typedef struct pe__scratch {
     float *p; /* 64-byte aligned */
     size_t n; /* floats */
 } pe__scratch;
+/* n floats of sc (not zeroed), grown if needed; NULL when out of memory (fused.c) */
+float *pe__scratch_get(pe__scratch *sc, size_t n);
 
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
@@ -82,7 +84,7 @@ typedef struct pe__ctx {
     pe_grads *g; /* NULL in forward */
     void *state; /* the method's, from prepare; freed by release */
     const int64_t *ids; /* (B, T) token ids of a complex-valued layer (PE__COMPLEX), else NULL */
-    pe__scratch *scratch; /* the layer's, for the fused path's packed keys and tiles (NULL: its own) */
+    pe__scratch *scratch; /* the layer's, for the fused path's packed keys and tiles */
 } pe__ctx;
 
 enum {
@@ -284,6 +286,13 @@ static inline int pe__tile_diagonals(const pe__ctx *ctx, int64_t b, int64_t i0, 
         if (kpos[j] - kpos[0] != j) return 0;
     *o0 = kpos[0] - pos[0] - (ni - 1);
     return 1;
+}
+/* s[i][j] += bd[j - i + ni - 1]: a term per diagonal added to every entry of it */
+static inline void pe__diag_add(float *s, int64_t lds, int64_t ni, int64_t nj, const float *bd) {
+    for (int64_t i = 0; i < ni; i++) {
+        const float *row = bd + ni - 1 - i;
+        for (int64_t j = 0; j < nj; j++) s[i * lds + j] += row[j];
+    }
 }
 /* dd[d] = the sum of ds over diagonal d of the tile (ni + nj - 1 values), rows in order */
 static inline void pe__diag_sums(float *dd, const float *ds, int64_t lds, int64_t ni, int64_t nj) {

@@ -60,11 +60,8 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
     int64_t o0;
     if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) { /* the same product, once per diagonal */
         float bd[PE_DIAG_MAX];
-        for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = m * distance(causal, 0, o0 + d);
-        for (int64_t i = 0; i < ni; i++) {
-            const float *row = bd + ni - 1 - i;
-            for (int64_t j = 0; j < nj; j++) s[i * lds + j] -= row[j];
-        }
+        for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = -(m * distance(causal, 0, o0 + d)); /* s + -x == s - x */
+        pe__diag_add(s, lds, ni, nj, bd);
         return;
     }
     for (int64_t i = 0; i < ni; i++)

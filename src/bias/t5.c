@@ -96,10 +96,7 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
     if (pe__tile_diagonals(ctx, b, i0, ni, j0, nj, &o0)) { /* one bucket per diagonal */
         float bd[PE_DIAG_MAX];
         for (int64_t d = 0; d < ni + nj - 1; d++) bd[d] = rel_bias[bucket_of(ctx, st, o0 + d) * H + h];
-        for (int64_t i = 0; i < ni; i++) {
-            const float *row = bd + ni - 1 - i;
-            for (int64_t j = 0; j < nj; j++) s[i * lds + j] += row[j];
-        }
+        pe__diag_add(s, lds, ni, nj, bd);
         return;
     }
     for (int64_t i = 0; i < ni; i++)
