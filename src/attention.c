@@ -51,6 +51,7 @@ struct pe_attention {
      * for them on every call cost a page fault each (2-3% of a T=2048 layer) */
     pe__scratch scratch;
     pe__scratch grad; /* backward's gradient buffers (dq, dk, dv, ...), kept for the same reason */
+    pe__scratch lift; /* a lifted method's q, k, v and o on the fused path, and their gradients */
     /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
     double dropout, drop_used;
     uint64_t drop_seed, seed_used;
@@ -120,6 +121,7 @@ void pe_attention_free(pe_attention *a) {
     free(a->ids);
     free(a->scratch.p);
     free(a->grad.p);
+    free(a->lift.p);
     free(a);
 }
 
@@ -231,7 +233,8 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
  * cheaper of the two for this shape. */
 static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores) {
     if (a->run.path == PE_PATH_REFERENCE || want_scores || a->dropout > 0 || !pe__fused_eligible(a->m)) return 0;
-    return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, a->D, a->cfg.causal);
+    const int64_t D = a->m->lift_width ? a->m->lift_width(&a->cfg, a->D) : a->D; /* the width it attends at */
+    return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, D, a->cfg.causal);
 }
 
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
@@ -381,6 +384,69 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
     return -1;
 }
 
+/* The fused path of a lifted method (pe__method.lift_width): q and k lifted to width W >= D
+ * per query head, v padded with zeros to W, attended by the fused core as H heads of W (the
+ * padding adds nothing to the scores' softmax and gives zero columns of o); o is the first D
+ * of each head. The lifted tensors stay in a->lift for backward, which pads dout the same way
+ * and lifts dq', dk' back through the method. */
+static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
+    pe__ctx sub = *ctx;
+    sub.D = W, sub.C = ctx->H * W, sub.Ckv = ctx->H * W, sub.Hkv = ctx->H;
+    return sub;
+}
+
+static pe_status lifted_forward(pe_attention *a, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const int64_t W = a->m->lift_width(&a->cfg, D), nq = B * T * H * W, nk = B * Tk * H * W;
+    /* forward: q', k', v', o'; backward: do', dq', dk', dv' */
+    float *qw = pe__scratch_get(&a->lift, (size_t)(4 * nq + 4 * nk));
+    if (!qw) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
+    float *kw = qw + nq, *vw = kw + nk, *ow = vw + nk;
+    a->m->lift_forward(ctx, a->q, a->k, qw, kw);
+    for (int64_t r = 0; r < B * Tk; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *dst = vw + (r * H + h) * W;
+            memcpy(dst, a->v + r * a->Ckv + (h / group) * D, sizeof(float) * D);
+            memset(dst + D, 0, sizeof(float) * (W - D));
+        }
+    pe__ctx sub = lifted_ctx(ctx, W);
+    pe_status st = pe__fused_forward(&sub, a->m, qw, kw, vw, ow, a->stats, err);
+    ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
+    if (st) return st;
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t h = 0; h < H; h++) memcpy(a->o + r * a->C + h * D, ow + (r * H + h) * W, sizeof(float) * D);
+    return PE_OK;
+}
+
+static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const int64_t W = a->m->lift_width(&a->cfg, D), nq = B * T * H * W, nk = B * Tk * H * W;
+    float *qw = a->lift.p, *kw = qw + nq, *vw = kw + nk, *ow = vw + nk;
+    float *dow = ow + nq, *dqw = dow + nq, *dkw = dqw + nq, *dvw = dkw + nk;
+    for (int64_t r = 0; r < B * T; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *dst = dow + (r * H + h) * W;
+            memcpy(dst, dout + r * a->C + h * D, sizeof(float) * D);
+            memset(dst + D, 0, sizeof(float) * (W - D));
+        }
+    memset(dqw, 0, sizeof(float) * (size_t)(nq + 2 * nk));
+    pe__ctx sub = lifted_ctx(ctx, W);
+    pe_status st = pe__fused_backward(&sub, a->m, a->specs, a->nparams, qw, kw, vw, ow, a->stats, dow, dqw, dkw,
+                                      dvw, err);
+    ctx->tiles = sub.tiles;
+    if (st) return st;
+    for (int64_t r = 0; r < B * Tk; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *dst = dv + r * a->Ckv + (h / group) * D;
+            const float *src = dvw + (r * H + h) * W;
+            for (int64_t e = 0; e < D; e++) dst[e] += src[e];
+        }
+    a->m->lift_backward(ctx, a->q, a->k, dqw, dkw, dq, dk);
+    return PE_OK;
+}
+
 /* Passes 3 and 4 over a->q, a->k, a->v (as projected): the rotate hook, then scores, bias,
  * mask, softmax and the weighted values into a->o (fused: tiled, no (T, Tk) buffer). */
 static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
@@ -393,7 +459,9 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
     }
     pe_status st;
-    if (a->fused && (st = pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err))) return st;
+    if (a->fused && (st = a->m->lift_width ? lifted_forward(a, err)
+                                           : pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err)))
+        return st;
     a->drop_used = a->fused ? 0 : a->dropout, a->seed_used = a->drop_seed;
     float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
     if (a->drop_used > 0 && !probs && !drop)
@@ -437,7 +505,9 @@ static pe_status core_backward(pe_attention *a, const float *dout, float *dq, fl
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
                   group = H / a->Hkv;
     pe_status st;
-    if (a->fused) {
+    if (a->fused && a->m->lift_width) {
+        if ((st = lifted_backward(a, dout, dq, dk, dv, err))) return st;
+    } else if (a->fused) {
         if ((st = pe__fused_backward(ctx, a->m, a->specs, a->nparams, a->q, a->k, a->v, a->o, a->stats, dout,
                                      dq, dk, dv, err)))
             return st;

@@ -168,6 +168,18 @@ typedef struct pe__method {
     void (*score_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
                            const float *k, float *dq, float *dk);
 
+    /* A score that is the plain product of lifted vectors, s = scale q'.k' with q', k' of width
+     * W = lift_width (PoPE: magnitude times cos and sin per frequency), what the score hooks
+     * compute for one (b, h) at a time: lift_forward writes every head's, qw (B, T, H W) and
+     * kw (B, Tk, H W), a key per *query* head (the lift of a key may read the query head's
+     * tensors); lift_backward adds to dq, dk and the method's gradients from dqw, dkw. The
+     * fused path attends over the lifted vectors (the values padded to W), so such a method
+     * runs fused; its score hooks remain the reference path's. */
+    int64_t (*lift_width)(const pe_config *cfg, int64_t D);
+    void (*lift_forward)(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw);
+    void (*lift_backward)(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw,
+                          float *dq, float *dk);
+
     void (*bias_forward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
                          int64_t nj, float *s, int64_t lds);
     void (*bias_backward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,

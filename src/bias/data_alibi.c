@@ -14,7 +14,10 @@
  *
  * The gates read x (PE__LAYER_INPUT): the embed hook leaves x as it is, keeps a copy and forms
  * z and F (logsigmoid and the sums in double); the bias hook adds the differences. No projected
- * form and no KV cache (neither holds x). Not fused: the bias backward gathers dF in the state.
+ * form and no KV cache (neither holds x). Fused: the bias hook takes any tile, and the bias
+ * backward gathers dF in the state by (b, token, gate of head h), which only the fused path's
+ * work item of (b, h's kv head) writes, tiles in a fixed order: no race, the same bits for any
+ * thread count.
  * Backward, in reverse: bias_backward dF[i] += sum_j ds_ij, dF[j] -= sum_i ds_ij per head (the
  * second gates the other way round above the diagonal); embed_backward df[t] = sum_{u >= t} dF[u],
  * dz = df post_log_scale sigmoid(-z), then the Linear's: dW += dz^T x, db += sum dz, dx += dz W. */
@@ -163,7 +166,7 @@ const pe__method pe__method_data_alibi = {
                  "DataDependentAlibi)",
     .family = PE_FAMILY_BIAS,
     .keys = "post_log_scale bias_init",
-    .flags = PE__GQA | PE__LAYER_INPUT,
+    .flags = PE__GQA | PE__LAYER_INPUT | PE__FUSED,
     .params = params,
     .prepare = prepare,
     .release = release,

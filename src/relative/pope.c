@@ -10,7 +10,8 @@
  *
  * The transformed vectors are R + D wide, so PoPE is a score hook, not a rotate hook (which keeps
  * q and k D wide): per (b, h) it builds q' (T, R + D) and k' (Tk, R + D), the key's bias being
- * the query head's, and takes s = scale q' k'^T with one product. Angles and their cosines are
+ * the query head's, and takes s = scale q' k'^T with one product. The same q' and k' of every
+ * head are its lift, over which the fused path attends (pe__method.lift_width). Angles and their cosines are
  * formed in double from exact positions and rounded once. The backward: dq' = scale ds k',
  * dk' = scale ds^T q', then per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
  * k, and ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the
@@ -101,12 +102,13 @@ static void key_table(const pe__ctx *ctx, const pope_state *st, int64_t b, int64
         }
 }
 
-/* n rows x (ld stride) -> y (n, W): (sp(x_d) cos, sp(x_d) sin) per d < R, then x_d for d >= R */
-static void polar(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs, float *y) {
-    const int64_t W = R + D;
+/* n rows x (row stride ld) -> y (n, W; row stride ldy): (sp(x_d) cos, sp(x_d) sin) per d < R,
+ * then x_d for d >= R */
+static void polar(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs, float *y,
+                  int64_t ldy) {
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * ld, *c = cs + r * R * 2;
-        float *yr = y + r * W;
+        float *yr = y + r * ldy;
         for (int64_t d = 0; d < R; d++) {
             const float m = (float)softplus(xr[d]);
             yr[2 * d] = m * c[2 * d], yr[2 * d + 1] = m * c[2 * d + 1];
@@ -120,18 +122,17 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
     float *qp = st->buf, *kp = qp + T * W;
     key_table(ctx, st, b, h);
-    polar(T, R, D, q, ctx->C, st->cs + b * T * R * 2, qp);
-    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp);
+    polar(T, R, D, q, ctx->C, st->cs + b * T * R * 2, qp, W);
+    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp, W);
     pe__gemm(0, 1, T, Tk, W, (float)ctx->cfg->scale, qp, W, kp, W, 0.0f, s, Tk);
 }
 
-/* dq, dk (+=) of n rows from dy (n, W), the gradient of y = polar(x); dbias (R) += the phases'
- * gradient (keys) or NULL */
+/* dx (+=) of n rows from dy (n, W; row stride ldy), the gradient of y = polar(x); dphase (R) +=
+ * the phases' gradient (keys), or NULL */
 static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs,
-                           const float *dy, float *dx, double *dphase) {
-    const int64_t W = R + D;
+                           const float *dy, int64_t ldy, float *dx, double *dphase) {
     for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * ld, *c = cs + r * R * 2, *g = dy + r * W;
+        const float *xr = x + r * ld, *c = cs + r * R * 2, *g = dy + r * ldy;
         float *dxr = dx + r * ld;
         for (int64_t d = 0; d < R; d++) {
             const double gc = g[2 * d], gs = g[2 * d + 1], co = c[2 * d], si = c[2 * d + 1];
@@ -142,6 +143,20 @@ static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int6
     }
 }
 
+/* dk (+=) of one (b, h)'s keys from dk' (Tk, W; row stride ldy), st->kcs holding its phases,
+ * and pope_bias[h] += their phases' gradient where the clamp keeps it */
+static void key_backward(pe__ctx *ctx, const pope_state *st, int64_t h, const float *k, const float *dky, int64_t ldy,
+                         float *dk) {
+    const int64_t R = ctx->cfg->rotary_dim;
+    float *dbias = ctx->g->dparam[BIAS];
+    double *dphase = dbias ? st->dph : NULL;
+    if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
+    polar_backward(ctx->Tk, R, ctx->D, k, ctx->Ckv, st->kcs, dky, ldy, dk, dphase);
+    const float *bias = ctx->w->param[BIAS] + h * R;
+    for (int64_t d = 0; dphase && d < R; d++)
+        if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
+}
+
 static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q, const float *k,
                            float *dq, float *dk) {
     const pope_state *st = ctx->state;
@@ -150,18 +165,44 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     float *qp = st->buf, *kp = qp + T * W, *dqp = kp + Tk * W, *dkp = dqp + T * W;
     const float *cq = st->cs + b * T * R * 2;
     key_table(ctx, st, b, h);
-    polar(T, R, D, q, ctx->C, cq, qp);
-    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp);
+    polar(T, R, D, q, ctx->C, cq, qp, W);
+    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp, W);
     pe__gemm(0, 0, T, W, Tk, scale, ds, Tk, kp, W, 0.0f, dqp, W);
     pe__gemm(1, 0, Tk, W, T, scale, ds, Tk, qp, W, 0.0f, dkp, W);
-    float *dbias = ctx->g->dparam[BIAS];
-    double *dphase = dbias ? st->dph : NULL;
-    if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
-    polar_backward(T, R, D, q, ctx->C, cq, dqp, dq, NULL);
-    polar_backward(Tk, R, D, k, ctx->Ckv, st->kcs, dkp, dk, dphase);
-    const float *bias = ctx->w->param[BIAS] + h * R;
-    for (int64_t d = 0; dphase && d < R; d++)
-        if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
+    polar_backward(T, R, D, q, ctx->C, cq, dqp, W, dq, NULL);
+    key_backward(ctx, st, h, k, dkp, W, dk);
+}
+
+/* The lift of the fused path: every (b, h)'s q' and k' (a key per query head: its bias),
+ * as score_forward forms them. */
+static int64_t lift_width(const pe_config *cfg, int64_t D) { return cfg->rotary_dim + D; }
+
+static void lift_forward(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw) {
+    const pope_state *st = ctx->state;
+    const int64_t T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
+    const int64_t group = H / ctx->Hkv;
+    for (int64_t b = 0; b < ctx->B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            key_table(ctx, st, b, h);
+            polar(T, R, D, q + b * T * ctx->C + h * D, ctx->C, st->cs + b * T * R * 2, qw + b * T * H * W + h * W, H * W);
+            polar(Tk, R, D, k + b * Tk * ctx->Ckv + (h / group) * D, ctx->Ckv, st->kcs, kw + b * Tk * H * W + h * W,
+                  H * W);
+        }
+}
+
+static void lift_backward(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw, float *dq,
+                          float *dk) {
+    const pope_state *st = ctx->state;
+    const int64_t T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
+    const int64_t group = H / ctx->Hkv;
+    for (int64_t b = 0; b < ctx->B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const int64_t qo = b * T * ctx->C + h * D, ko = b * Tk * ctx->Ckv + (h / group) * D;
+            key_table(ctx, st, b, h);
+            polar_backward(T, R, D, q + qo, ctx->C, st->cs + b * T * R * 2, dqw + b * T * H * W + h * W, H * W, dq + qo,
+                           NULL);
+            key_backward(ctx, st, h, k + ko, dkw + b * Tk * H * W + h * W, H * W, dk + ko);
+        }
 }
 
 const pe__method pe__method_pope = {
@@ -169,7 +210,7 @@ const pe__method pe__method_pope = {
     .reference = "Gopalakrishnan et al. 2025, polar coordinate position embedding (lucidrains/PoPE-pytorch)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "rope_base rotary_dim pope_bias_uniform_init",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,
     .params = params,
@@ -177,4 +218,7 @@ const pe__method pe__method_pope = {
     .release = release,
     .score_forward = score_forward,
     .score_backward = score_backward,
+    .lift_width = lift_width,
+    .lift_forward = lift_forward,
+    .lift_backward = lift_backward,
 };

@@ -68,6 +68,10 @@ static const char *const SETTINGS[] = {
     "method=huang4",
     "method=fope",
     "method=fope fope_num_freq=2 fope_sep_head=false",
+    "method=pope",
+    "method=pope rotary_dim=5 rope_base=100 pope_bias_uniform_init=true",
+    "method=data_alibi",
+    "method=data_alibi post_log_scale=2.5 bias_init=0",
     "method=rope rotary_dim=4 rotary_offset=2",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
 };
@@ -206,21 +210,23 @@ static void check_settings(const char *settings) {
 static void fused_matches_reference(void **state) { check_settings((const char *)*state); }
 
 /* The methods the operator runs fused, and those it must not (score or value hooks that are
- * not relative-row terms, mask hooks, memory, complex-valued, or a bias backward that gathers
- * into the method's state): each method's own flag says so, and the flag agrees with its
+ * neither relative-row terms nor a lift, mask hooks, memory, complex-valued, or a bias
+ * backward that gathers into state a finish hook reduces across heads; data_alibi's gathers by
+ * head, which one work item owns): each method's own flag says so, and the flag agrees with its
  * hooks. PE_PATH_REFERENCE keeps one layer on the reference path while another runs fused. */
 static void eligibility(void **state) {
     (void)state;
     for (int m = 0; m < PE_METHOD_COUNT; m++) {
         const pe__method *d = pe__method_get(m);
         int hooks_allow = !(d->flags & (PE__MEMORY | PE__COMPLEX)) && !d->mask && !d->walk_forward &&
-                          (d->rel || !(d->score_forward || d->score_backward || d->value_forward || d->value_backward)) &&
+                          (d->rel || d->lift_width || !(d->score_forward || d->score_backward || d->value_forward || d->value_backward)) &&
                           !(d->bias_backward && d->finish_backward);
         if (pe__fused_eligible(d) && !hooks_allow) fail_msg("%s is flagged fused but its hooks need the reference path", d->name);
     }
     static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos", "alibi",
-                                      "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang3", "huang4"};
-    static const char *const no[] = {"xl", "deberta", "tupe", "complex"};
+                                      "t5", "kerple", "fire", "shaw", "huang1", "huang2", "huang3", "huang4",
+                                      "fope", "pope", "data_alibi"};
+    static const char *const no[] = {"xl", "deberta", "tupe", "complex", "cope"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         assert_true(pe__fused_eligible(pe__method_get(pe_method_from_name(yes[i]))));
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
@@ -319,5 +325,7 @@ int main(void) {
     tests[1] = (struct CMUnitTest){"rope_bit_identical", rope_bit_identical, NULL, NULL, NULL};
     for (int i = 0; i < NS; i++)
         tests[i + 2] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
+    const char *only = getenv("POSENC_TEST_FILTER"); /* e.g. "method=pope*": one method's settings */
+    if (only) cmocka_set_test_filter(only);
     return _cmocka_run_group_tests("fused", tests, NS + 2, NULL, NULL);
 }
