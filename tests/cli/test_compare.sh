@@ -77,7 +77,7 @@ else
     not_ok "the task CSVs hold their variants" "copy: $rows ok rows; $(head -n 3 "$WORK/f/copy.csv")"
 fi
 miss=""
-for h in '^# Results' '^\*\*SMOKE TEST' '^## Budgets' '^| `count` | 4 statements |' '^## Published orderings' \
+for h in '^# Results' '^\*\*SMOKE TEST' '^## Budgets' '^| `count` | 4 statements |' '^## Published orderings' '^| ordering | this run | in short |' \
          '^### ALiBi is flat' '^### NoPE generalises' '^### Randomized positions help' '^### FIRE generalises' '^### CoPE counts' \
          '^Criterion' '^Verdicts: ALiBi flat past L \*\*' '^## Tasks' '^### lm$' '^### copy$' '^### reverse$' '^### add$' '^### count$' \
          '^On `count`, [0-9]* of 3 variants learned' '^| `rope+random` |' '!\[copy: metric versus evaluation length\](f/copy.png)'; do
