@@ -66,7 +66,7 @@ compare: $(BUILD)/posenc
 # about 40 min on 2 cores, compare --full --estimate): doc/results.md, its tables, CSVs and plots
 # in doc/results
 results: $(BUILD)/posenc
-	$(BUILD)/posenc compare --full --out doc/results --results doc/results.md
+	$(BUILD)/posenc compare --full --out doc/results --results doc/results.md --readme README.md
 
 # readme: what the README shows, regenerated on this machine: the comparison into doc/compare and
 # the README's table, and the pictures into doc/img (bench-readme: the speed summary)

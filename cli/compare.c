@@ -656,7 +656,8 @@ int cli_compare(int argc, char **argv) {
     const int seeds = ca.seeds ? (int)ca.seeds : ca.quick ? 1 : 3;
     int jobs = (int)ca.jobs;
     rc = cli_train_keys(&ARGS_COMPARE, &r);
-    if (!rc && ca.full && readme) rc = cli_fail("compare: --readme is for one task; --full writes --results");
+    if (!rc && ca.full && readme && !results)
+        rc = cli_fail("compare: --full --readme writes the verdicts of the results page: it needs --results");
     if (!rc && !ca.full && results) rc = cli_fail("compare: --results needs --full");
     for (int i = 0; !rc && i < r.n_keys; i++) {
         const char *k = r.keys[i];
@@ -666,7 +667,7 @@ int cli_compare(int argc, char **argv) {
         else if (!tr_options_known(k)) rc = cli_fail("compare: unknown option --%s", k);
     }
     /* the README's block must be there before the runs, not found missing after them */
-    if (!rc && readme && cli_readme_block("compare", readme, "compare", NULL)) rc = 2;
+    if (!rc && readme && cli_readme_block("compare", readme, ca.full ? "results" : "compare", NULL)) rc = 2;
     if (!rc && results) { /* and the results page writable */
         pe_out po;
         if (pe_out_open(&po, results, &err)) rc = cli_fail("compare: --results: %s", err.msg);
@@ -833,7 +834,7 @@ int cli_compare(int argc, char **argv) {
         int r2 = task_files(&a->T[t], a, out, a->T[t].md);
         if (r2) rc = r2;
     }
-    if (rc < 2 && readme) {
+    if (rc < 2 && readme && !ca.full) {
         /* the block: the table and the plot, the image path relative to the README */
         char *block = malloc(70000), rel[1100];
         const char *slash = strrchr(readme, '/');
@@ -849,8 +850,8 @@ int cli_compare(int argc, char **argv) {
         free(block);
     }
     if (rc < 2 && results) {
-        if (cmp_results_write(a, results, out)) rc = 2;
-        else printf("wrote %s\n", results);
+        if (cmp_results_write(a, results, out, readme)) rc = 2;
+        else printf("wrote %s%s%s\n", results, readme ? " and updated " : "", readme ? readme : "");
     }
     free_all(a);
     return rc;

@@ -79,6 +79,6 @@ void cmp_cell(char *buf, size_t n, double mean, double sd, int pct);
 /* The results page of --full (cli/results.c): the budgets, every task's table and plot
  * (images relative to the page), the published orderings with the criterion each is tested
  * by and its verdict, and a paragraph per task from its numbers. Returns 0 or cli_fail's 2. */
-int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir);
+int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, const char *readme);
 
 #endif

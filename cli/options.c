@@ -131,7 +131,8 @@ static const arg_opt COMPARE_OPTS[] = {
     OPT(compare_args, "out", out, ARG_OUTDIR, .meta = "DIR", .help = "output folder (made if missing)"),
     OPT(compare_args, "readme", readme, ARG_EDIT, .meta = "FILE",
         .help = "also replace the block between <!-- compare:begin --> and <!-- compare:end -->\n"
-                "in FILE with the table and the plot"),
+                "in FILE with the table and the plot (--full: <!-- results:begin --> .. end\n"
+                "with the table of verdicts of --results)"),
     OPT(compare_args, "jobs", jobs, ARG_INT, .meta = "N", .lo = 1, .hi = 1024, .def = "the number of cores",
         .help = "runs at a time"),
     OPT(compare_args, "shape-k", shape_k, ARG_INT, .meta = "K", .lo = 1, .hi = 1LL << 31,

@@ -469,7 +469,7 @@ static void relative_to(char *out, size_t n, const char *page, const char *file)
     snprintf(out, n, "%s", dl && !strncmp(file, page, dl) ? file + dl : file);
 }
 
-int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir) {
+int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, const char *readme) {
     buf b = {malloc(1 << 16), 0, 1 << 16, 0};
     if (!b.s) return cli_fail("compare: out of memory");
     char tot[32], cpu[32];
@@ -520,8 +520,15 @@ int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir) {
     v[0] = press(&o, a, sum[0], sizeof sum[0]), v[1] = kazemnejad(&o, a, sum[1], sizeof sum[1]);
     v[2] = ruoss(&o, a, sum[2], sizeof sum[2]), v[3] = fire_add(&o, a, sum[3], sizeof sum[3]);
     v[4] = cope_count(&o, a, sum[4], sizeof sum[4]);
-    put(&b, "| ordering | this run | in short |\n| --- | --- | --- |\n");
-    for (int i = 0; i < 5; i++) put(&b, "| %s | %s | %s |\n", title[i], verdict_name(v[i]), sum[i]);
+    buf tab = {malloc(1 << 12), 0, 1 << 12, 0}; /* the table of verdicts, for the page and the README */
+    if (!tab.s) {
+        free(b.s), free(o.s);
+        return cli_fail("compare: out of memory");
+    }
+    put(&tab, "| ordering | this run | in short |\n| --- | --- | --- |\n");
+    for (int i = 0; i < 5; i++) put(&tab, "| %s | %s | %s |\n", title[i], verdict_name(v[i]), sum[i]);
+    put(&b, "%s", tab.oom ? "" : tab.s);
+    b.oom |= tab.oom;
     put(&b, "\n*Reproduced*: the criterion holds (in every case it was decided on); *partly*: in some; *undecided*: "
             "the method the ordering is about did not learn the task in distribution, so the run cannot say.\n\n");
     if (!o.oom) put(&b, "%s", o.s);
@@ -543,18 +550,29 @@ int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir) {
         paragraph(&b, t);
         put(&b, "%s\n![%s: metric versus evaluation length](%s)\n\n", t->md ? t->md : "", t->base.task, rel);
     }
-    if (b.oom) {
-        free(b.s);
+    if (!b.oom && readme) { /* the verdicts in the README's results block, with a link to the page */
+        char rel[1100];
+        relative_to(rel, sizeof rel, readme, path);
+        put(&tab, "\n%s%d runs in %s, %d at a time; the criteria, numbers and tables: [%s](%s).\n",
+            a->quick ? "SMOKE TEST (--quick), numbers mean nothing: " : "", a->njobs, tot, a->jobs, path, rel);
+    }
+    if (b.oom || tab.oom) {
+        free(b.s), free(tab.s);
         return cli_fail("compare: out of memory for the results page");
     }
     pe_err err = {{0}};
     pe_out po;
     if (pe_out_open(&po, path, &err)) {
-        free(b.s);
+        free(b.s), free(tab.s);
         return cli_fail("compare: --results: %s", err.msg);
     }
     fwrite(b.s, 1, b.n, po.fp);
     free(b.s);
-    if (pe_out_commit(&po, &err)) return cli_fail("compare: --results: %s", err.msg);
-    return 0;
+    if (pe_out_commit(&po, &err)) {
+        free(tab.s);
+        return cli_fail("compare: --results: %s", err.msg);
+    }
+    int rc = readme ? cli_readme_block("compare", readme, "results", tab.s) : 0;
+    free(tab.s);
+    return rc ? 2 : 0;
 }

@@ -123,6 +123,10 @@ printf 'no block here\n' > "$WORK/README.md"
 timed_bad "compare --out in a missing folder" "compare: --out: cannot write into" "" compare --out "$WORK/no/such/dir"
 timed_bad "compare --readme without its block" "has no <!-- compare:begin -->" "" compare --readme "$WORK/README.md"
 timed_bad "compare --readme missing" "No such file or directory" "" compare --readme "$WORK/nothing.md"
+timed_bad "compare --full --readme without --results" "--full --readme writes the verdicts of the results page: it needs --results" "" \
+    compare --full --readme "$WORK/README.md"
+timed_bad "compare --full --readme without its block" "has no <!-- results:begin -->" "" \
+    compare --full --readme "$WORK/README.md" --results "$WORK/page.md"
 timed_bad "bench --readme without its block" "has no <!-- bench:begin -->" "" bench --readme "$WORK/README.md"
 timed_bad "plot -o in a missing folder" "No such file or directory" "" plot similarity --method rope --length 4096 -o "$WORK/no/p.png"
 timed_bad "analyze -o in a missing folder" "No such file or directory" "" analyze --length 2048 -o "$WORK/no/a.csv"

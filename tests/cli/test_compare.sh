@@ -55,9 +55,10 @@ fi
 # --quick's tiny budget (20 steps of a 1-layer model, length 4), two methods: they bring the
 # tasks' variants of theirs with them (rope+random on copy, reverse, add and count, alibi+random
 # on copy and reverse), and no others
+printf '# R\n\n<!-- results:begin -->\nold\n<!-- results:end -->\ntail\n' > "$WORK/R.md"
 start=$(date +%s)
 if "$POSENC" compare --full --quick --quiet --methods rope,alibi --out "$WORK/f" --results "$WORK/results.md" \
-    > "$WORK/f.out" 2> "$WORK/f.err"; then
+    --readme "$WORK/R.md" > "$WORK/f.out" 2> "$WORK/f.err"; then
     ok "compare --full --quick exits 0 ($(( $(date +%s) - start )) s)"
 else
     not_ok "compare --full --quick exits 0" "$(tail -n 5 "$WORK/f.err")"
@@ -68,6 +69,12 @@ for t in lm copy reverse add count; do
 done
 [ -s "$WORK/results.md" ] || miss="$miss results.md"
 if [ -z "$miss" ]; then ok "--full writes a CSV, a table and a plot per task, and the results page"; else not_ok "--full writes every file" "missing:$miss"; fi
+if grep -q '^| ordering | this run | in short |' "$WORK/R.md" && grep -q '^| CoPE on counting' "$WORK/R.md" &&
+   grep -q '(results.md)\.$' "$WORK/R.md" && ! grep -q '^old$' "$WORK/R.md" && grep -q '^tail$' "$WORK/R.md"; then
+    ok "--full --readme puts the table of verdicts, with a link to the page, into the README's results block"
+else
+    not_ok "--full --readme updates the results block" "$(cat "$WORK/R.md")"
+fi
 rows=$(tail -n +2 "$WORK/f/copy.csv" 2>/dev/null | grep -c ',ok$')
 if [ "$rows" = 16 ] && grep -q '^copy,rope,rope+random,1,4,8,32,exact,' "$WORK/f/copy.csv" &&
    grep -q '^copy,alibi,alibi+random,1,4,1,4,exact,' "$WORK/f/copy.csv" && ! grep -q 'sinusoidal' "$WORK/f/copy.csv" &&
@@ -106,7 +113,7 @@ else
     not_ok "train --task count" "$(cat "$WORK/n.out")"
 fi
 bad "compare: --results without --full" compare --results "$WORK/x.md"
-bad "compare: --full with --readme" compare --full --readme "$WORK/README.md"
+bad "compare: --full --readme without --results" compare --full --readme "$WORK/README.md"
 bad "compare: --full with --task" compare --full --task copy
 bad "compare: a variant that is not one" compare --methods rope+bogus
 bad "compare: xl+random" compare --methods xl+random
