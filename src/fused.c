@@ -712,6 +712,12 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     return PE_OK;
 }
 
+void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg) {
+    const int nth = threads(run, work);
+    PE_OMP(omp parallel for num_threads(nth) schedule(static))
+    for (int64_t i = 0; i < n; i++) fn(arg, i);
+}
+
 /* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
  * threads, each through the SIMD kernel. */
 void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,

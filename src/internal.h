@@ -366,6 +366,10 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
 void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
 
+/* fn(arg, i) for every i in 0 .. n-1, split across the run's threads (none for less than about
+ * 2^22 multiply-adds of work, or inside another parallel region); static schedule: each i on one
+ * thread (fused.c) */
+void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
 /* The fused attention path (fused.c): tiled, online softmax, no (T, Tk) buffer; backward
  * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved
  * by forward for backward. Threads and kernels from ctx->run. */

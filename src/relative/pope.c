@@ -27,8 +27,8 @@ typedef struct {
     double *w;   /* (R) frequencies */
     float *cs;   /* (B*T, R, 2) cos, sin of the queries' phases */
     float *buf;  /* per (b, h): q' (T, W), k' (Tk, W), dq' (T, W), dk' (Tk, W), W = R + D */
-    float *kcs;  /* (Tk, R, 2) cos, sin of one (b, h)'s key phases, bias included */
-    double *dph; /* (R) one (b, h)'s gradient of its key phases */
+    float *kcs;  /* (H, Tk, R, 2) cos, sin of one row's key phases per query head, bias included */
+    double *dph; /* (H, R) one (b, h)'s gradient of its key phases, per head */
 } pope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -61,8 +61,8 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (st) st->w = malloc(sizeof(double) * (size_t)R);
     if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
     if (st) st->buf = malloc(sizeof(float) * (size_t)(2 * (ctx->T + ctx->Tk) * W));
-    if (st) st->kcs = malloc(sizeof(float) * (size_t)(ctx->Tk * R * 2));
-    if (st) st->dph = malloc(sizeof(double) * (size_t)R);
+    if (st) st->kcs = malloc(sizeof(float) * (size_t)(ctx->H * ctx->Tk * R * 2));
+    if (st) st->dph = malloc(sizeof(double) * (size_t)(ctx->H * R));
     if (!st || !st->w || !st->cs || !st->buf || !st->kcs || !st->dph) {
         if (st) free(st->w), free(st->cs), free(st->buf), free(st->kcs), free(st->dph);
         free(st);
@@ -90,16 +90,18 @@ static inline double softplus_grad(double x) { return x > 20 ? 1 : 1 / (1 + exp(
 
 static inline double clamp_bias(double b) { return b < -2 * PE_PI ? -2 * PE_PI : b > 0 ? 0 : b; }
 
-/* The key phases of row b for query head h into st->kcs */
-static void key_table(const pe__ctx *ctx, const pope_state *st, int64_t b, int64_t h) {
+/* The key phases of row b for query head h into head h's st->kcs, which it returns */
+static const float *key_table(const pe__ctx *ctx, const pope_state *st, int64_t b, int64_t h) {
     const int64_t R = ctx->cfg->rotary_dim;
     const int64_t *kpos = ctx->kpos + b * ctx->Tk;
     const float *bias = ctx->w->param[BIAS] + h * R;
+    float *kcs = st->kcs + h * ctx->Tk * R * 2;
     for (int64_t j = 0; j < ctx->Tk; j++)
         for (int64_t d = 0; d < R; d++) {
             const double a = (double)kpos[j] * st->w[d] + clamp_bias(bias[d]);
-            st->kcs[(j * R + d) * 2] = (float)cos(a), st->kcs[(j * R + d) * 2 + 1] = (float)sin(a);
+            kcs[(j * R + d) * 2] = (float)cos(a), kcs[(j * R + d) * 2 + 1] = (float)sin(a);
         }
+    return kcs;
 }
 
 /* n rows x (row stride ld) -> y (n, W; row stride ldy): (sp(x_d) cos, sp(x_d) sin) per d < R,
@@ -121,9 +123,8 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     const pope_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
     float *qp = st->buf, *kp = qp + T * W;
-    key_table(ctx, st, b, h);
     polar(T, R, D, q, ctx->C, st->cs + b * T * R * 2, qp, W);
-    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp, W);
+    polar(Tk, R, D, k, ctx->Ckv, key_table(ctx, st, b, h), kp, W);
     pe__gemm(0, 1, T, Tk, W, (float)ctx->cfg->scale, qp, W, kp, W, 0.0f, s, Tk);
 }
 
@@ -143,15 +144,15 @@ static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int6
     }
 }
 
-/* dk (+=) of one (b, h)'s keys from dk' (Tk, W; row stride ldy), st->kcs holding its phases,
- * and pope_bias[h] += their phases' gradient where the clamp keeps it */
-static void key_backward(pe__ctx *ctx, const pope_state *st, int64_t h, const float *k, const float *dky, int64_t ldy,
-                         float *dk) {
+/* dk (+=) of one (b, h)'s keys from dk' (Tk, W; row stride ldy), kcs their phases, and
+ * pope_bias[h] += the phases' gradient where the clamp keeps it */
+static void key_backward(pe__ctx *ctx, const pope_state *st, int64_t h, const float *kcs, const float *k,
+                         const float *dky, int64_t ldy, float *dk) {
     const int64_t R = ctx->cfg->rotary_dim;
     float *dbias = ctx->g->dparam[BIAS];
-    double *dphase = dbias ? st->dph : NULL;
+    double *dphase = dbias ? st->dph + h * R : NULL;
     if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
-    polar_backward(ctx->Tk, R, ctx->D, k, ctx->Ckv, st->kcs, dky, ldy, dk, dphase);
+    polar_backward(ctx->Tk, R, ctx->D, k, ctx->Ckv, kcs, dky, ldy, dk, dphase);
     const float *bias = ctx->w->param[BIAS] + h * R;
     for (int64_t d = 0; dphase && d < R; d++)
         if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
@@ -163,46 +164,64 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
     const float scale = (float)ctx->cfg->scale;
     float *qp = st->buf, *kp = qp + T * W, *dqp = kp + Tk * W, *dkp = dqp + T * W;
-    const float *cq = st->cs + b * T * R * 2;
-    key_table(ctx, st, b, h);
+    const float *cq = st->cs + b * T * R * 2, *kcs = key_table(ctx, st, b, h);
     polar(T, R, D, q, ctx->C, cq, qp, W);
-    polar(Tk, R, D, k, ctx->Ckv, st->kcs, kp, W);
+    polar(Tk, R, D, k, ctx->Ckv, kcs, kp, W);
     pe__gemm(0, 0, T, W, Tk, scale, ds, Tk, kp, W, 0.0f, dqp, W);
     pe__gemm(1, 0, Tk, W, T, scale, ds, Tk, qp, W, 0.0f, dkp, W);
     polar_backward(T, R, D, q, ctx->C, cq, dqp, W, dq, NULL);
-    key_backward(ctx, st, h, k, dkp, W, dk);
+    key_backward(ctx, st, h, kcs, k, dkp, W, dk);
 }
 
-/* The lift of the fused path: every (b, h)'s q' and k' (a key per query head: its bias),
- * as score_forward forms them. */
+/* The lift of the fused path: every (b, h)'s q' and k' (a key per query head: its bias), as
+ * score_forward forms them, and back. Split by kv head g across threads: one thread forms the
+ * heads of g and adds into g's dk and its heads' pope_bias rows, rows b in order, so the sums
+ * are those of one thread. */
 static int64_t lift_width(const pe_config *cfg, int64_t D) { return cfg->rotary_dim + D; }
 
-static void lift_forward(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw) {
+typedef struct lift_job {
+    pe__ctx *ctx;
+    const float *q, *k;
+    float *qw, *kw;             /* forward */
+    const float *dqw, *dkw;     /* backward */
+    float *dq, *dk;
+} lift_job;
+
+static void lift_group(void *arg, int64_t g) {
+    const lift_job *j = arg;
+    pe__ctx *ctx = j->ctx;
     const pope_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
-    const int64_t group = H / ctx->Hkv;
+    const int64_t group = H / ctx->Hkv, C = ctx->C, Ckv = ctx->Ckv;
     for (int64_t b = 0; b < ctx->B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            key_table(ctx, st, b, h);
-            polar(T, R, D, q + b * T * ctx->C + h * D, ctx->C, st->cs + b * T * R * 2, qw + b * T * H * W + h * W, H * W);
-            polar(Tk, R, D, k + b * Tk * ctx->Ckv + (h / group) * D, ctx->Ckv, st->kcs, kw + b * Tk * H * W + h * W,
-                  H * W);
+        for (int64_t h = g * group; h < (g + 1) * group; h++) {
+            const int64_t qo = b * T * C + h * D, ko = b * Tk * Ckv + g * D, wq = b * T * H * W + h * W,
+                          wk = b * Tk * H * W + h * W;
+            const float *cq = st->cs + b * T * R * 2, *kcs = key_table(ctx, st, b, h);
+            if (j->qw) {
+                polar(T, R, D, j->q + qo, C, cq, j->qw + wq, H * W);
+                polar(Tk, R, D, j->k + ko, Ckv, kcs, j->kw + wk, H * W);
+            } else {
+                polar_backward(T, R, D, j->q + qo, C, cq, j->dqw + wq, H * W, j->dq + qo, NULL);
+                key_backward(ctx, st, h, kcs, j->k + ko, j->dkw + wk, H * W, j->dk + ko);
+            }
         }
+}
+
+/* a softplus and a sine and cosine in double per element: weigh them as ~64 multiply-adds */
+static double lift_work(const pe__ctx *ctx) {
+    return 64.0 * (double)ctx->B * ctx->H * (ctx->T + ctx->Tk) * ctx->cfg->rotary_dim;
+}
+
+static void lift_forward(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw) {
+    lift_job j = {.ctx = ctx, .q = q, .k = k, .qw = qw, .kw = kw};
+    pe__parallel_for(ctx->run, lift_work(ctx), ctx->Hkv, lift_group, &j);
 }
 
 static void lift_backward(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw, float *dq,
                           float *dk) {
-    const pope_state *st = ctx->state;
-    const int64_t T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
-    const int64_t group = H / ctx->Hkv;
-    for (int64_t b = 0; b < ctx->B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const int64_t qo = b * T * ctx->C + h * D, ko = b * Tk * ctx->Ckv + (h / group) * D;
-            key_table(ctx, st, b, h);
-            polar_backward(T, R, D, q + qo, ctx->C, st->cs + b * T * R * 2, dqw + b * T * H * W + h * W, H * W, dq + qo,
-                           NULL);
-            key_backward(ctx, st, h, k + ko, dkw + b * Tk * H * W + h * W, H * W, dk + ko);
-        }
+    lift_job j = {.ctx = ctx, .q = q, .k = k, .dqw = dqw, .dkw = dkw, .dq = dq, .dk = dk};
+    pe__parallel_for(ctx->run, lift_work(ctx), ctx->Hkv, lift_group, &j);
 }
 
 const pe__method pe__method_pope = {

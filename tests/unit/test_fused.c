@@ -209,6 +209,36 @@ static void check_settings(const char *settings) {
 
 static void fused_matches_reference(void **state) { check_settings((const char *)*state); }
 
+/* pope's lift splits its heads across threads only past a work threshold the shapes above stay
+ * below: one layer large enough, grouped, the same bits for 1 and 3 threads */
+static void lift_threads(void **state) {
+    (void)state;
+    const shape s = {"lift", 2, 150, 8, 32, 4, 1, 1};
+    char drop[64];
+    pe_attention *att = make_layer("method=pope pope_bias_uniform_init=true", &s, drop, sizeof drop);
+    pe_layer L;
+    pe_err err;
+    if (pe_layer_init(&L, att, 512, 7, &err)) fail_msg("%s", err.msg);
+    const int64_t n = s.B * s.T * L.C;
+    float *x = malloc(sizeof(float) * n), *dy = malloc(sizeof(float) * n);
+    int64_t *pos = malloc(sizeof(int64_t) * s.B * s.T);
+    pe_rng rng = {77};
+    for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(&rng) - 1, dy[i] = 2 * pe_rng_uniform(&rng) - 1;
+    for (int64_t i = 0; i < s.B * s.T; i++) pos[i] = 3 * i;
+    result one, three;
+    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 1});
+    run(att, &L, &s, x, pos, dy, NULL, &one);
+    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 3});
+    run(att, &L, &s, x, pos, dy, NULL, &three);
+    assert_memory_equal(one.y, three.y, sizeof(float) * n);
+    assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
+    assert_memory_equal(one.grads, three.grads, sizeof(float) * L.n);
+    result_free(&one), result_free(&three);
+    free(x), free(dy), free(pos);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
 /* The methods the operator runs fused, and those it must not (score or value hooks that are
  * neither relative-row terms nor a lift, mask hooks, memory, complex-valued, or a bias
  * backward that gathers into state a finish hook reduces across heads; data_alibi's gathers by
@@ -320,12 +350,13 @@ static void rope_bit_identical(void **state) {
 
 int main(void) {
     enum { NS = sizeof SETTINGS / sizeof SETTINGS[0] };
-    struct CMUnitTest tests[NS + 2];
+    struct CMUnitTest tests[NS + 3];
     tests[0] = (struct CMUnitTest){"eligibility", eligibility, NULL, NULL, NULL};
     tests[1] = (struct CMUnitTest){"rope_bit_identical", rope_bit_identical, NULL, NULL, NULL};
+    tests[2] = (struct CMUnitTest){"lift_threads", lift_threads, NULL, NULL, NULL};
     for (int i = 0; i < NS; i++)
-        tests[i + 2] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
+        tests[i + 3] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
     const char *only = getenv("POSENC_TEST_FILTER"); /* e.g. "method=pope*": one method's settings */
     if (only) cmocka_set_test_filter(only);
-    return _cmocka_run_group_tests("fused", tests, NS + 2, NULL, NULL);
+    return _cmocka_run_group_tests("fused", tests, NS + 3, NULL, NULL);
 }
