@@ -11,8 +11,8 @@
  * The transformed vectors are R + D wide, so PoPE is a score hook, not a rotate hook (which keeps
  * q and k D wide): per (b, h) it builds q' (T, R + D) and k' (Tk, R + D), the key's bias being
  * the query head's, and takes s = scale q' k'^T with one product. The same q' and k' of every
- * head are its lift, over which the fused path attends (pe__method.lift_width). Angles and their cosines are
- * formed in double from exact positions and rounded once. The backward: dq' = scale ds k',
+ * head are its lift, over which the fused path attends (pe__method.lift_width). Angles and
+ * their cosines are formed in double from exact positions and rounded once. The backward: dq' = scale ds k',
  * dk' = scale ds^T q', then per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
  * k, and ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the
  * clamp keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). softplus is PyTorch's
