@@ -32,8 +32,8 @@
  * 400 runs (5 tasks, 24 to 29 variants, 3 seeds). The synthetic tasks' short sequences make
  * most methods cost about the same there (floater 1.5x, pope 2.6x), while count's 75
  * tokens put the T x T methods at 2-3x. compare --full --estimate prints each task's share:
- * 30 to 37 minutes of training here, and runs took 1.2x their estimate (two runs sharing the
- * caches, the evaluations), so about 40 minutes; more with other work on the cores. */
+ * 30 to 37 minutes of training here; the run of doc/results.md took 34:39 on the quiet machine
+ * (two runs sharing the caches, and the evaluations); more with other work on the cores. */
 typedef struct full_budget {
     const char *task;
     const char *opts;     /* training options, "NAME VALUE ..." (the command line's override them) */

@@ -122,7 +122,7 @@ static const arg_opt COMPARE_OPTS[] = {
     OPT(compare_args, "full", full, ARG_FLAG,
         .help = "the whole experiment: lm, copy, reverse, add and count, each with its own budget\n"
                 "(cli/compare.c), plus the variants the published orderings need (NAME+random);\n"
-                "DIR/TASK.csv, .md and .png per task (about 40 minutes on 2 cores: --estimate)"),
+                "DIR/TASK.csv, .md and .png per task (about 35 minutes on 2 cores: --estimate)"),
     OPT(compare_args, "estimate", estimate, ARG_FLAG,
         .help = "time 4 steps of every variant, print the estimated time of the runs and stop"),
     OPT(compare_args, "results", results, ARG_OUT, .meta = "FILE",
