@@ -59,17 +59,18 @@ static const char *num(char *s, size_t n, const cmp_task *t, double x) {
     return s;
 }
 
-/* The mean over the multiples past 1x of the metric (which = 0) or of the token accuracy
- * (which = 1): a variant's score past the training length. */
-static double past(const cmp_task *t, int v, int which) {
+/* The mean over the multiples past 1x of a row of values by evaluation (its finite ones) */
+static double mean_past(const cmp_task *t, const double *by_eval) {
     double s = 0;
     int n = 0;
     for (int k = 0; k < t->base.n_eval; k++)
-        if (t->base.eval[k] > 1) {
-            double x = which ? t->tacc[v * t->base.n_eval + k] : cmp_mean(t, v, k);
-            if (isfinite(x)) s += x, n++;
-        }
+        if (t->base.eval[k] > 1 && isfinite(by_eval[k])) s += by_eval[k], n++;
     return n ? s / n : NAN;
+}
+
+/* A variant's score past the training length: its metric (which = 0) or token accuracy (1) */
+static double past(const cmp_task *t, int v, int which) {
+    return mean_past(t, (which ? t->tacc : t->mean) + v * t->base.n_eval);
 }
 
 /* "`NAME` X at 1x (learned), Y past 1x" of variant v, then "; `RIVAL` Y" for every rival the
@@ -332,12 +333,8 @@ static verdict cope_count(buf *b, const cmp_all *a, char *sum, size_t ns) {
         out &= past(t, vc, 0) >= past(t, w, 0);
         in_best = fmax(in_best, cmp_mean(t, w, 0)), out_best = fmax(out_best, past(t, w, 0));
     }
-    double floor = 0; /* always the most common answer, over the lengths past 1x */
-    int nf = 0;
-    for (int k = 0; k < t->base.n_eval; k++)
-        if (t->base.eval[k] > 1) floor += t->chance[k], nf++;
-    floor = nf ? floor / nf : 0;
-    const int above = past(t, vc, 0) > floor;
+    const double floor = mean_past(t, t->chance); /* always the most common answer, past 1x */
+    const int above = !isfinite(floor) || past(t, vc, 0) > floor;
     put(b, "; always the most common answer %s past 1x; `cope` learned it at 1x: %s.", num(s1, sizeof s1, t, floor),
         t->learned[vc] == 1 ? "yes" : "no");
     if (out && !above) put(b, " `cope` leads past 1x, but not above the most common answer: that half does not count.");

@@ -395,55 +395,77 @@ static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
     return sub;
 }
 
+/* a->lift's parts, each H heads of W per row: q', k', v', o' (forward), do', dq', dk', dv' */
+typedef struct lifted {
+    int64_t W;
+    float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+} lifted;
+
+static lifted lifted_parts(const pe_attention *a, float *base) {
+    const int64_t W = a->m->lift_width(&a->cfg, a->D), nq = a->B * a->T * a->H * W, nk = a->B * a->Tk * a->H * W;
+    lifted l = {.W = W, .q = base};
+    l.k = l.q + nq, l.v = l.k + nk, l.o = l.v + nk;
+    l.dout = l.o + nq, l.dq = l.dout + nq, l.dk = l.dq + nq, l.dv = l.dk + nk;
+    return l;
+}
+
+/* dst (rows, H, W) = head h's D values of src (rows, row stride ld), read at head h / group,
+ * then W - D zeros */
+static void pad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
+                      int64_t W) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *d = dst + (r * H + h) * W;
+            memcpy(d, src + r * ld + (h / group) * D, sizeof(float) * D);
+            memset(d + D, 0, sizeof(float) * (W - D));
+        }
+}
+
+/* The other way: head h / group of dst (rows, row stride ld) gets the first D of src's head h,
+ * copied (group 1) or added (the heads of a group summed in order) */
+static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
+                        int64_t W, int add) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *d = dst + r * ld + (h / group) * D;
+            const float *x = src + (r * H + h) * W;
+            if (add)
+                for (int64_t e = 0; e < D; e++) d[e] += x[e];
+            else
+                memcpy(d, x, sizeof(float) * D);
+        }
+}
+
 static pe_status lifted_forward(pe_attention *a, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const int64_t W = a->m->lift_width(&a->cfg, D), nq = B * T * H * W, nk = B * Tk * H * W;
-    /* forward: q', k', v', o'; backward: do', dq', dk', dv' */
-    float *qw = pe__scratch_get(&a->lift, (size_t)(4 * nq + 4 * nk));
-    if (!qw) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
-    float *kw = qw + nq, *vw = kw + nk, *ow = vw + nk;
-    a->m->lift_forward(ctx, a->q, a->k, qw, kw);
-    for (int64_t r = 0; r < B * Tk; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *dst = vw + (r * H + h) * W;
-            memcpy(dst, a->v + r * a->Ckv + (h / group) * D, sizeof(float) * D);
-            memset(dst + D, 0, sizeof(float) * (W - D));
-        }
+    const int64_t W = a->m->lift_width(&a->cfg, D);
+    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
+    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
+    const lifted l = lifted_parts(a, base);
+    a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
+    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
     pe__ctx sub = lifted_ctx(ctx, W);
-    pe_status st = pe__fused_forward(&sub, a->m, qw, kw, vw, ow, a->stats, err);
+    pe_status st = pe__fused_forward(&sub, a->m, l.q, l.k, l.v, l.o, a->stats, err);
     ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
     if (st) return st;
-    for (int64_t r = 0; r < B * T; r++)
-        for (int64_t h = 0; h < H; h++) memcpy(a->o + r * a->C + h * D, ow + (r * H + h) * W, sizeof(float) * D);
+    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
     return PE_OK;
 }
 
 static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const int64_t W = a->m->lift_width(&a->cfg, D), nq = B * T * H * W, nk = B * Tk * H * W;
-    float *qw = a->lift.p, *kw = qw + nq, *vw = kw + nk, *ow = vw + nk;
-    float *dow = ow + nq, *dqw = dow + nq, *dkw = dqw + nq, *dvw = dkw + nk;
-    for (int64_t r = 0; r < B * T; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *dst = dow + (r * H + h) * W;
-            memcpy(dst, dout + r * a->C + h * D, sizeof(float) * D);
-            memset(dst + D, 0, sizeof(float) * (W - D));
-        }
-    memset(dqw, 0, sizeof(float) * (size_t)(nq + 2 * nk));
-    pe__ctx sub = lifted_ctx(ctx, W);
-    pe_status st = pe__fused_backward(&sub, a->m, a->specs, a->nparams, qw, kw, vw, ow, a->stats, dow, dqw, dkw,
-                                      dvw, err);
+    const lifted l = lifted_parts(a, a->lift.p);
+    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
+    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
+    pe__ctx sub = lifted_ctx(ctx, l.W);
+    pe_status st = pe__fused_backward(&sub, a->m, a->specs, a->nparams, l.q, l.k, l.v, l.o, a->stats, l.dout, l.dq,
+                                      l.dk, l.dv, err);
     ctx->tiles = sub.tiles;
     if (st) return st;
-    for (int64_t r = 0; r < B * Tk; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *dst = dv + r * a->Ckv + (h / group) * D;
-            const float *src = dvw + (r * H + h) * W;
-            for (int64_t e = 0; e < D; e++) dst[e] += src[e];
-        }
-    a->m->lift_backward(ctx, a->q, a->k, dqw, dkw, dq, dk);
+    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
+    a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
     return PE_OK;
 }
 

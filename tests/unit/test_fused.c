@@ -134,6 +134,22 @@ static const variant VARIANTS[] = {
     {NULL, 3, 0, 0}, {"generic", 1, 0, 0}, {"avx2", 2, 1, 0}, {NULL, 2, 0, 1},
 };
 
+/* The fused path gives the same bits on 1 and 3 threads (private gradients summed in a fixed order) */
+static void same_bits_across_threads(pe_attention *att, pe_layer *L, const shape *s, const float *x, const int64_t *pos,
+                                     const float *dy) {
+    const int64_t n = s->B * s->T * L->C;
+    result one, three;
+    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 1});
+    run(att, L, s, x, pos, dy, NULL, &one);
+    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 3});
+    run(att, L, s, x, pos, dy, NULL, &three);
+    pe_attention_set_run_options(att, NULL);
+    assert_memory_equal(one.y, three.y, sizeof(float) * n);
+    assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
+    assert_memory_equal(one.grads, three.grads, sizeof(float) * L->n);
+    result_free(&one), result_free(&three);
+}
+
 static void check_settings(const char *settings) {
     int checked = 0;
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
@@ -188,17 +204,7 @@ static void check_settings(const char *settings) {
             result_free(&fu);
             checked++;
         }
-        /* the same bits whatever the thread count (private gradients summed in a fixed order) */
-        result one, three;
-        pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 1});
-        run(att, &L, s, x, pos, dy, NULL, &one);
-        pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 3});
-        run(att, &L, s, x, pos, dy, NULL, &three);
-        pe_attention_set_run_options(att, NULL);
-        assert_memory_equal(one.y, three.y, sizeof(float) * n);
-        assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
-        assert_memory_equal(one.grads, three.grads, sizeof(float) * L.n);
-        result_free(&one), result_free(&three);
+        same_bits_across_threads(att, &L, s, x, pos, dy);
         result_free(&ref);
         free(x), free(dy), free(scores), free(pos);
         pe_layer_free(&L);
@@ -225,15 +231,7 @@ static void lift_threads(void **state) {
     pe_rng rng = {77};
     for (int64_t i = 0; i < n; i++) x[i] = 2 * pe_rng_uniform(&rng) - 1, dy[i] = 2 * pe_rng_uniform(&rng) - 1;
     for (int64_t i = 0; i < s.B * s.T; i++) pos[i] = 3 * i;
-    result one, three;
-    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 1});
-    run(att, &L, &s, x, pos, dy, NULL, &one);
-    pe_attention_set_run_options(att, &(pe_run_options){.path = PE_PATH_FUSED, .threads = 3});
-    run(att, &L, &s, x, pos, dy, NULL, &three);
-    assert_memory_equal(one.y, three.y, sizeof(float) * n);
-    assert_memory_equal(one.dx, three.dx, sizeof(float) * n);
-    assert_memory_equal(one.grads, three.grads, sizeof(float) * L.n);
-    result_free(&one), result_free(&three);
+    same_bits_across_threads(att, &L, &s, x, pos, dy);
     free(x), free(dy), free(pos);
     pe_layer_free(&L);
     pe_attention_free(att);
