@@ -117,7 +117,7 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 
 $(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
 # the fused attention path and its kernels: threads through OpenMP when the compiler has it
-$(BUILD)/obj/src/fused.o $(BUILD)/obj/src/kernels.o $(BUILD)/obj/cli/bench.o: ALL_CFLAGS += $(OMP)
+$(BUILD)/obj/src/fused.o $(BUILD)/obj/src/kernels.o $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
 # the figures of `posenc plot` (cli/draw.c) draw with cairo too
 $(BUILD)/obj/cli/draw.o: ALL_CFLAGS += $(TRAIN_CFLAGS)
 

@@ -218,7 +218,7 @@ static void init_bench_args(void *p) {
                                     .torch_train = "bench/torch_train.py"};
 }
 static const arg_opt BENCH_OPTS[] = {
-    OPT(bench_args, "length", lengths, ARG_STR, .alias = "T", .meta = "LIST", .def = "512,2048,8192; --quick: 512,2048",
+    OPT(bench_args, "length", lengths, ARG_STR, .alias = "T", .meta = "LIST", .def = "512,2048,8192; --quick: 64,256",
         .help = "sequence lengths of the attn section, comma-separated (1 .. 131072)"),
     OPT(bench_args, "methods", methods, ARG_STR, .meta = "LIST", .help = "methods of the attn and train sections"),
     OPT(bench_args, "causal", causal, ARG_ENUM, .meta = "WHICH", .choices = "both yes no",
@@ -228,9 +228,9 @@ static const arg_opt BENCH_OPTS[] = {
     OPT(bench_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024, .def = "every core; train: 1",
         .help = "threads of posenc, OpenBLAS and PyTorch"),
     OPT(bench_args, "only", only, ARG_STR, .meta = "LIST", .def = "every section",
-        .help = "sections: rope, attn, decode, denormal, gemm, packed, train"),
+        .help = "sections: rope, attn, core, decode, denormal, gemm, packed, train"),
     OPT(bench_args, "steps", steps, ARG_INT, .meta = "N", .lo = 1, .hi = 1000000,
-        .def = "about 1 s of posenc's training; --quick: 0.4 s", .help = "timed optimizer steps per round of the train section"),
+        .def = "about 1 s of posenc's training; --quick: 2", .help = "timed optimizer steps per round of the train section"),
     OPT(bench_args, "no-torch", no_torch, ARG_FLAG, .help = "no PyTorch columns"),
     OPT(bench_args, "no-reference", no_reference, ARG_FLAG, .help = "no reference-path columns"),
     OPT(bench_args, "ref-max-length", ref_max_length, ARG_INT, .alias = "ref-max-T", .meta = "N", .lo = 0, .hi = 1 << 20,
@@ -240,7 +240,8 @@ static const arg_opt BENCH_OPTS[] = {
     OPT(bench_args, "torch", torch, ARG_STR, .meta = "FILE", .help = "the PyTorch side (run with /usr/bin/python3)"),
     OPT(bench_args, "torch-train", torch_train, ARG_STR, .meta = "FILE",
         .help = "the PyTorch side of the train section (run with /usr/bin/python3)"),
-    OPT(bench_args, "quick", quick, ARG_FLAG, .help = "lengths 512,2048 and 1 repetition"),
+    OPT(bench_args, "quick", quick, ARG_FLAG,
+        .help = "a smoke run of every section on small shapes (lengths 64,256, 1 repetition; seconds in all)"),
     OPT(bench_args, "readme", readme, ARG_EDIT, .meta = "FILE",
         .help = "rewrite the <!-- bench:begin --> ... <!-- bench:end --> block of FILE with a summary"),
     {0}};
@@ -252,6 +253,8 @@ const arg_cmd ARGS_BENCH = CMD("bench", bench_args, .opts = BENCH_OPTS,
              "            --causal: fused path vs reference path (up to --ref-max-length) vs PyTorch eager\n"
              "            (bench/torch_bench.py via /usr/bin/python3, up to --torch-max-length), peak memory;\n"
              "            the time of causal over full attention per method and length\n"
+             "  core      the projected form alone (q, k, v; no projections), fused path, forward and\n"
+             "            backward per --length, method and --causal, GFLOP/s\n"
              "  decode    one decode step through the KV cache (H=32, Hkv=8, D=128, rope and alibi, 4096 and\n"
              "            32768 cached keys) against a copy of the cache's bytes and PyTorch eager; a context\n"
              "            shift's re-rotation\n"

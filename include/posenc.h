@@ -293,6 +293,13 @@ typedef struct pe_run_options {
     int denormals;   /* 1: exp underflows gradually (IEEE) instead of giving 0 below -87 */
 } pe_run_options;
 void pe_attention_set_run_options(pe_attention *att, const pe_run_options *opt);
+/* The kernels the fused path runs under these options (opt NULL: the defaults): "avx512",
+ * "avx2" or "generic", the best this CPU runs of what opt->isa asks for. */
+const char *pe_run_kernels(const pe_run_options *opt);
+/* The path a call of att with B rows, T queries against Tk keys takes under att's run options,
+ * PE_PATH_FUSED or PE_PATH_REFERENCE (want_scores: the call asks for scores or probs, which
+ * only the reference path has). What PE_PATH_AUTO's cost model picks, for benchmarks and tools. */
+int pe_attention_path(const pe_attention *att, int64_t B, int64_t T, int64_t Tk, int want_scores);
 
 /* Forward of the layer.
  *   x     (B, T, C)
@@ -396,6 +403,12 @@ pe_status pe_attention_rotate(pe_attention *att, const pe_weights *w, float *x, 
 pe_status pe_attention_rotary_table(pe_attention *att, const pe_weights *w, const int64_t *pos, int64_t n,
                                     int64_t lo, int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout,
                                     pe_err *err);
+/* Applies such a table: the first rotary_dim dims of each of nh heads (head_dim D apart) of n
+ * rows (row stride ld) rotated by row r's cs (rotary_dim/2, 2), pairs as layout; backward 1
+ * rotates by -theta. SIMD and threads (opt->threads; opt NULL: the defaults), the layer's own
+ * rotation, bit for bit. */
+pe_status pe_rotary_apply(const pe_run_options *opt, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D,
+                          int64_t rotary_dim, int layout, const float *cs, int backward, pe_err *err);
 
 /* ---- a KV cache ----------------------------------------------------------------------- */
 /* Keys and values of past tokens at their positions, for decoding: append the new tokens' k

@@ -237,6 +237,10 @@ static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, in
     return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, D, a->cfg.causal);
 }
 
+int pe_attention_path(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int want_scores) {
+    return use_fused(a, B, T, Tk, Tk - T, want_scores) ? PE_PATH_FUSED : PE_PATH_REFERENCE;
+}
+
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
                         int64_t out) {
     pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
@@ -906,6 +910,18 @@ pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const 
     if (st) return st;
     memcpy(cs, table, sizeof(float) * (size_t)(n * *rotary_dim));
     pe__attention_release(a, &ctx);
+    return PE_OK;
+}
+
+pe_status pe_rotary_apply(const pe_run_options *opt, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D,
+                          int64_t rotary_dim, int layout, const float *cs, int backward, pe_err *err) {
+    if (!x || !cs || n < 1 || nh < 1 || D < 2 || rotary_dim < 2 || rotary_dim % 2 || rotary_dim > D ||
+        ld < nh * D || (layout != PE_ROPE_HALF && layout != PE_ROPE_INTERLEAVED))
+        return pe__fail(err, PE_EINVAL, "rotary_apply: need x and cs, n >= 1 rows of nh >= 1 heads, an even rotary_dim "
+                        "in 2 .. head_dim, a row stride ld >= nh * head_dim and layout PE_ROPE_HALF or PE_ROPE_INTERLEAVED");
+    pe_run_options run = opt ? *opt : (pe_run_options){0};
+    run.isa[sizeof run.isa - 1] = 0;
+    pe__rope_rotate(&run, x, n, ld, nh, D, rotary_dim, layout, cs, backward ? -1.0f : 1.0f);
     return PE_OK;
 }
 

@@ -66,6 +66,11 @@ int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff,
 }
 
 static const char *isa_of(const pe_run_options *run) { return run && run->isa[0] ? run->isa : NULL; }
+const char *pe_run_kernels(const pe_run_options *opt) {
+    char isa[sizeof opt->isa] = "";
+    if (opt) memcpy(isa, opt->isa, sizeof isa - 1); /* the caller's may lack its terminator */
+    return pe__kernels_pick(isa[0] ? isa : NULL)->name;
+}
 
 /* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny
  * layers) stay on one thread, since starting and joining a team (whose idle threads spin on

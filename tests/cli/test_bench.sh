@@ -7,6 +7,30 @@
 . "$(dirname "$0")/lib.sh" bench "${1:-}"
 SCRIPT="$HERE/../../bench/torch_train.py"
 
+# ---- every section, small shapes (--quick): a tool nobody runs is a tool that crashes ----------
+if "$POSENC" bench --quick --no-torch > "$WORK/q.out" 2> "$WORK/q.err"; then
+    ok "bench --quick --no-torch exits 0"
+else
+    not_ok "bench --quick --no-torch exits 0" "$(tail -n 5 "$WORK/q.out" "$WORK/q.err")"
+fi
+for s in "(a) RoPE" "(b) attention layer" "(b) causal over full" "(i) the core alone" "(g) decoding" "(d) denormals" \
+         "(e) GEMM ceiling" "(f) packed rows" "(h) training"; do
+    if grep -qF "## $s" "$WORK/q.out"; then ok "bench --quick: section $s"; else not_ok "bench --quick: section $s" "$(head -n 3 "$WORK/q.out")"; fi
+done
+if grep -q '^SMOKE TEST (--quick' "$WORK/q.out"; then ok "bench --quick: labelled a smoke test"; else not_ok "bench --quick: labelled a smoke test" "$(head -n 3 "$WORK/q.out")"; fi
+# the core section: a row per method, length and causal with its GFLOP/s
+rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (64|256) \| (yes|no) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$WORK/q.out")
+if [ "$rows" = 16 ]; then ok "bench --quick: 16 core rows"; else not_ok "bench --quick: 16 core rows" "$(grep -A 20 '(i) the core' "$WORK/q.out")"; fi
+# a method without a projected form says so in its row
+if "$POSENC" bench --only core --quick --methods sinusoidal --causal no --no-torch > "$WORK/s.out" 2>&1 &&
+    grep -qE '^\| sinusoidal \| 64 \| no \| no projected form \|' "$WORK/s.out"; then
+    ok "bench core: sinusoidal has no projected form"
+else
+    not_ok "bench core: sinusoidal has no projected form" "$(cat "$WORK/s.out")"
+fi
+expect_bad "bench --quick --readme" "bench: --readme with --quick: a smoke run's numbers do not go into a README" "" \
+    bench --quick --readme README.md
+
 # ---- train without Python ------------------------------------------------------------------------
 if "$POSENC" bench --only train --steps 2 --reps 1 --no-torch > "$WORK/t.out" 2> "$WORK/t.err"; then
     ok "bench --only train --no-torch exits 0"

@@ -288,6 +288,23 @@ static void eligibility(void **state) {
     assert_true(pe__fused_cheaper(1, 8, 512, 512, 0, 64, 1));
     assert_false(pe__fused_cheaper(1, 8, 1, 4096, 4095, 64, 1));
     assert_true(pe__fused_cheaper(64, 32, 32, 8192, 8160, 64, 1));
+    /* the same through the public API (pe_attention_path): the model's pick, a forced path, the
+     * scores only the reference path has, and a method the fused path does not take */
+    pe_attention *r = pe_test_layer("method=rope heads=8 causal=true", 512), *x5 = pe_test_layer("method=xl heads=8", 512);
+    assert_int_equal(pe_attention_path(r, 1, 16, 16, 0), PE_PATH_REFERENCE);
+    assert_int_equal(pe_attention_path(r, 1, 512, 512, 0), PE_PATH_FUSED);
+    assert_int_equal(pe_attention_path(r, 1, 512, 512, 1), PE_PATH_REFERENCE);
+    assert_int_equal(pe_attention_path(x5, 1, 512, 512, 0), PE_PATH_REFERENCE);
+    pe_attention_set_run_options(r, &(pe_run_options){.path = PE_PATH_FUSED});
+    assert_int_equal(pe_attention_path(r, 1, 16, 16, 0), PE_PATH_FUSED);
+    pe_attention_free(r), pe_attention_free(x5);
+    /* the kernels' name: what the CPU runs, or the one asked for (an unterminated isa is read
+     * to its size) */
+    assert_string_equal(pe_run_kernels(&(pe_run_options){.isa = "generic"}), "generic");
+    assert_string_equal(pe_run_kernels(NULL), pe__kernels_pick(NULL)->name);
+    pe_run_options junk;
+    memset(&junk, 'x', sizeof junk);
+    assert_string_equal(pe_run_kernels(&junk), pe__kernels_pick(NULL)->name);
 }
 
 /* The scalar rotation the SIMD kernel replaced (rope.c before it), the oracle of bit identity. */

@@ -422,6 +422,19 @@ static void rotation_on_caller_buffers(void **state) {
     double a = 0, b = 0;
     for (int64_t e = 0; e < Tk * Ckv; e++) a += (double)rx[e] * y[e], b += (double)x[e] * ry[e];
     assert_true(fabs(a - b) <= 1e-5 * (1 + fabs(a)));
+    /* the table applied by the caller (pe_rotary_apply) is the layer's rotation, bit for bit */
+    {
+        float cs[9 * 64], *tx = malloc(sizeof(float) * Tk * Ckv);
+        int64_t rd;
+        int layout;
+        memcpy(tx, x, sizeof(float) * Tk * Ckv);
+        if (pe_attention_rotary_table(rot, &L.w, kpos, Tk, lo, hi, PE_ROTATE_K, cs, &rd, &layout, &err) ||
+            pe_rotary_apply(NULL, tx + pe_attention_config(rot)->rotary_offset, Tk, Ckv, Hkv, D, rd, layout, cs, 0, &err))
+            fail_msg("rotary_apply: %s", err.msg);
+        assert_memory_equal(tx, rx, sizeof(float) * Tk * Ckv);
+        assert_int_equal(pe_rotary_apply(NULL, tx, Tk, Ckv, Hkv, D, D + 2, layout, cs, 0, &err), PE_EINVAL);
+        free(tx);
+    }
     /* the table: rope without scaling at 10^6 is cos, sin of the exact angle */
     if (!strcmp(settings, "method=rope")) {
         int64_t p6[2] = {999999, 1000000}, rd;
