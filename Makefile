@@ -37,12 +37,12 @@ CLI_SRC := $(wildcard cli/*.c)
 TRAIN_SRC := $(wildcard train/*.c)
 TEST_SRC:= $(wildcard tests/unit/test_*.c)
 TESTS   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+HARNESS := $(BUILD)/obj/tests/unit/harness.o
 
 LIB_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
 IO_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(IO_SRC))
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TRAIN_SRC))
-HEADERS := $(wildcard include/*.h include/*.def src/*.h src/*.def src/io/*.h cli/*.h tests/unit/*.h train/*.h)
 
 PY := /usr/bin/python3
 
@@ -95,9 +95,13 @@ deps:
 # all: libposenc.a, libposenc.so, the posenc tool and the unit tests
 all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD)/examples/decode $(BUILD)/examples/api
 
-$(BUILD)/obj/%.o: %.c $(HEADERS)
+# each object and test program depends on the headers it includes (-MMD: the .d files beside them)
+DEPFLAGS := -MMD -MP
+-include $(wildcard $(BUILD)/obj/src/*.d $(BUILD)/obj/src/*/*.d $(BUILD)/obj/cli/*.d $(BUILD)/obj/train/*.d $(BUILD)/obj/tests/unit/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
+
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	@echo "CC $<"; $(CC) $(ALL_CFLAGS) -c $< -o $@
+	@echo "CC $<"; $(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libposenc.a: $(LIB_OBJ)
 	@rm -f $@
@@ -107,8 +111,9 @@ $(BUILD)/libposenc.a: $(LIB_OBJ)
 # two links beside it
 SOVERSION := 0
 VERSION   := $(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc.h)
-$(BUILD)/libposenc.so: $(LIB_OBJ)
-	$(CC) -shared $(SAN) -Wl,-soname,libposenc.so.$(SOVERSION) -o $@ $^ $(LDLIBS)
+# only the public API's pe_ symbols are exported (src/libposenc.map)
+$(BUILD)/libposenc.so: $(LIB_OBJ) src/libposenc.map
+	$(CC) -shared $(SAN) -Wl,-soname,libposenc.so.$(SOVERSION) -Wl,--version-script=src/libposenc.map -o $@ $(LIB_OBJ) $(LDLIBS)
 
 # internal tooling (safetensors, random layers) shared by the tool, tests and benchmarks
 $(BUILD)/libposenc_io.a: $(IO_OBJ)
@@ -125,28 +130,28 @@ $(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libpos
 	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LDLIBS)
 
 # examples/decode.c: the engine API (KV cache) as a user links it, posenc.h only
-$(BUILD)/examples/decode: examples/decode.c $(BUILD)/libposenc.a include/posenc.h
+$(BUILD)/examples/decode: examples/decode.c $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
 
 # examples/api.c: the README's ten lines as a program, posenc.h only
-$(BUILD)/examples/api: examples/api.c $(BUILD)/libposenc.a include/posenc.h
+$(BUILD)/examples/api: examples/api.c $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -o $@ $< $(BUILD)/libposenc.a $(LDLIBS)
 
 # the property metrics of `posenc analyze` (cli/props.c) are tested alone
-$(BUILD)/tests/test_analyze: tests/unit/test_analyze.c tests/unit/harness.c cli/props.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+$(BUILD)/tests/test_analyze: tests/unit/test_analyze.c $(HARNESS) $(BUILD)/obj/cli/props.o $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Icli -o $@ $< tests/unit/harness.c cli/props.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Icli -o $@ $< $(HARNESS) $(BUILD)/obj/cli/props.o $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
 
 # the trainer's tests link the trainer
-$(BUILD)/tests/test_train: tests/unit/test_train.c tests/unit/harness.c $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+$(BUILD)/tests/test_train: tests/unit/test_train.c $(HARNESS) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(OMP) -o $@ $< tests/unit/harness.c $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LIBCAIRO) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(OMP) -o $@ $< $(HARNESS) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LIBCAIRO) $(LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a $(HEADERS)
+$(BUILD)/tests/%: tests/unit/%.c $(HARNESS) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< tests/unit/harness.c $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
 
 # test: unit tests, CLI tests, the public conformance cases, the reference's own check, then
 # unit and CLI tests again under ASan+UBSan

@@ -23,7 +23,7 @@ double bench_now(void) {
 }
 
 /* A pause between variants: thread pools that spin after a region (OpenBLAS's, OpenMP's,
- * PyTorch's) would otherwise slow the next one down on 2 cores . */
+ * PyTorch's) would otherwise slow the next one down on 2 cores (doc/perf.md, item 3). */
 void bench_gap(void) {
     struct timespec ts = {0, 150 * 1000 * 1000};
     nanosleep(&ts, NULL);

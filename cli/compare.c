@@ -5,7 +5,7 @@
  * --full does it for lm and the synthetic tasks, each with its own budget (FULL below), plus
  * the variants the published orderings need, in one pool of runs, and --results writes the
  * results page (cli/results.c). Runs are independent: one single-threaded run per core
- * (OpenMP), which at this model size beats threading inside a run (PERF.md). */
+ * (OpenMP), which at this model size beats threading inside a run (doc/perf.md, item 4). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

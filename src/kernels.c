@@ -16,7 +16,7 @@
  * huang3's elementwise row weight (erow) replaces q_s k^T: a tile product with q_s e[x] where
  * the tile has one row x, pair by pair on the band (erow_s, erow_grads).
  * exp is a Cephes-style polynomial with 2^n built from two factors: inputs below `lo` give 0,
- * so with lo = -87 no result is denormal (PERF.md: far ALiBi logits), and with lo = -104 it
+ * so with lo = -87 no result is denormal (doc/perf.md, item 1: far ALiBi logits), and with lo = -104 it
  * underflows gradually as IEEE expf. The RoPE rotation performs the same two products and
  * one sum per element as the scalar reference (no FMA), so its results are bit-identical. */
 #ifndef PE_KPASS

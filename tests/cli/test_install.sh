@@ -17,6 +17,15 @@ readelf -d "$P/lib/libposenc.so" 2>/dev/null | grep -q "SONAME.*libposenc.so.0" 
     not_ok "SONAME" "$(readelf -d "$P/lib/libposenc.so" | grep SONAME)"
 [ -L "$P/lib/libposenc.so" ] && [ -L "$P/lib/libposenc.so.0" ] && ok "libposenc.so -> .so.0 -> the versioned file" ||
     not_ok "the library's links" "$(ls -la "$P/lib")"
+# the shared library exports the public API and nothing else: every defined dynamic symbol is a
+# function that include/posenc.h declares, and every one it declares is there (src/libposenc.map)
+nm -D --defined-only "$P/lib/libposenc.so" | awk '{ print $3 }' | sort -u > "$WORK/exported"
+grep -oE '\bpe_[a-z][a-z0-9_]*\(' "$ROOT/include/posenc.h" | tr -d '(' | sort -u > "$WORK/declared"
+if [ -s "$WORK/exported" ] && cmp -s "$WORK/exported" "$WORK/declared"; then
+    ok "nm -D: the $(wc -l < "$WORK/exported") exported symbols are posenc.h's functions"
+else
+    not_ok "nm -D: exported symbols = posenc.h's functions" "$(diff "$WORK/declared" "$WORK/exported" | head -20)"
+fi
 flags=$(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs posenc) && ok "pkg-config posenc" || not_ok "pkg-config posenc"
 if cc -o "$WORK/decode" "$ROOT/examples/decode.c" $flags -lm > "$WORK/cc.log" 2>&1; then
     if env -u LD_LIBRARY_PATH "$WORK/decode" > "$WORK/run.log" 2>&1; then ok "a program linked with pkg-config runs without LD_LIBRARY_PATH"
