@@ -24,6 +24,8 @@ struct pe_attention {
     /* Saved by the last forward, read by backward. */
     int have_forward;
     int layer; /* the last forward was the layer (x, projections), else the projected form */
+    int pre;   /* the call's q, k, v have passed the method's transform stage already (a KV
+                  cache's keys, transformed once on append): the core does not run it again */
     int64_t B, T, M, Tk;
     float *mem; /* one block, carved below */
     size_t mem_floats;
@@ -228,6 +230,14 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
     return PE_OK;
 }
 
+/* Whether all a method adds to plain attention is its transform stage (embed, rotate): a call
+ * whose q, k, v have passed it is then plain attention, needing neither the method's tables
+ * (prepare) nor its tensors. */
+static int transform_only(const pe__method *m) {
+    return !m->score_forward && !m->bias_forward && !m->value_forward && !m->mask && !m->lift_width && !m->rel &&
+           !m->walk_forward;
+}
+
 /* The path of a call (pe_run_options.path): the fused one where the method allows it, nothing
  * asks for the (T, Tk) scores or probabilities, no dropout, and (PE_PATH_AUTO) it is the
  * cheaper of the two for this shape. */
@@ -289,7 +299,8 @@ static void fill_positions(int64_t *dst, const int64_t *src, int batched, int64_
  * mask and lengths are copied. Then the context every hook sees, and the method's prepare. */
 static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
                        const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
-    for (int i = 0; i < a->nparams; i++)
+    const int plain = a->pre && transform_only(a->m); /* the method has nothing left to do */
+    for (int i = 0; i < a->nparams && !plain; i++)
         if (!w->param[i] && !a->specs[i].optional)
             return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     const int64_t A = pe_attention_axes(a, w), given = at && at->axes > 1 ? at->axes : 1;
@@ -358,7 +369,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch};
     a->B = B, a->T = T, a->Tk = Tk;
-    pe_status st = a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
+    pe_status st = a->m->prepare && !plain ? a->m->prepare(ctx, err) : PE_OK;
     return st;
 }
 
@@ -479,7 +490,7 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
     pe__ctx *ctx = &a->ctx;
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
                   group = H / a->Hkv;
-    if (a->m->rotate_forward) {
+    if (a->m->rotate_forward && !a->pre) {
         memcpy(a->q_in, a->q, sizeof(float) * B * T * C);
         memcpy(a->k_in, a->k, sizeof(float) * B * Tk * Ckv);
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
@@ -673,7 +684,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
                                    const float *v, int64_t B, int64_t T, int64_t Tk, const pe_positions *at,
                                    float *o, float *scores, float *probs, pe_err *err) {
     a->have_forward = 0;
-    if (a->m->flags & PE__INPUT)
+    if ((a->m->flags & PE__INPUT) && !a->pre)
         return pe__fail(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
                         a->m->name);
     if (a->m->flags & PE__LAYER_INPUT)
@@ -708,7 +719,7 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
     if (!w) w = &none;
     pe_status st;
     const int masked = at && at->mask;
-    if (a->run.path != PE_PATH_REFERENCE && pe__decode_eligible(a->m, a->H, a->Hkv, T, masked)) {
+    if (a->run.path != PE_PATH_REFERENCE && pe__decode_eligible(a->m, a->pre, a->H, a->Hkv, T, masked)) {
         a->fused = 1, a->layer = 0, a->M = 0;
         if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;
@@ -734,11 +745,13 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
 
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                   const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
-                                  const pe_positions *at, float *o, pe_err *err) {
+                                  const pe_positions *at, int transformed, float *o, pe_err *err) {
     const double rate = a->dropout; /* a cache decodes: no dropout */
     a->dropout = 0;
+    a->pre = transformed;
     pe_status st = attend_kv(a, w, q, k, v, kv_stride, B, T, Tk, at, o, err);
     a->dropout = rate;
+    a->pre = 0;
     return st;
 }
 

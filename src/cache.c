@@ -4,10 +4,11 @@
  *
  * What a method does to q and k outside the core happens once per token: methods with a rotate
  * hook (rope, xpos: rotations; floater: added terms) transform keys and values on append and
- * queries on attend, and the core then runs as plain attention (a `none` layer with the same
- * heads, scale and causal); methods on the input embedding (sinusoidal, learned) have no
- * projected form either: pe_kv_cache_layer_forward adds their encoding to x, and the rest is
- * plain attention. Every other method attends with its own terms at the cached positions.
+ * queries on attend, and the core, told that its q, k, v are transformed already, runs the
+ * rest of the layer (plain attention for them); methods on the input embedding (sinusoidal,
+ * learned) have no projected form either: pe_kv_cache_layer_forward adds their encoding to x,
+ * and the core attends the same way. Every other method attends with its own terms at the
+ * cached positions.
  *
  * Frames. A rotation depends on the attention's range of positions [lo, hi] (dynamic NTK and
  * LongRoPE choose frequencies from hi + 1, xPos centres its scale on the range), which grows
@@ -23,7 +24,6 @@
 
 struct pe_kv_cache {
     pe_attention *att;   /* the caller's layer */
-    pe_attention *plain; /* `none` with att's heads, scale and causal: the core of transformed methods */
     const pe__method *m;
     int transform; /* the method transforms q, k, v (rotate hook): on append and attend */
     int rotary;    /* ... by rotations that have frames (rotary_angle, rotary_frame) */
@@ -84,30 +84,12 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
         free(c);
         return pe__fail(err, PE_ENOMEM, "out of memory");
     }
-    if (c->transform || (m->flags & PE__INPUT)) {
-        pe_config pc;
-        pe_config_init(&pc);
-        char heads[32], kvh[32], scale[40];
-        snprintf(heads, sizeof heads, "%lld", (long long)H);
-        snprintf(kvh, sizeof kvh, "%lld", (long long)Hkv);
-        snprintf(scale, sizeof scale, "%.17g", cfg->scale);
-        const char *keys[] = {"method", "heads", "kv_heads", "causal", "scale"};
-        const char *vals[] = {"none", heads, kvh, cfg->causal ? "true" : "false", scale};
-        pe_status st = pe_config_set_all(&pc, 5, keys, vals, err);
-        if (!st) st = pe_attention_init(&c->plain, &pc, c->C, err);
-        if (st) {
-            pe_kv_cache_free(c);
-            return st;
-        }
-        pe_attention_set_run_options(c->plain, pe__attention_run(att));
-    }
     *out = c;
     return PE_OK;
 }
 
 void pe_kv_cache_free(pe_kv_cache *c) {
     if (!c) return;
-    pe_attention_free(c->plain);
     free(c->k), free(c->v), free(c->pos), free(c->len), free(c->q), free(c->kpos), free(c->layer), free(c->lpos);
     free(c);
 }
@@ -335,8 +317,8 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
     pe_positions cat = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1,
                         .mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0,
                         .q_lens = lens && at ? at->q_lens : NULL, .k_lens = lens ? klen : NULL};
-    pe_attention *core = c->plain ? c->plain : c->att;
-    return pe__attention_attend_kv(core, c->plain ? NULL : w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, o, err);
+    const int transformed = c->transform || (c->m->flags & PE__INPUT);
+    return pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, transformed, o, err);
 }
 
 pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const float *x, int64_t T, const int64_t *pos,

@@ -499,8 +499,9 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
 
 static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
 
-int pe__decode_eligible(const pe__method *m, int64_t H, int64_t Hkv, int64_t T, int masked) {
-    return pe__fused_eligible(m) && !m->rel && !m->rotate_forward && !m->lift_width && !masked && decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
+int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked) {
+    return pe__fused_eligible(m) && !m->rel && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
+           decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
 }
 
 /* Rows of each batch row split into pieces of keys (flash decoding): enough pieces for the

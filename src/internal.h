@@ -386,20 +386,22 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
 
 /* The decode path (fused.c): few queries (H / Hkv * T <= 64) against keys and values read in
  * place, k and v of row b at k + b kv_stride (row stride Ckv), each loaded once per call: a
- * KV cache's attention. It takes fused methods without relative-row terms, rotate hook or
- * attn_mask (pe__decode_eligible); o (B, T, C). */
-int pe__decode_eligible(const pe__method *m, int64_t H, int64_t Hkv, int64_t T, int masked);
+ * KV cache's attention. It takes fused methods without relative-row terms, lift or attn_mask,
+ * and without a rotate hook unless q and k are already transformed (pe__decode_eligible);
+ * o (B, T, C). */
+int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked);
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
                              int64_t kv_stride, float *o, pe_err *err);
 
 /* Attention over keys and values held elsewhere (a KV cache, cache.c): q (B, T, C); k, v of row
- * b at k + b kv_stride, row stride Ckv, Tk of them; at as the projected form; o (B, T, C). a's
- * method has no rotate hook (the cache transforms keys itself and attends through a plain
- * layer). The decode path where it applies, else the projected form over a contiguous copy.
- * Saves nothing for backward. */
+ * b at k + b kv_stride, row stride Ckv, Tk of them; at as the projected form; o (B, T, C).
+ * transformed: q, k and v have passed the method's transform stage (embed, rotate) already, so
+ * the core does not run it (the cache transforms keys once, on append, and queries on attend);
+ * a method with nothing beyond that stage then attends as plain attention. The decode path
+ * where it applies, else the projected form over a contiguous copy. Saves nothing for backward. */
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                   const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
-                                  const pe_positions *at, float *o, pe_err *err);
+                                  const pe_positions *at, int transformed, float *o, pe_err *err);
 /* A context of n rows at positions pos (as both queries and keys) in an attention over
  * positions [lo, hi], prepared; pe__attention_release frees what prepare made. */
 pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
