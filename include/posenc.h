@@ -110,6 +110,7 @@ typedef struct pe_config {
     int64_t heads, kv_heads;
     int causal;
     double scale;
+    pe_int_list window; /* sliding window (left, right) or n = 0: none */
     /* absolute */
     int sin_layout;
     double sin_base;

@@ -137,7 +137,7 @@ int pe_attention_has_memory(const pe_attention *a) { return (a->m->flags & PE__M
 int pe_attention_is_complex(const pe_attention *a) { return (a->m->flags & PE__COMPLEX) != 0; }
 
 int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
-    memcpy(specs, a->specs, sizeof(pe_param_spec) * a->nparams);
+    if (specs) memcpy(specs, a->specs, sizeof(pe_param_spec) * a->nparams); /* NULL: the count alone */
     return a->nparams;
 }
 
@@ -244,7 +244,7 @@ static int transform_only(const pe__method *m) {
 static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores) {
     if (a->run.path == PE_PATH_REFERENCE || want_scores || a->dropout > 0 || !pe__fused_eligible(a->m)) return 0;
     const int64_t D = a->m->lift_width ? a->m->lift_width(&a->cfg, a->D) : a->D; /* the width it attends at */
-    return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, D, a->cfg.causal);
+    return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, D, pe__band_of(&a->cfg));
 }
 
 int pe_attention_path(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int want_scores) {
@@ -377,11 +377,13 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
     const int64_t T = ctx->T, Tk = ctx->Tk;
     int64_t Tb, Tkb, qoff; /* the row's own lengths: padding after them */
     pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = i < Tb ? Tkb : 0; j < Tk; j++) s[i * Tk + j] = -INFINITY;
-    if (ctx->cfg->causal)
-        for (int64_t i = 0; i < Tb; i++)
-            for (int64_t j = qoff + i + 1; j < Tkb; j++) s[i * Tk + j] = -INFINITY;
+    const pe__band band = pe__band_of(ctx->cfg);
+    for (int64_t i = 0; i < T; i++) { /* padding queries see no key */
+        int64_t lo = 0, hi = 0;
+        if (i < Tb) pe__band_range(band, qoff, i, Tkb, &lo, &hi);
+        for (int64_t j = 0; j < lo; j++) s[i * Tk + j] = -INFINITY;
+        for (int64_t j = hi; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+    }
     if (ctx->mask) {
         const uint8_t *mk = ctx->mask + b * T * Tk;
         for (int64_t e = 0; e < T * Tk; e++)

@@ -22,7 +22,7 @@ static const pe_key KEYS[] = {
 #include "keys.def"
 #undef K
 };
-enum { N_KEYS = sizeof KEYS / sizeof KEYS[0], N_COMMON_KEYS = 5 };
+enum { N_KEYS = sizeof KEYS / sizeof KEYS[0], N_COMMON_KEYS = 6 };
 _Static_assert(N_KEYS <= 64, "pe_config.set has one bit per key");
 
 static size_t type_size(pe_key_type t) {
@@ -354,6 +354,12 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (cfg->kv_heads != H && !(m->flags & PE__GQA))
         return pe__fail(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
                         m->name);
+    if (pe_config_is_set(cfg, "window")) { /* two sizes, each -1 (no limit) or >= 0 */
+        const pe_int_list *w = &cfg->window;
+        if (w->n != 2 || w->v[0] < -1 || w->v[1] < -1)
+            return pe__fail(err, PE_EKEY, "key 'window': expected LEFT,RIGHT, two integers >= -1 (-1: no limit on that "
+                            "side; FlashAttention's window_size), e.g. 4095,0");
+    }
     if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt((double)D);
     if (pe_config_is_set(cfg, "hf_config")) {
         pe_status st = pe__hf_config_apply(cfg, D, err);

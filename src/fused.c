@@ -51,14 +51,15 @@ static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; 
  * 5x slower; T = 64: 1.2x faster, T = 512: 2.5x). The model orders the two paths, it does
  * not predict times; the reference path is never chosen for more than 2^24 scores (its
  * (B, H, T, Tk) buffers). */
-int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, int causal) {
+int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, pe__band band) {
     if ((double)B * H * T * Tk > (double)(1 << 24)) return 1;
     const int64_t dp = round_up(D, PE_DALIGN);
     double tiles = 0;
-    for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
+    for (int64_t i0 = 0; i0 < T; i0 += PE_BR) { /* the key tiles the kernels visit (pe__band_tiles) */
         const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
-        const int64_t keys = causal && qoff + i0 + ni < Tk ? (qoff + i0 + ni > 0 ? qoff + i0 + ni : 0) : Tk;
-        tiles += (double)((keys + PE_BC - 1) / PE_BC);
+        int64_t j0, j1;
+        pe__band_tiles(band, qoff, i0, ni, Tk, &j0, &j1);
+        tiles += (double)((j1 - j0 + PE_BC - 1) / PE_BC);
     }
     const double fused = tiles * PE_BR * PE_BC * (5.5 + 0.085 * (double)dp);
     const double ref = (double)T * (double)Tk * (6.7 + 0.24 * (double)D);
@@ -390,13 +391,13 @@ static uint8_t *mask_tiles(pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *er
     return ctx->tiles = t;
 }
 
-/* Whether query i of row b keeps a key under causal, attn_mask and the row's lengths: when it
+/* Whether query i of row b keeps a key under its band, attn_mask and the row's lengths: when it
  * does, a row the kernel found empty had scores that are not finite. */
 static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
-    int64_t T, Tk, qoff;
+    int64_t T, Tk, qoff, lo, hi;
     pe__row_lens(ctx, b, &T, &Tk, &qoff);
-    const int64_t end = ctx->cfg->causal && qoff + i + 1 < Tk ? qoff + i + 1 : Tk;
-    for (int64_t j = 0; j < end; j++)
+    pe__band_range(pe__band_of(ctx->cfg), qoff, i, Tk, &lo, &hi);
+    for (int64_t j = lo; j < hi; j++)
         if (!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) return 1;
     return 0;
 }
@@ -414,7 +415,7 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
                   .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp, .ldm = ctx->Tk,
-                  .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
+                  .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
                   .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
                   .rel = rel->R ? rel : NULL, .dpa = dp + (rel->v ? rel->Rp : 0)};
     const int64_t Rp = rel->R ? rel->Rp : 0;
@@ -527,7 +528,7 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
         unsigned csr = ftz_enter(run);
         float *w = scratch + sc * omp_get_thread_num();
         pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .Hkv = Hkv, .group = group, .D = D, .dp = dp, .Rg = Rg,
-                      .causal = ctx->cfg->causal, .scale = (float)ctx->cfg->scale,
+                      .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
                       .lo = run->denormals ? -104.0f : -87.0f, .ld = C, .ldk = ctx->Ckv, .qs = w, .s = w + R * dp};
         PE_OMP(omp for schedule(dynamic, 1))
         for (int64_t bs = 0; bs < B * S; bs++) {

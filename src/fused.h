@@ -32,6 +32,16 @@ typedef struct pe__frel {
     int64_t base;
 } pe__frel;
 
+/* The key tiles [*j0, *j1) a block of ni queries from i0 visits: from the first query's first
+ * key, rounded down to a tile, to the last query's last (the band's bounds rise with i) */
+static inline void pe__band_tiles(pe__band band, int64_t qoff, int64_t i0, int64_t ni, int64_t Tk, int64_t *j0,
+                                  int64_t *j1) {
+    int64_t lo, hi, lo1, hi1;
+    pe__band_range(band, qoff, i0, Tk, &lo, &hi);
+    pe__band_range(band, qoff, i0 + ni - 1, Tk, &lo1, &hi1);
+    *j0 = lo / PE_BC * PE_BC, *j1 = hi1;
+}
+
 /* c (rows, dp; ldc) += A b, the kernels' mm_acc (kernels.c) */
 typedef void (*pe__mm_fn)(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
                           int64_t ldb, int64_t rows, int64_t L, int64_t dp);
@@ -42,7 +52,7 @@ typedef struct pe__fjob {
     pe__bias_fwd_fn bias;
     pe__bias_bwd_fn bias_bwd;
     int64_t b, h, T, Tk, qoff, D, dp, tkp; /* T, Tk, qoff: row b's own (per-row lengths), the rest padding */
-    int causal; /* key index j > qoff + i masked */
+    pe__band band; /* the keys each query sees (pe__band_range: causal, window) */
     /* attn_mask of row b (T, Tk), 0 = masked, or NULL; tiles (ceil(T/PE_BR), ceil(Tk/PE_BC)) of
      * row b: 0 every entry masked (the tile is skipped), 1 some, 2 none */
     const uint8_t *mask, *tiles;
@@ -106,7 +116,7 @@ typedef struct pe__djob {
     pe__bias_fwd_fn bias;
     int64_t b, Hkv, group, T, Tk, qoff, D, dp, Rg; /* T, Tk, qoff: row b's own */
     int64_t u0, u1;
-    int causal;
+    pe__band band;
     float scale, lo;
     const float *q;     /* row b's queries: query t of head h at q + t ld + h D */
     int64_t ld;

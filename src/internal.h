@@ -240,8 +240,9 @@ void pe__linear_forward(float *y, const float *x, const float *w, const float *b
 void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                          const float *w, int64_t n, int64_t in, int64_t out);
 
-/* s (T, Tk) of row b = -inf where the causal mask (key j > qoff + i), attn_mask or the method's
- * mask hook (m may be NULL) masks; returns the first query left with no key, or -1. */
+/* s (T, Tk) of row b = -inf outside each query's band (pe__band_range: causal, window, the row's
+ * lengths), where attn_mask or the method's mask hook (m may be NULL) masks; returns the first
+ * query left with no key, or -1. */
 int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s);
 
 /* The plain content term s = scale * q.k over one (b, h), and its backward (+=). */
@@ -262,6 +263,34 @@ void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n,
 /* Helpers shared by methods. */
 static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
+}
+
+/* The one visibility rule: which keys a query sees, by token index. Query i of a row with Tk
+ * keys is key token qoff + i (the queries are the last of the row's tokens); it sees the keys
+ * j in [lo, hi) with
+ *   qoff + i - left <= j <= qoff + i + right      (left, right: the window; -1: no limit)
+ *   0 <= j < Tk
+ * FlashAttention's window_size (flash_attn_interface.py, flash_attn_func: "keys between
+ * [i + seqlen_k - seqlen_q - window_size[0], i + seqlen_k - seqlen_q + window_size[1]]
+ * inclusive"); causal is the window's right side at 0. attn_mask and a method's mask hook then
+ * mask entries inside the range. The reference path's mask (pe__mask_scores), the fused path's
+ * tile loops and masks, the decode path's key range, CoPE's gates and the cost model all take
+ * their keys from pe__band_range. */
+typedef struct pe__band {
+    int64_t left, right; /* -1: no limit on that side */
+} pe__band;
+static inline pe__band pe__band_make(int causal, int64_t left, int64_t right) {
+    return (pe__band){left < 0 ? -1 : left, causal && (right < 0 || right > 0) ? 0 : right < 0 ? -1 : right};
+}
+/* A layer's: causal and the window key (window_left, window_right) */
+static inline pe__band pe__band_of(const pe_config *cfg) {
+    const int w = cfg->window.n == 2;
+    return pe__band_make(cfg->causal, w ? cfg->window.v[0] : -1, w ? cfg->window.v[1] : -1);
+}
+static inline void pe__band_range(pe__band w, int64_t qoff, int64_t i, int64_t Tk, int64_t *lo, int64_t *hi) {
+    const int64_t t = qoff + i;
+    *lo = pe__clip(w.left < 0 ? 0 : t - w.left, 0, Tk);
+    *hi = pe__clip(w.right < 0 ? Tk : t + w.right + 1, *lo, Tk);
 }
 /* Row b's valid queries, keys and causal offset (all of them without per-row lengths). */
 static inline void pe__row_lens(const pe__ctx *ctx, int64_t b, int64_t *T, int64_t *Tk, int64_t *qoff) {
@@ -375,8 +404,8 @@ void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*
  * by forward for backward. Threads and kernels from ctx->run. */
 int pe__fused_eligible(const pe__method *m);
 /* Whether the fused path costs less than the reference path for a call of B rows, H heads
- * of D, T queries against Tk keys (causal: key j > qoff + i masked) (fused.c) */
-int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, int causal);
+ * of D, T queries against Tk keys, each query seeing its band's keys (fused.c) */
+int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, pe__band band);
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err);
 pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,

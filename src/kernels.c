@@ -276,19 +276,20 @@ static void mm_acc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t a
     }
 }
 
-/* -inf where key j0 + c is past the keys (c >= nj), or, causal, after query i0 + r (token
- * index: key qoff + i is the query's own), or masked by attn_mask (partial tiles only). Rows
- * >= ni are padding and left alone. */
+/* -inf where key j0 + c is past the keys (c >= nj), outside query i0 + r's band (causal: after
+ * its token, key qoff + i; a window: before or after it), or masked by attn_mask (partial
+ * tiles only). Rows >= ni are padding and left alone. */
 static void mask_tile(const pe__fjob *j, float *s, int64_t ni, int64_t i0, int64_t j0, int64_t nj) {
     const int partial = j->mask && j->tiles[(i0 / PE_BR) * j->nkb + j0 / PE_BC] == 1;
     for (int64_t r = 0; r < ni; r++) {
-        int64_t from = nj;
-        if (j->causal && j->qoff + i0 + r + 1 - j0 < from) from = j->qoff + i0 + r + 1 - j0;
-        if (from < 0) from = 0;
+        int64_t lo, hi;
+        pe__band_range(j->band, j->qoff, i0 + r, j->Tk, &lo, &hi);
+        const int64_t to = pe__clip(lo - j0, 0, nj), from = pe__clip(hi - j0, to, nj);
+        for (int64_t c = 0; c < to; c++) s[r * PE_BC + c] = -INFINITY;
         for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
         if (!partial) continue;
         const uint8_t *mk = j->mask + (i0 + r) * j->ldm + j0;
-        for (int64_t c = 0; c < from; c++)
+        for (int64_t c = to; c < from; c++)
             if (!mk[c]) s[r * PE_BC + c] = -INFINITY;
     }
 }
@@ -421,8 +422,9 @@ static int64_t KN(forward)(const pe__fjob *j) {
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     const int erow = j->rel && j->rel->e;
     int32_t qx = -1;
-    int64_t jend = j->causal && j->qoff + i0 + ni < j->Tk ? j->qoff + i0 + ni : j->Tk;
-    for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
+    int64_t jbeg, jend;
+    pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
+    for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         if (tile_skipped(j, i0, j0)) continue;
         if (erow)
@@ -476,8 +478,9 @@ static void KN(backward)(const pe__fjob *j) {
         if (j->rel) pe__frel_block(j, qs, dos, ni);
         const int erow = j->rel && j->rel->e;
         int32_t qx = -1, x = -1;
-        int64_t jend = j->causal && j->qoff + i0 + ni < j->Tk ? j->qoff + i0 + ni : j->Tk;
-        for (int64_t j0 = 0; j0 < jend; j0 += PE_BC) {
+        int64_t jbeg, jend;
+        pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
+        for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
             if (tile_skipped(j, i0, j0)) continue;
             if (erow)
@@ -523,7 +526,7 @@ static void KN(backward)(const pe__fjob *j) {
 }
 
 /* A piece of a decode call (pe__djob): per chunk of keys, s = q_s k^T for every row (each key
- * row, all its kv heads, loaded once), the bias hook per head, the causal mask, the online
+ * row, all its kv heads, loaded once), the bias hook per head, the band (causal, window), the online
  * softmax, then acc += p v with each value row loaded once. Keys are walked in memory order:
  * memory-bound by design. */
 static void KN(decode)(const pe__djob *j) {
@@ -539,9 +542,11 @@ static void KN(decode)(const pe__djob *j) {
         const float *src = j->q + (x % T) * j->ld + (g * j->group + x / T) * D;
         for (int64_t d = 0; d < D; d++) qs[r * dp + d] = j->scale * src[d];
     }
-    const int64_t last = j->causal && j->qoff + T < j->Tk ? j->qoff + T : j->Tk; /* keys any query sees */
+    int64_t first, last, lo, hi; /* the keys any query sees: its band's */
+    pe__band_range(j->band, j->qoff, 0, j->Tk, &first, &hi);
+    pe__band_range(j->band, j->qoff, T - 1, j->Tk, &lo, &last);
     const int64_t jend = j->u1 < last ? j->u1 : last;
-    for (int64_t j0 = j->u0; j0 < jend; j0 += PE_BC) {
+    for (int64_t j0 = j->u0 > first ? j->u0 : first; j0 < jend; j0 += PE_BC) {
         const int64_t nj = jend - j0 < PE_BC ? jend - j0 : PE_BC;
         for (int64_t c = 0; c < nj; c++) {
             const float *kr = j->k + (j0 + c) * j->ldk;
@@ -564,11 +569,15 @@ static void KN(decode)(const pe__djob *j) {
         }
         for (int64_t h = 0; h < G * j->group && j->bias; h++)
             j->bias(j->ctx, j->b, h, 0, T, j0, nj, s + ((h / j->group) * Rg + (h % j->group) * T) * PE_BC, PE_BC);
-        for (int64_t r = 0; r < R; r++) { /* past the chunk, padding rows, or causal: after the query's token */
+        for (int64_t r = 0; r < R; r++) { /* past the chunk, padding rows, or outside the query's band */
             const int64_t x = r % Rg;
-            int64_t from = x < nq ? nj : 0;
-            if (j->causal && x < nq && j->qoff + x % T + 1 - j0 < from) from = j->qoff + x % T + 1 - j0;
-            for (int64_t c = from < 0 ? 0 : from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
+            int64_t to = 0, from = 0;
+            if (x < nq) {
+                pe__band_range(j->band, j->qoff, x % T, j->Tk, &lo, &hi);
+                to = pe__clip(lo - j0, 0, nj), from = pe__clip(hi - j0, to, nj);
+            }
+            for (int64_t c = 0; c < to; c++) s[r * PE_BC + c] = -INFINITY;
+            for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
         }
         online_softmax(s, R, m, l, acc, dp, j->lo);
         for (int64_t c = 0; c < nj; c++) { /* acc += p v, the value row in memory order */

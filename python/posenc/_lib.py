@@ -355,7 +355,11 @@ def check(status, err):
 
 
 def text(value):
-    """A setting as the library's text form: booleans true/false, numbers in full precision."""
+    """A setting as the library's text form: booleans true/false, numbers in full precision,
+    a list or tuple of integers comma-separated (window=(4095, 0), rope_sections=[16, 24, 24])."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                for v in value):
+        return ",".join(str(int(v)) for v in value)
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
     if isinstance(value, (float, np.floating)):
@@ -364,7 +368,7 @@ def text(value):
         return str(int(value))
     if isinstance(value, str):
         return value
-    raise TypeError(f"setting value {value!r}: expected str, bool, int or float")
+    raise TypeError(f"setting value {value!r}: expected str, bool, int, float or a list of ints")
 
 
 def methods():

@@ -5,10 +5,10 @@
  *   a_ij = q_i.k_j,   g_ij = sigmoid(scale a_ij) m_ij,   p_ij = min(sum_{t >= j} g_it, P - 1)
  *   e_ij = (1 - w) q_i.E[:, floor p_ij] + w q_i.E[:, ceil p_ij],   w = p_ij - floor p_ij
  *   s_ij = scale (a_ij + e_ij)
- * m_ij is 1 where query i may read key j (the causal mask, attn_mask, padding), so the sum runs
- * over the keys from j to the query's own; P = npos_max; E = pos_emb (D, P), one table shared by
- * the heads (the reference's [1, head_dim, npos] parameter, zeros at first). Causal only:
- * causal defaults to true, and causal=false is an error.
+ * m_ij is 1 where query i may read key j (its band: causal and window, pe__band_range; attn_mask;
+ * padding), so the sum runs over the keys from j to the query's own; P = npos_max; E = pos_emb
+ * (D, P), one table shared by the heads (the reference's [1, head_dim, npos] parameter, zeros
+ * at first). Causal only: causal defaults to true, and causal=false is an error.
  *
  * Not fused: a row's positions are a suffix sum over all of its keys. One (b, h) at a time:
  * a = q k^T, the gates and positions in double, then the two gathered dots of each pair. The
@@ -105,11 +105,14 @@ static void positions(pe__ctx *ctx, cope_state *st, int64_t b, const float *q, c
     int64_t Tb, Tkb, qoff;
     pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
     pe__gemm(0, 1, T, Tk, ctx->D, 1.0f, q, ctx->C, k, ctx->Ckv, 0.0f, st->a, Tk);
+    const pe__band band = pe__band_of(ctx->cfg);
     for (int64_t i = 0; i < T; i++) {
         double cum = 0;
+        int64_t lo = 0, hi = 0; /* the keys the query sees: its gates */
+        if (i < Tb) pe__band_range(band, qoff, i, Tkb, &lo, &hi);
         for (int64_t j = Tk - 1; j >= 0; j--) {
             const int64_t e = i * Tk + j;
-            const int on = i < Tb && j < Tkb && j <= qoff + i && (!mk || mk[e]);
+            const int on = lo <= j && j < hi && (!mk || mk[e]);
             st->g[e] = on ? sigmoid(scale * (double)st->a[e]) : 0.0;
             cum += st->g[e];
             st->p[e] = cum < top ? cum : top;

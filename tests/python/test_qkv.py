@@ -74,6 +74,25 @@ def test_torch_attention_gradients(method, spec):
         assert_close("d" + n, p.grad, exp["d" + n])
 
 
+def test_window_is_its_attn_mask():
+    """window=(left, right), FlashAttention's window_size, is the mask of keys
+    i + Tk - T - left .. i + Tk - T + right, on every method kind; a bad window names the key."""
+    torch.manual_seed(5)
+    B, H, T, Tk, D = 2, 2, 6, 10, 4
+    q = torch.randn(B, H, T, D, dtype=torch.float64)
+    k, v = torch.randn(B, H, Tk, D, dtype=torch.float64), torch.randn(B, H, Tk, D, dtype=torch.float64)
+    i = torch.arange(T)[:, None] + Tk - T
+    j = torch.arange(Tk)[None, :]
+    for method in ("none", "rope", "alibi"):
+        for left, right, causal in ((3, 0, True), (2, 1, False), (-1, 2, False)):
+            mask = ((j >= i - left) | (left < 0)) & ((j <= i + right) | (right < 0))
+            o1 = pt.attention(q, k, v, method, causal=causal, window=(left, right))
+            o2 = pt.attention(q, k, v, method, causal=causal, attn_mask=mask)
+            assert_close(f"{method} window={left},{right}", o1, o2)
+    with pytest.raises(posenc.PosencError, match="window"):
+        pt.attention(q, k, v, "none", window=(-3, 0))
+
+
 def test_torch_attention_refusals():
     q = torch.zeros(2, 3, 4)
     with pytest.raises(posenc.PosencError, match="projected form"):

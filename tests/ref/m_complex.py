@@ -61,6 +61,10 @@ def attend(meta, tensors):
     mask = t.get("attn_mask")
     if mask is not None and mask.dim() == 2:
         mask = mask.expand(B, T, T)
+    if meta.get("window"):  # the window as a mask (the causal part stays forward's)
+        import posenc_ref
+        w = posenc_ref.visible(meta, T, T, False).expand(B, T, T)
+        mask = w if mask is None else mask & w
     res = forward(t, ids, pos, int(meta["heads"]), scale, meta.get("causal", "false") == "true", mask)
     if not batched:
         res = {n: a[0] for n, a in res.items()}

@@ -27,10 +27,7 @@ def score(ctx, q, k):
     P = ctx.get("npos_max", 65, int)
     E = ctx.t["pos_emb"]
     logits = q @ k.transpose(-1, -2)  # (B, H, T, Tk)
-    allowed = torch.ones(ctx.T, ctx.Tk, dtype=torch.bool)
-    if ctx.causal:
-        allowed = torch.arange(ctx.Tk)[None, :] <= torch.arange(ctx.T)[:, None] + ctx.M
-    allowed = allowed.expand(ctx.B, 1, ctx.T, ctx.Tk)
+    allowed = ctx.visible().expand(ctx.B, 1, ctx.T, ctx.Tk)
     if "attn_mask" in ctx.t:
         m = ctx.t["attn_mask"]
         allowed = allowed & (m[None] if m.dim() == 2 else m)[:, None]

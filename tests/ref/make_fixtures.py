@@ -41,12 +41,17 @@ PROJ_GENERIC = [
     dict(name="proj_fewer_keys", T=5, Tk=3, H=2, D=4, positions="cross", meta={"causal": "false"}),
     dict(name="proj_mask_random", T=4, Tk=7, H=2, D=4, B=2, positions="gapped", mask="random"),
     dict(name="proj_mask_window_u8", T=4, Tk=9, H=2, D=4, causal=True, mask="window", mask_dtype="uint8"),
+    # the window key (FlashAttention's window_size), with attn_mask beside it in the second
+    dict(name="proj_window_key", T=4, Tk=9, H=2, D=4, causal=True, meta={"window": "2,0"}),
+    dict(name="proj_window_key_mask", T=5, Tk=7, H=2, D=4, B=2, positions="gapped", mask="random",
+         meta={"window": "3,1"}),
 ]
 # attn_mask in the layer form, for every method with the plain layer: packed documents
 # (positions restart, block-diagonal mask, causal) and a bidirectional sliding window.
 MASK_GENERIC = [
     dict(name="mask_packed", T=8, H=2, D=4, positions="packed", mask="packed", causal=True),
     dict(name="mask_window_batch", T=6, H=3, D=2, B=2, mask="window", mask_dtype="uint8"),
+    dict(name="window_key", T=7, H=2, D=4, meta={"window": "1,2"}),
 ]
 DOCS = [3, 4, 1]  # the packed documents' lengths (of T = 8)
 

@@ -33,6 +33,25 @@ torch.set_default_dtype(torch.float64)
 BOOL = {"true": True, "false": False}
 
 
+def visible(meta, T, Tk, causal):
+    """(T, Tk) bool: the keys each query sees by token index (query i is token Tk - T + i):
+    causal, and the window LEFT,RIGHT as FlashAttention's window_size (flash_attn_interface.py,
+    flash_attn_func: keys i + Tk - T - left .. i + Tk - T + right, -1 no limit); attn_mask is
+    applied beside it."""
+    i = torch.arange(T)[:, None] + (Tk - T)
+    j = torch.arange(Tk)[None, :]
+    ok = torch.ones(T, Tk, dtype=torch.bool)
+    if causal:
+        ok = ok & (j <= i)
+    if meta.get("window"):
+        left, right = (int(x) for x in meta["window"].split(","))
+        if left >= 0:
+            ok = ok & (j >= i - left)
+        if right >= 0:
+            ok = ok & (j <= i + right)
+    return ok
+
+
 class Ctx:
     """What a hook sees: the settings (cfg, parsed), sizes, positions, tensors. The queries are
     the last T of Tk tokens: M = Tk - T (the layer's memory length)."""
@@ -54,6 +73,9 @@ class Ctx:
         if cast is bool:
             return BOOL[v]
         return cast(v)
+
+    def visible(self):
+        return visible(self.meta, self.T, self.Tk, self.causal)
 
     def rel(self):
         """(B, T, Tk) j - i from the key and query positions."""
@@ -112,10 +134,7 @@ def _core(mod, ctx, q, k, v):
         s = ctx.scale * q @ k.transpose(-1, -2)
     if hasattr(mod, "bias"):
         s = s + mod.bias(ctx)
-    if ctx.causal:
-        i = torch.arange(ctx.T)[:, None] + ctx.M
-        j = torch.arange(ctx.Tk)[None, :]
-        s = s.masked_fill(j > i, float("-inf"))
+    s = s.masked_fill(~ctx.visible(), float("-inf"))
     if "attn_mask" in ctx.t:
         m = ctx.t["attn_mask"]
         m = m[None] if m.dim() == 2 else m

@@ -96,8 +96,8 @@ static void test_key_names(void **state) {
     while (pe_config_key_name(n)) n++;
     assert_in_range(n, 5, 64); /* one bit of pe_config.set per key */
     assert_null(pe_config_key_name(-1));
-    const char *common[] = {"method", "heads", "causal", "scale", "kv_heads"};
-    for (int k = 0; k < 5; k++) assert_string_equal(pe_config_key_name(k), common[k]);
+    const char *common[] = {"method", "heads", "causal", "scale", "kv_heads", "window"};
+    for (int k = 0; k < 6; k++) assert_string_equal(pe_config_key_name(k), common[k]);
     /* names are distinct */
     for (int k = 0; k < n; k++)
         for (int j = 0; j < k; j++) assert_string_not_equal(pe_config_key_name(k), pe_config_key_name(j));

@@ -281,13 +281,13 @@ static void eligibility(void **state) {
     /* PE_PATH_AUTO's cost model: short sequences on the T x T path, long ones fused, a decode
      * step of one query against many keys on the T x T path (a 64-row tile for one row), and
      * never the T x T path past its 2^24 scores */
-    assert_false(pe__fused_cheaper(1, 8, 16, 16, 0, 64, 1));
-    assert_false(pe__fused_cheaper(1, 32, 32, 32, 0, 64, 0));
-    assert_true(pe__fused_cheaper(1, 8, 64, 64, 0, 64, 0));
-    assert_true(pe__fused_cheaper(4, 4, 64, 64, 0, 16, 1)); /* the trainer's lm layers */
-    assert_true(pe__fused_cheaper(1, 8, 512, 512, 0, 64, 1));
-    assert_false(pe__fused_cheaper(1, 8, 1, 4096, 4095, 64, 1));
-    assert_true(pe__fused_cheaper(64, 32, 32, 8192, 8160, 64, 1));
+    assert_false(pe__fused_cheaper(1, 8, 16, 16, 0, 64, pe__band_make(1, -1, -1)));
+    assert_false(pe__fused_cheaper(1, 32, 32, 32, 0, 64, pe__band_make(0, -1, -1)));
+    assert_true(pe__fused_cheaper(1, 8, 64, 64, 0, 64, pe__band_make(0, -1, -1)));
+    assert_true(pe__fused_cheaper(4, 4, 64, 64, 0, 16, pe__band_make(1, -1, -1))); /* the trainer's lm layers */
+    assert_true(pe__fused_cheaper(1, 8, 512, 512, 0, 64, pe__band_make(1, -1, -1)));
+    assert_false(pe__fused_cheaper(1, 8, 1, 4096, 4095, 64, pe__band_make(1, -1, -1)));
+    assert_true(pe__fused_cheaper(64, 32, 32, 8192, 8160, 64, pe__band_make(1, -1, -1)));
     /* the same through the public API (pe_attention_path): the model's pick, a forced path, the
      * scores only the reference path has, and a method the fused path does not take */
     pe_attention *r = pe_test_layer("method=rope heads=8 causal=true", 512), *x5 = pe_test_layer("method=xl heads=8", 512);
