@@ -291,7 +291,7 @@ bench-readme: $(BUILD)/posenc
 # install: header, libraries and pkg-config file under PREFIX
 install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/posenc.h include/posenc_methods.def $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/posenc.h include/posenc_methods.def include/posenc_keys.def $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libposenc.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libposenc.so $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(VERSION)
 	ln -sf libposenc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(SOVERSION)

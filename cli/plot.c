@@ -261,7 +261,7 @@ static pe_status plot_layer(const opts *o, pe_attention **att, pe_err *err) {
     char heads[32];
     snprintf(heads, sizeof heads, "%lld", (long long)o->heads);
     pe_status st = pe_config_set_all(&cfg, o->n_keys, o->keys, o->vals, err);
-    if (!st && !pe_config_is_set(&cfg, "heads")) st = pe_config_set(&cfg, "heads", heads, err);
+    if (!st && !pe_config_has(&cfg, PE_K_heads)) st = pe_config_set(&cfg, "heads", heads, err);
     return st ? st : pe_attention_init(att, &cfg, o->C, err);
 }
 

@@ -101,6 +101,16 @@ typedef struct pe_int_list {
 } pe_int_list;
 enum { PE_POS_ATT_C2P = 1, PE_POS_ATT_P2C = 2 };
 
+/* The keys of the contract, by id: PE_K_method, PE_K_heads, ... in the order of
+ * posenc_keys.def (the one list; pe_config_key_name(k) is key k's name). */
+typedef enum {
+#define K(name, type, choices, meaning) PE_K_##name,
+#include "posenc_keys.def"
+#undef K
+    PE_K_COUNT
+} pe_key;
+enum { PE_KEY_WORDS = 4 }; /* pe_config.set: room for 256 keys */
+
 /* The settings of one layer. Field names are the contract's key names
  * (doc/spec/methods.md). Initialise with pe_config_init, set from text with
  * pe_config_set; `set` records which keys were given, so method defaults apply to the rest
@@ -154,7 +164,7 @@ typedef struct pe_config {
     int hf_factor_count;
     float hf_factors[2][PE_MAX_ROPE_PAIRS];
 
-    uint64_t set; /* bit k: key k of pe_config_key_name(k) was given */
+    uint64_t set[PE_KEY_WORDS]; /* bit k: key k (pe_key) was given */
 } pe_config;
 
 void pe_config_init(pe_config *cfg);
@@ -166,6 +176,8 @@ pe_status pe_config_set(pe_config *cfg, const char *key, const char *value, pe_e
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err);
 int pe_config_is_set(const pe_config *cfg, const char *key);
+/* Whether key k was given (pe_config_is_set by id: no string compared). */
+int pe_config_has(const pe_config *cfg, pe_key k);
 /* Key k's name, or NULL past the last key; its meaning in one line; its value in cfg as text
  * ("-" for a value left to the method or the width), into buf. */
 const char *pe_config_key_name(int k);

@@ -289,7 +289,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         C = wq->shape[1];
     }
     if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", cx ? "ids" : "x");
-    if (cx && pe_config_is_set(&cfg, "heads") && cfg.heads >= 1 && C % cfg.heads)
+    if (cx && pe_config_has(&cfg, PE_K_heads) && cfg.heads >= 1 && C % cfg.heads)
         return pe__fail(err, PE_ETENSOR, "tensor 'wq': width C=%lld does not divide by heads %lld",
                         (long long)C, (long long)cfg.heads);
     /* y's shape: x's; complex: ids' with C appended */
@@ -469,7 +469,7 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", pe_method_name(m));
         return pe__fail(err, PE_EKEY, "method %s is not absolute: encode writes the P of %s", pe_method_name(cfg.method), list);
     }
-    if (!pe_config_is_set(&cfg, "heads") && (st = pe_config_set(&cfg, "heads", "1", err))) return st;
+    if (!pe_config_has(&cfg, PE_K_heads) && (st = pe_config_set(&cfg, "heads", "1", err))) return st;
     const pe__method *m = pe__method_get(cfg.method);
     const int cx = (m->flags & PE__COMPLEX) != 0;
     if (C <= 0 && (C = width_of(&cfg, n_in, in)) <= 0)

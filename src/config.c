@@ -1,5 +1,6 @@
 /* Settings: parsing keys from text, method defaults, validation of the common keys.
- * The key list is src/keys.def; each method lists the keys it accepts in its hook table. */
+ * The key list is include/posenc_keys.def (its ids: pe_key); each method lists the keys it
+ * accepts in its hook table. */
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
@@ -14,16 +15,16 @@ typedef struct {
     pe_key_type type;
     const char *choices, *meaning;
     size_t offset, size;
-} pe_key;
+} key_desc;
 
-static const pe_key KEYS[] = {
+static const key_desc KEYS[] = {
 #define K(name, type, choices, meaning) \
     {#name, type, choices, meaning, offsetof(pe_config, name), sizeof(((pe_config *)0)->name)},
-#include "keys.def"
+#include "posenc_keys.def"
 #undef K
 };
 enum { N_KEYS = sizeof KEYS / sizeof KEYS[0], N_COMMON_KEYS = 6 };
-_Static_assert(N_KEYS <= 64, "pe_config.set has one bit per key");
+_Static_assert((int)N_KEYS == (int)PE_K_COUNT && (int)N_KEYS <= 64 * (int)PE_KEY_WORDS, "pe_config.set has one bit per key");
 
 static size_t type_size(pe_key_type t) {
     switch (t) {
@@ -85,7 +86,7 @@ const char *pe_config_key_meaning(int k) { return k >= 0 && k < N_KEYS ? KEYS[k]
 
 int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len) {
     if (k < 0 || k >= N_KEYS) return -1;
-    const pe_key *key = &KEYS[k];
+    const key_desc *key = &KEYS[k];
     const void *f = (const char *)cfg + key->offset;
     switch (key->type) {
     case PE_KEY_METHOD: snprintf(buf, len, "%s", *(const int *)f >= 0 ? pe_method_name(*(const int *)f) : "-"); break;
@@ -166,9 +167,13 @@ static int find_key(const char *name) {
     return -1;
 }
 
+int pe_config_has(const pe_config *cfg, pe_key k) {
+    return k >= 0 && k < PE_K_COUNT && (cfg->set[k / 64] >> (k % 64) & 1);
+}
+
 int pe_config_is_set(const pe_config *cfg, const char *key) {
     int k = find_key(key);
-    return k >= 0 && (cfg->set >> k & 1);
+    return k >= 0 && pe_config_has(cfg, (pe_key)k);
 }
 
 /* Whether `word` is one of the space-separated words of `list`. */
@@ -207,7 +212,7 @@ static int choice_index(const char *choices, const char *word, size_t n) {
     }
 }
 
-static pe_status bad_value(pe_err *err, const pe_key *key, const char *value, const char *want) {
+static pe_status bad_value(pe_err *err, const key_desc *key, const char *value, const char *want) {
     return pe__fail(err, PE_EKEY, "key '%s': value '%s' is not %s", key->name, value, want);
 }
 
@@ -218,7 +223,7 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         suggest(hint, sizeof hint, name, pe_config_key_name, N_KEYS);
         return pe__fail(err, PE_EKEY, "unknown key '%s'%s", name, hint);
     }
-    const pe_key *key = &KEYS[k];
+    const key_desc *key = &KEYS[k];
     PE_ASSERT(key->size == type_size(key->type));
     if (cfg->method >= 0 && !method_accepts(cfg->method, k)) {
         char keys[512];
@@ -313,7 +318,7 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         snprintf((char *)field, key->size, "%s", value);
         break;
     }
-    cfg->set |= (uint64_t)1 << k;
+    cfg->set[k / 64] |= (uint64_t)1 << (k % 64);
     return PE_OK;
 }
 
@@ -335,18 +340,18 @@ pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
 /* Fills the defaults that depend on the method or on the width, and validates the common
  * keys; then the method's own defaults and checks. Used by pe_attention_init. */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
-    if (cfg->method < 0 || !(cfg->set & 1)) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe__fail(err, PE_EKEY, "key 'method' is required");
     for (int k = 0; k < N_KEYS; k++)
-        if ((cfg->set >> k & 1) && !method_accepts(cfg->method, k))
+        if (pe_config_has(cfg, (pe_key)k) && !method_accepts(cfg->method, k))
             return pe__fail(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,
                             pe_method_name(cfg->method));
-    if (!pe_config_is_set(cfg, "heads")) return pe__fail(err, PE_EKEY, "key 'heads' is required");
+    if (!pe_config_has(cfg, PE_K_heads)) return pe__fail(err, PE_EKEY, "key 'heads' is required");
     if (cfg->heads < 1) return pe__fail(err, PE_EKEY, "key 'heads': %lld is not >= 1", (long long)cfg->heads);
     if (C < 1 || C % cfg->heads)
         return pe__fail(err, PE_ETENSOR, "tensor 'x': width C=%lld does not divide by heads %lld",
                         (long long)C, (long long)cfg->heads);
     int64_t H = cfg->heads, D = C / H;
-    if (!pe_config_is_set(cfg, "kv_heads")) cfg->kv_heads = H;
+    if (!pe_config_has(cfg, PE_K_kv_heads)) cfg->kv_heads = H;
     if (cfg->kv_heads < 1 || H % cfg->kv_heads)
         return pe__fail(err, PE_EKEY, "key 'kv_heads': %lld does not divide heads %lld",
                         (long long)cfg->kv_heads, (long long)H);
@@ -354,14 +359,14 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (cfg->kv_heads != H && !(m->flags & PE__GQA))
         return pe__fail(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
                         m->name);
-    if (pe_config_is_set(cfg, "window")) { /* two sizes, each -1 (no limit) or >= 0 */
+    if (pe_config_has(cfg, PE_K_window)) { /* two sizes, each -1 (no limit) or >= 0 */
         const pe_int_list *w = &cfg->window;
         if (w->n != 2 || w->v[0] < -1 || w->v[1] < -1)
             return pe__fail(err, PE_EKEY, "key 'window': expected LEFT,RIGHT, two integers >= -1 (-1: no limit on that "
                             "side; FlashAttention's window_size), e.g. 4095,0");
     }
-    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt((double)D);
-    if (pe_config_is_set(cfg, "hf_config")) {
+    if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D);
+    if (pe_config_has(cfg, PE_K_hf_config)) {
         pe_status st = pe__hf_config_apply(cfg, D, err);
         if (st) return st;
     }

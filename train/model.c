@@ -218,7 +218,7 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
             keys[n] = c->key[i], vals[n++] = c->val[i];
     pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
     const struct convention *conv = convention_of(method);
-    if (!st && conv && conv->head_scale && !pe_config_is_set(&cfg, "scale")) {
+    if (!st && conv && conv->head_scale && !pe_config_has(&cfg, PE_K_scale)) {
         char sc[32];
         snprintf(sc, sizeof sc, "%.9g", 1.0 / sqrt((double)(c->C / heads)));
         st = pe_config_set(&cfg, "scale", sc, err);

@@ -34,7 +34,7 @@ static void release(pe__ctx *ctx) {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt(2.0 * (double)D);
+    if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt(2.0 * (double)D);
 }
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {

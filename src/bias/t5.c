@@ -29,8 +29,8 @@ int64_t pe__t5_bucket(int64_t rel, int bidirectional, int64_t num_buckets, int64
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H, (void)D;
-    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0;
-    if (!pe_config_is_set(cfg, "bidirectional")) cfg->bidirectional = !cfg->causal;
+    if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0;
+    if (!pe_config_has(cfg, PE_K_bidirectional)) cfg->bidirectional = !cfg->causal;
 }
 
 pe_status pe__t5_check(const pe_config *cfg, int bidirectional, pe_err *err) {

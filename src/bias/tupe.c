@@ -32,7 +32,7 @@ typedef struct tupe_state {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt(2.0 * (double)D);
+    if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt(2.0 * (double)D);
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {

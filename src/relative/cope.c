@@ -40,7 +40,7 @@ typedef struct {
 /* causal unless the settings say otherwise (and then check refuses them) */
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H, (void)D;
-    if (!pe_config_is_set(cfg, "causal")) cfg->causal = 1;
+    if (!pe_config_has(cfg, PE_K_causal)) cfg->causal = 1;
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {

@@ -49,7 +49,7 @@ static int64_t span(const pe_config *cfg) {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "scale")) cfg->scale = 1.0 / sqrt((double)D * (1 + n_terms(cfg)));
+    if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D * (1 + n_terms(cfg)));
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {

@@ -14,7 +14,7 @@ enum { HUANG1 = 1, HUANG2, HUANG3, HUANG4 };
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H, (void)D;
-    if (!pe_config_is_set(cfg, "max_rel")) cfg->max_rel = 64; /* shaw's is 16 */
+    if (!pe_config_has(cfg, PE_K_max_rel)) cfg->max_rel = 64; /* shaw's is 16 */
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {

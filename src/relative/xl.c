@@ -28,14 +28,14 @@ typedef struct xl_state {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H, (void)D;
-    if (!pe_config_is_set(cfg, "causal")) cfg->causal = 1;
+    if (!pe_config_has(cfg, PE_K_causal)) cfg->causal = 1;
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     if ((H * D) % 2)
         return pe__fail(err, PE_ETENSOR, "tensor 'x': width C=%lld must be even (xl's [sin | cos] R)",
                         (long long)(H * D));
-    if (pe_config_is_set(cfg, "mem_len") && cfg->mem_len < 0)
+    if (pe_config_has(cfg, PE_K_mem_len) && cfg->mem_len < 0)
         return pe__fail(err, PE_EKEY, "key 'mem_len': %lld must be >= 0", (long long)cfg->mem_len);
     return PE_OK;
 }

@@ -30,9 +30,9 @@ typedef struct {
 
 /* F: the pairs that carry a Fourier series */
 static int64_t n_freq(const pe_config *cfg, int64_t D) {
-    if (pe_config_is_set(cfg, "fope_num_freq")) return cfg->fope_num_freq;
+    if (pe_config_has(cfg, PE_K_fope_num_freq)) return cfg->fope_num_freq;
     int64_t F = D / 2;
-    if (pe_config_is_set(cfg, "max_position_embeddings")) {
+    if (pe_config_has(cfg, PE_K_max_position_embeddings)) {
         F = 0;
         for (int64_t u = 0; u < D / 2; u++)
             F += pow(cfg->rope_base, -2.0 * (double)u / (double)D) > 2 * PE_PI / (double)cfg->max_position_embeddings;
@@ -44,13 +44,13 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     (void)H;
     if (D % 2) return pe__fail(err, PE_EKEY, "method fope: head_dim %lld is odd (pairs of dims)", (long long)D);
     if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
-    if (pe_config_is_set(cfg, "max_position_embeddings") && cfg->max_position_embeddings < 1)
+    if (pe_config_has(cfg, PE_K_max_position_embeddings) && cfg->max_position_embeddings < 1)
         return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
     const int64_t F = n_freq(cfg, D);
     if (F < 1 || F > D / 2)
         return pe__fail(err, PE_EKEY, "key 'fope_num_freq': %lld frequencies, expected 1 .. head_dim / 2 (%lld)%s",
                         (long long)F, (long long)(D / 2),
-                        pe_config_is_set(cfg, "fope_num_freq") ? "" : " (max_position_embeddings keeps none)");
+                        pe_config_has(cfg, PE_K_fope_num_freq) ? "" : " (max_position_embeddings keeps none)");
     return PE_OK;
 }
 

@@ -245,11 +245,11 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
         if ((st = fill(cfg, "rotary_offset", o, path, err)) || (st = fill(cfg, "rotary_dim", r, path, err))) return st;
     }
     if ((L->llama4 || (L->mla && truthy(json_object_get(mc, "rope_interleave"), 1))) &&
-        !pe_config_is_set(cfg, "rope_layout") && (st = pe_config_set(cfg, "rope_layout", "interleaved", err)))
+        !pe_config_has(cfg, PE_K_rope_layout) && (st = pe_config_set(cfg, "rope_layout", "interleaved", err)))
         return st;
     json_t *prf = sc ? json_object_get(sc, "partial_rotary_factor") : NULL;
     if (!prf) prf = json_object_get(mc, "partial_rotary_factor");
-    if (prf && !json_is_null(prf) && !pe_config_is_set(cfg, "rotary_dim")) {
+    if (prf && !json_is_null(prf) && !pe_config_has(cfg, PE_K_rotary_dim)) {
         if (!json_is_number(prf) || !(json_number_value(prf) > 0 && json_number_value(prf) <= 1))
             return bad(L, err, "partial_rotary_factor must be in (0, 1]");
         json_t *rd = json_integer((json_int_t)((double)D * json_number_value(prf))); /* HF: int(head_dim * f) */
@@ -276,13 +276,13 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
             if (!strcmp(json_string_value(type), TYPES[i].hf)) kind = TYPES[i].posenc;
         if (!kind) return pe__fail(err, PE_EKEY, "hf_config %s: unknown rope_type '%s'", path, json_string_value(type));
     }
-    if (!pe_config_is_set(cfg, "rope_scaling") && (st = pe_config_set(cfg, "rope_scaling", kind, err))) return st;
+    if (!pe_config_has(cfg, PE_K_rope_scaling) && (st = pe_config_set(cfg, "rope_scaling", kind, err))) return st;
     for (size_t i = 0; i < sizeof ENTRIES / sizeof ENTRIES[0]; i++)
         if (ENTRIES[i].key && (st = fill(cfg, ENTRIES[i].key, json_object_get(sc, ENTRIES[i].hf), path, err)))
             return st;
     /* M-RoPE (Qwen2-VL, Qwen3-VL): pairs per position axis, and their interleaving */
     json_t *ms = json_object_get(sc, "mrope_section"), *mi = json_object_get(sc, "mrope_interleaved");
-    if (ms && !pe_config_is_set(cfg, "rope_sections")) {
+    if (ms && !pe_config_has(cfg, PE_K_rope_sections)) {
         char text[200] = "";
         size_t n = json_is_array(ms) ? json_array_size(ms) : 0;
         for (size_t i = 0; i < n && json_is_integer(json_array_get(ms, i)); i++)
@@ -291,7 +291,7 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
         if (!n) return bad(L, err, "mrope_section is not a list of integers");
         if ((st = pe_config_set(cfg, "rope_sections", text, err))) return st;
     }
-    if (mi && json_is_true(mi) && !pe_config_is_set(cfg, "rope_section_layout") &&
+    if (mi && json_is_true(mi) && !pe_config_has(cfg, PE_K_rope_section_layout) &&
         (st = pe_config_set(cfg, "rope_section_layout", "interleaved", err)))
         return st;
     /* Phi-3 keeps original_max_position_embeddings at the top level */
@@ -306,13 +306,13 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     json_t *mpe = json_object_get(mc, "max_position_embeddings");
     if (scaling == PE_ROPE_DYNAMIC || scaling == PE_ROPE_LONGROPE)
         if ((st = fill(cfg, "max_position_embeddings", mpe, path, err))) return st;
-    if (scaling == PE_ROPE_YARN && !pe_config_is_set(cfg, "rope_factor") && json_is_integer(mpe) &&
+    if (scaling == PE_ROPE_YARN && !pe_config_has(cfg, PE_K_rope_factor) && json_is_integer(mpe) &&
         cfg->original_max_position_embeddings > 0 &&
         (st = fill_real(cfg, "rope_factor", (double)json_integer_value(mpe) / (double)cfg->original_max_position_embeddings,
                         path, err)))
         return st;
     if (scaling == PE_ROPE_LONGROPE) {
-        int64_t r = pe_config_is_set(cfg, "rotary_dim") ? cfg->rotary_dim : D;
+        int64_t r = pe_config_has(cfg, PE_K_rotary_dim) ? cfg->rotary_dim : D;
         json_t *sf = json_object_get(sc, "short_factor"), *lf = json_object_get(sc, "long_factor");
         if (!sf || !lf) return bad(L, err, "longrope needs short_factor and long_factor");
         if ((st = read_factors(cfg, sf, 0, "short_factor", r, path, err)) ||
@@ -343,7 +343,7 @@ static pe_status apply_nope(pe_config *cfg, const hf_layer *L, pe_err *err) {
     json_t *t = json_object_get(L->mc, "attn_temperature_tuning");
     if (!truthy(t, L->llama4)) return PE_OK;
     pe_status st = PE_OK;
-    if (!pe_config_is_set(cfg, "attn_temperature_tuning"))
+    if (!pe_config_has(cfg, PE_K_attn_temperature_tuning))
         st = pe_config_set(cfg, "attn_temperature_tuning", "true", err);
     if (!st) st = fill(cfg, "floor_scale", json_object_get(L->mc, "floor_scale"), L->path, err);
     if (!st) st = fill(cfg, "attn_scale", json_object_get(L->mc, "attn_scale"), L->path, err);
@@ -383,7 +383,7 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
         st = bad(&L, err, "needs num_attention_heads and head_dim (or hidden_size)");
         goto done;
     }
-    if (!pe_config_is_set(cfg, "method") &&
+    if (!pe_config_has(cfg, PE_K_method) &&
         (st = pe_config_set(cfg, "method", L.uses_rope ? "rope" : "none", err)))
         goto done;
     if ((st = fill(cfg, "heads", nh, path, err))) goto done;

@@ -27,7 +27,7 @@ typedef struct {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D - cfg->rotary_offset;
+    if (!pe_config_has(cfg, PE_K_rotary_dim)) cfg->rotary_dim = D - cfg->rotary_offset;
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
@@ -43,9 +43,9 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
                         (long long)off, (long long)cfg->rotary_dim, (long long)D);
     const pe_int_list *sec = &cfg->rope_sections;
     if (!sec->n) {
-        if (pe_config_is_set(cfg, "rope_section_layout") || pe_config_is_set(cfg, "rope_section_freqs"))
+        if (pe_config_has(cfg, PE_K_rope_section_layout) || pe_config_has(cfg, PE_K_rope_section_freqs))
             return pe__fail(err, PE_EKEY, "key '%s' needs rope_sections (the pair counts of each position axis)",
-                            pe_config_is_set(cfg, "rope_section_layout") ? "rope_section_layout" : "rope_section_freqs");
+                            pe_config_has(cfg, PE_K_rope_section_layout) ? "rope_section_layout" : "rope_section_freqs");
         return PE_OK;
     }
     int64_t sum = 0;

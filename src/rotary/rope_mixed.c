@@ -21,8 +21,8 @@ typedef struct {
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
-    if (!pe_config_is_set(cfg, "rotary_dim")) cfg->rotary_dim = D;
-    if (!pe_config_is_set(cfg, "rope_layout")) cfg->rope_layout = PE_ROPE_INTERLEAVED;
+    if (!pe_config_has(cfg, PE_K_rotary_dim)) cfg->rotary_dim = D;
+    if (!pe_config_has(cfg, PE_K_rope_layout)) cfg->rope_layout = PE_ROPE_INTERLEAVED;
 }
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {

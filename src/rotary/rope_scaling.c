@@ -163,9 +163,9 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
             return pe__fail(err, PE_EKEY, "key '%s' does not apply to rope_scaling %s", k, rt->name);
     }
     if (!(cfg->rope_factor > 0)) return pe__fail(err, PE_EKEY, "key 'rope_factor' must be > 0");
-    if (pe_config_is_set(cfg, "original_max_position_embeddings") && cfg->original_max_position_embeddings < 2)
+    if (pe_config_has(cfg, PE_K_original_max_position_embeddings) && cfg->original_max_position_embeddings < 2)
         return pe__fail(err, PE_EKEY, "key 'original_max_position_embeddings' must be >= 2");
-    if (pe_config_is_set(cfg, "max_position_embeddings") && cfg->max_position_embeddings < 1)
+    if (pe_config_has(cfg, PE_K_max_position_embeddings) && cfg->max_position_embeddings < 1)
         return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
     if (cfg->rope_scaling == PE_ROPE_LLAMA3 && !(cfg->high_freq_factor >= cfg->low_freq_factor && cfg->low_freq_factor > 0))
         return pe__fail(err, PE_EKEY, "keys 'low_freq_factor' and 'high_freq_factor' need 0 < low <= high");

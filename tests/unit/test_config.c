@@ -85,7 +85,7 @@ static void test_defaults_unset(void **state) {
     pe_config c;
     pe_config_init(&c);
     assert_int_equal(c.method, -1);
-    assert_int_equal(c.set, 0);
+    for (int w = 0; w < PE_KEY_WORDS; w++) assert_int_equal(c.set[w], 0);
     for (int k = 0; pe_config_key_name(k); k++) assert_false(pe_config_is_set(&c, pe_config_key_name(k)));
     assert_false(pe_config_is_set(&c, "no_such_key"));
 }
@@ -94,7 +94,10 @@ static void test_key_names(void **state) {
     (void)state;
     int n = 0;
     while (pe_config_key_name(n)) n++;
-    assert_in_range(n, 5, 64); /* one bit of pe_config.set per key */
+    assert_int_equal(n, PE_K_COUNT); /* the ids are the keys, in order */
+    assert_in_range(n, 6, 64 * PE_KEY_WORDS); /* one bit of pe_config.set per key */
+    assert_string_equal(pe_config_key_name(PE_K_window), "window");
+    assert_string_equal(pe_config_key_name(PE_K_attn_scale), "attn_scale");
     assert_null(pe_config_key_name(-1));
     const char *common[] = {"method", "heads", "causal", "scale", "kv_heads", "window"};
     for (int k = 0; k < 6; k++) assert_string_equal(pe_config_key_name(k), common[k]);
@@ -109,7 +112,9 @@ static void test_integers(void **state) {
     pe_config_init(&c);
     set_ok(&c, "heads", "16");
     assert_int_equal(c.heads, 16);
-    assert_int_equal(c.set, (uint64_t)1 << 1);
+    assert_int_equal(c.set[0], (uint64_t)1 << PE_K_heads);
+    assert_true(pe_config_has(&c, PE_K_heads) && !pe_config_has(&c, PE_K_kv_heads));
+    assert_false(pe_config_has(&c, PE_K_COUNT) || pe_config_has(&c, (pe_key)-1));
     set_ok(&c, "kv_heads", "4");
     assert_int_equal(c.kv_heads, 4);
     set_ok(&c, "heads", "-3"); /* range checks come in pe_attention_init */
@@ -333,7 +338,7 @@ static void test_set_all_method_first(void **state) {
         pe_config c;
         pe_config_init(&c);
         assert_int_equal(pe_config_set_all(&c, 0, NULL, NULL, &err), PE_OK);
-        assert_int_equal(c.set, 0);
+        for (int w = 0; w < PE_KEY_WORDS; w++) assert_int_equal(c.set[w], 0);
     }
 }
 
