@@ -182,6 +182,9 @@ int pe_config_has(const pe_config *cfg, pe_key k);
  * ("-" for a value left to the method or the width), into buf. */
 const char *pe_config_key_name(int k);
 const char *pe_config_key_meaning(int k);
+/* Key k's kind of value: "method", "int", "real", "bool", "enum", "flags", "path" or "list"
+ * (comma-separated integers: window, rope_sections); NULL past the last key. */
+const char *pe_config_key_type(int k);
 int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len);
 /* Writes the keys the method accepts, space-separated, into buf. */
 void pe_method_keys(pe_method m, char *buf, size_t len);

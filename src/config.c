@@ -83,6 +83,10 @@ void pe_config_init(pe_config *c) {
 
 const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }
 const char *pe_config_key_meaning(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].meaning : NULL; }
+const char *pe_config_key_type(int k) {
+    static const char *const NAMES[] = {"method", "int", "real", "bool", "enum", "flags", "path", "list"};
+    return k >= 0 && k < N_KEYS ? NAMES[KEYS[k].type] : NULL;
+}
 
 int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len) {
     if (k < 0 || k >= N_KEYS) return -1;

@@ -186,6 +186,7 @@ for _name, (_res, _args) in {
     "pe_config_from_hf": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_int64, _P, _E]),
     "pe_config_is_set": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "pe_config_key_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "pe_config_key_type": (ctypes.c_char_p, [ctypes.c_int]),
     "pe_config_key_value": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
 }.items():
     _f = getattr(lib, _name)
@@ -354,9 +355,26 @@ def check(status, err):
         raise PosencError(err.msg.decode(errors="replace"), status)
 
 
-def text(value):
-    """A setting as the library's text form: booleans true/false, numbers in full precision,
-    a list or tuple of integers comma-separated (window=(4095, 0), rope_sections=[16, 24, 24])."""
+_KEY_TYPES = {}
+
+
+def key_type(name):
+    """The kind of value of key `name` as the library says ("int", "list", ...), or None."""
+    if not _KEY_TYPES:
+        k = 0
+        while lib.pe_config_key_name(k):
+            _KEY_TYPES[lib.pe_config_key_name(k).decode()] = lib.pe_config_key_type(k).decode()
+            k += 1
+    return _KEY_TYPES.get(name)
+
+
+def text(value, key=None):
+    """A setting (of key `key`) as the library's text form: booleans true/false, numbers in full
+    precision, a list or tuple of integers comma-separated for the list keys (window=(4095, 0),
+    rope_sections=[16, 24, 24])."""
+    if isinstance(value, (list, tuple)) and key is not None and key_type(str(key)) != "list":
+        lists = ", ".join(n for n, t in _KEY_TYPES.items() if t == "list")
+        raise TypeError(f"setting value {value!r} of key '{key}': a list is for the list keys ({lists})")
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                                 for v in value):
         return ",".join(str(int(v)) for v in value)
@@ -391,7 +409,7 @@ class Config:
         items = list(settings.items())
         items.sort(key=lambda kv: kv[0] != "method")  # method first: keys checked against it
         for k, v in items:
-            check(lib.pe_config_set(self.buf, str(k).encode(), text(v).encode(), ctypes.byref(err)),
+            check(lib.pe_config_set(self.buf, str(k).encode(), text(v, k).encode(), ctypes.byref(err)),
                   err)
 
 
@@ -507,7 +525,7 @@ def _call(fn, settings, tensors, *extra):
     """fn(n_keys, keys, values, *extra, n_in, in, &outs, &n_outs, &err) (pe_attend,
     pe_encode): settings {key: text}, tensors {name: numpy array} -> {name: array}."""
     keys = [str(k).encode() for k in settings]
-    vals = [text(v).encode() for v in settings.values()]
+    vals = [text(v, k).encode() for k, v in settings.items()]
     n = len(tensors)
     arr = (PeTensor * max(n, 1))()
     keep = []

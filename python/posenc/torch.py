@@ -373,7 +373,7 @@ def _split(tensors):
 def _text_settings(settings, overrides):
     s = dict(settings or {})
     s.update(overrides)
-    return {str(k): _lib.text(v) for k, v in s.items()}
+    return {str(k): _lib.text(v, k) for k, v in s.items()}
 
 
 def attend(settings, tensors, **overrides):
@@ -559,7 +559,7 @@ def init_tensor(method, name, t, settings, dim, heads):
     """Fills parameter t (method `method`, tensor `name`) as the method's reference does: the
     library's description of it (pe_param_spec.init, the one the trainer draws from too),
     drawn with torch's generator. Returns t."""
-    s = {k: _lib.text(v) for k, v in settings.items()}
+    s = {k: _lib.text(v, k) for k, v in settings.items()}
     s.update(method=method, heads=str(heads))
     kind, a, b = _lib.Layer(s, dim).inits()[name]
     with torch.no_grad():
@@ -690,7 +690,7 @@ class Attention(_MethodTensors):
         if kv_heads is not None:
             s["kv_heads"] = self.kv_heads
         s.update(settings)
-        self.settings = {k: _lib.text(v) for k, v in s.items()}
+        self.settings = {k: _lib.text(v, k) for k, v in s.items()}
         layer = _lib.Layer(self.settings, self.dim)  # validates every key (PosencError)
         self.head_dim = layer.head_dim()
         self.has_memory = layer.has_memory()
@@ -855,7 +855,7 @@ class Attention(_MethodTensors):
         t = {n: torch.as_tensor(np.asarray(v)) for n, v in tensors.items()}
         dim = t["x"].shape[-1] if "x" in t else t["amp"].shape[-1]
         full = {"method": method, "heads": heads, **({} if kv_heads is None else {"kv_heads": kv_heads}), **s}
-        specs = _lib.Layer({k: _lib.text(v) for k, v in full.items()}, dim).params()
+        specs = _lib.Layer({k: _lib.text(v, k) for k, v in full.items()}, dim).params()
         optional = [n for n, _, o in specs if o and n in t]
         rows = next((t[n].shape[0] for n, shape, _ in specs if shape[0] == -1 and n in t), None)
         bias = any(b in t for b in ("bq", "bk", "bv", "bo"))
@@ -1010,7 +1010,7 @@ class Encoding(_MethodTensors):
                              "(use Attention)")
         s = {"method": self.method, "heads": 1}
         s.update(settings)
-        self.settings = {k: _lib.text(v) for k, v in s.items()}
+        self.settings = {k: _lib.text(v, k) for k, v in s.items()}
         self._make_tensors(self.settings, self.dim, 1, rows, optional)
 
     def extra_repr(self):
