@@ -401,11 +401,12 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
     return -1;
 }
 
-/* The fused path of a lifted method (pe__method.lift_width): q and k lifted to width W >= D
- * per query head, v padded with zeros to W, attended by the fused core as H heads of W (the
- * padding adds nothing to the scores' softmax and gives zero columns of o); o is the first D
- * of each head. The lifted tensors stay in a->lift for backward, which pads dout the same way
- * and lifts dq', dk' back through the method. */
+/* A lifted method (pe__method.lift_width), on either executor: q and k lifted to width W >= D
+ * per query head, v padded with zeros to W, attended as H heads of W with the plain score
+ * scale q'.k' (the padding adds nothing to the scores' softmax and gives zero columns of o); o
+ * is the first D of each head. The lift is the method's only implementation of its maths. The
+ * lifted tensors stay in a->lift for backward, which pads dout the same way and lifts dq', dk'
+ * back through the method. */
 static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
     pe__ctx sub = *ctx;
     sub.D = W, sub.C = ctx->H * W, sub.Ckv = ctx->H * W, sub.Hkv = ctx->H;
@@ -453,63 +454,22 @@ static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, 
         }
 }
 
-static pe_status lifted_forward(pe_attention *a, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const int64_t W = a->m->lift_width(&a->cfg, D);
-    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
-    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
-    const lifted l = lifted_parts(a, base);
-    a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
-    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
-    pe__ctx sub = lifted_ctx(ctx, W);
-    pe_status st = pe__fused_forward(&sub, a->m, l.q, l.k, l.v, l.o, a->stats, err);
-    ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
-    if (st) return st;
-    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
-    return PE_OK;
-}
-
-static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const lifted l = lifted_parts(a, a->lift.p);
-    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
-    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
-    pe__ctx sub = lifted_ctx(ctx, l.W);
-    pe_status st = pe__fused_backward(&sub, a->m, a->specs, a->nparams, l.q, l.k, l.v, l.o, a->stats, l.dout, l.dq,
-                                      l.dk, l.dv, err);
-    ctx->tiles = sub.tiles;
-    if (st) return st;
-    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
-    a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
-    return PE_OK;
-}
-
-/* Passes 3 and 4 over a->q, a->k, a->v (as projected): the rotate hook, then scores, bias,
- * mask, softmax and the weighted values into a->o (fused: tiled, no (T, Tk) buffer). */
-static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
-                  group = H / a->Hkv;
-    if (a->m->rotate_forward && !a->pre) {
-        memcpy(a->q_in, a->q, sizeof(float) * B * T * C);
-        memcpy(a->k_in, a->k, sizeof(float) * B * Tk * Ckv);
-        a->m->rotate_forward(ctx, a->q, a->k, a->v);
-    }
-    pe_status st;
-    if (a->fused && (st = a->m->lift_width ? lifted_forward(a, err)
-                                           : pe__fused_forward(ctx, a->m, a->q, a->k, a->v, a->o, a->stats, err)))
-        return st;
-    a->drop_used = a->fused ? 0 : a->dropout, a->seed_used = a->drop_seed;
+/* The reference executor over one context (the call's, or a lifted method's: H heads of W):
+ * per (b, h) the (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v
+ * and the value hook; scores and probs copied out when asked for. */
+static pe_status reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                   float *o, float *scores, float *probs, pe_err *err) {
+    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
+                  group = H / ctx->Hkv;
+    a->drop_used = a->dropout, a->seed_used = a->drop_seed;
     float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
     if (a->drop_used > 0 && !probs && !drop)
         return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
-    for (int64_t b = 0; b < B && !a->fused; b++)
+    for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
-            const float *qh = a->q + b * T * C + h * D;
-            const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
+            const float *qh = q + b * T * C + h * D;
+            const float *kh = k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Ckv + (h / group) * D;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
             if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
             else pe__score_dot_forward(ctx, qh, kh, s);
@@ -520,7 +480,7 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
                 return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
             pe__softmax_forward(s, p, T, Tk);
-            float *oh = a->o + b * T * C + h * D;
+            float *oh = o + b * T * C + h * D;
             const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
             if (a->drop_used > 0) {
                 float *pd = probs ? probs + (b * H + h) * T * Tk : drop;
@@ -536,52 +496,111 @@ static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_e
     return PE_OK;
 }
 
+/* Its backward: dout to dq, dk, dv (added), through each hook in reverse. */
+static pe_status reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                    const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
+                  group = H / ctx->Hkv;
+    float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
+    if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = q + b * T * C + h * D;
+            const float *kh = k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Ckv + (h / group) * D;
+            const float *p = a->p + (b * H + h) * T * Tk;
+            const float *douth = dout + b * T * C + h * D;
+            float *dqh = dq + b * T * C + h * D;
+            float *dkh = dk + b * Tk * Ckv + (h / group) * D;
+            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
+            /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
+             * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
+            const float *pv = p;
+            if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
+            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
+            pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
+            if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
+            if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
+                                       where p = 0 the softmax's backward ignores dp */
+                const float scale = (float)(1.0 / (1.0 - a->drop_used));
+                for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
+            }
+            pe__softmax_backward(p, dp, ds, T, Tk);
+            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
+            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+        }
+    free(dp);
+    return PE_OK;
+}
+
+/* The call's executor over q, k, v of ctx's widths: fused (tiles, online softmax) or reference */
+static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                 float *o, float *scores, float *probs, pe_err *err) {
+    if (!a->fused) return reference_forward(a, ctx, q, k, v, o, scores, probs, err);
+    a->drop_used = 0, a->seed_used = a->drop_seed;
+    return pe__fused_forward(ctx, a->m, q, k, v, o, a->stats, err);
+}
+static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                  const float *o, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    if (!a->fused) return reference_backward(a, ctx, q, k, v, dout, dq, dk, dv, err);
+    return pe__fused_backward(ctx, a->m, a->specs, a->nparams, q, k, v, o, a->stats, dout, dq, dk, dv, err);
+}
+
+/* A lifted method on either executor: lift q, k, pad v, attend H heads of W, unpad o. */
+static pe_status lifted_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const int64_t W = a->m->lift_width(&a->cfg, D);
+    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
+    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
+    const lifted l = lifted_parts(a, base);
+    a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
+    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
+    pe__ctx sub = lifted_ctx(ctx, W);
+    pe_status st = execute_forward(a, &sub, l.q, l.k, l.v, l.o, scores, probs, err);
+    ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
+    if (st) return st;
+    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
+    return PE_OK;
+}
+
+static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const lifted l = lifted_parts(a, a->lift.p);
+    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
+    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
+    pe__ctx sub = lifted_ctx(ctx, l.W);
+    pe_status st = execute_backward(a, &sub, l.q, l.k, l.v, l.o, l.dout, l.dq, l.dk, l.dv, err);
+    ctx->tiles = sub.tiles;
+    if (st) return st;
+    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
+    a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
+    return PE_OK;
+}
+
+/* Passes 3 and 4 over a->q, a->k, a->v (as projected): the transform stage (the rotate hook in
+ * place, or a lift to W wide vectors), then the executor: scores, bias, mask, softmax and the
+ * weighted values into a->o. */
+static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    if (a->m->rotate_forward && !a->pre) {
+        memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
+        memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
+        a->m->rotate_forward(ctx, a->q, a->k, a->v);
+    }
+    if (a->m->lift_width) return lifted_forward(a, scores, probs, err);
+    return execute_forward(a, ctx, a->q, a->k, a->v, a->o, scores, probs, err);
+}
+
 /* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
- * zeroed by the caller, through each hook in reverse (fused: tiles recomputed), the rotate
- * hook last. */
+ * zeroed by the caller: the executor in reverse (fused: tiles recomputed), the transform last. */
 static pe_status core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, C = a->C, Ckv = a->Ckv,
-                  group = H / a->Hkv;
-    pe_status st;
-    if (a->fused && a->m->lift_width) {
-        if ((st = lifted_backward(a, dout, dq, dk, dv, err))) return st;
-    } else if (a->fused) {
-        if ((st = pe__fused_backward(ctx, a->m, a->specs, a->nparams, a->q, a->k, a->v, a->o, a->stats, dout,
-                                     dq, dk, dv, err)))
-            return st;
-    } else {
-        float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
-        if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
-        for (int64_t b = 0; b < B; b++)
-            for (int64_t h = 0; h < H; h++) {
-                const float *qh = a->q + b * T * C + h * D;
-                const float *kh = a->k + b * Tk * Ckv + (h / group) * D;
-                const float *vh = a->v + b * Tk * Ckv + (h / group) * D;
-                const float *p = a->p + (b * H + h) * T * Tk;
-                const float *douth = dout + b * T * C + h * D;
-                float *dqh = dq + b * T * C + h * D;
-                float *dkh = dk + b * Tk * Ckv + (h / group) * D;
-                float *dvh = dv + b * Tk * Ckv + (h / group) * D;
-                /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
-                 * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
-                const float *pv = p;
-                if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
-                pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
-                pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
-                if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
-                if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
-                                           where p = 0 the softmax's backward ignores dp */
-                    const float scale = (float)(1.0 / (1.0 - a->drop_used));
-                    for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
-                }
-                pe__softmax_backward(p, dp, ds, T, Tk);
-                if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
-                if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
-                else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
-            }
-        free(dp);
-    }
+    pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
+                                    : execute_backward(a, ctx, a->q, a->k, a->v, a->o, dout, dq, dk, dv, err);
+    if (st) return st;
     if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
     return PE_OK;
 }

@@ -14,6 +14,7 @@
  *             (PE__LAYER_INPUT)                                 dx' and the terms x feeds
  *   (projections)
  *   rotate    q, k (and v) transformed      rotate_backward  dq, dk, dv back through it
+ *   (or lift  q, k to W wide vectors        lift_backward    the transform stage's other form)
  *   score     s = scale q.k + terms         score_backward   dq, dk, d(tables) from ds
  *   bias      s += b[h, i, j] (tile)        bias_backward    d(tables) from ds (tile)
  *   mask      extra masked entries (causal by token index is the core's)
@@ -168,13 +169,13 @@ typedef struct pe__method {
     void (*score_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
                            const float *k, float *dq, float *dk);
 
-    /* A score that is the plain product of lifted vectors, s = scale q'.k' with q', k' of width
-     * W = lift_width (PoPE: magnitude times cos and sin per frequency), what the score hooks
-     * compute for one (b, h) at a time: lift_forward writes every head's, qw (B, T, H W) and
-     * kw (B, Tk, H W), a key per *query* head (the lift of a key may read the query head's
-     * tensors); lift_backward adds to dq, dk and the method's gradients from dqw, dkw. The
-     * fused path attends over the lifted vectors (the values padded to W), so such a method
-     * runs fused; its score hooks remain the reference path's. */
+    /* The transform stage of a method whose vectors change width: a score that is the plain
+     * product of lifted vectors, s = scale q'.k' with q', k' of width W = lift_width (PoPE:
+     * magnitude times cos and sin per frequency). lift_forward writes every head's, qw
+     * (B, T, H W) and kw (B, Tk, H W), a key per *query* head (the lift of a key may read the
+     * query head's tensors); lift_backward adds to dq, dk and the method's gradients from dqw,
+     * dkw. Both executors attend over the lifted vectors (the values padded to W): the lift is
+     * the method's one implementation, it has no score hooks. */
     int64_t (*lift_width)(const pe_config *cfg, int64_t D);
     void (*lift_forward)(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw);
     void (*lift_backward)(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw,

@@ -8,12 +8,12 @@
  *   s_ij = scale (sum_{d<R} sp(q_id) sp(k_jd) cos((p_i - p_j) w_d - delta[h, d]) + sum_{d>=R} q_id k_jd)
  * which depends on the positions only through p_i - p_j.
  *
- * The transformed vectors are R + D wide, so PoPE is a score hook, not a rotate hook (which keeps
- * q and k D wide): per (b, h) it builds q' (T, R + D) and k' (Tk, R + D), the key's bias being
- * the query head's, and takes s = scale q' k'^T with one product. The same q' and k' of every
- * head are its lift, over which the fused path attends (pe__method.lift_width). Angles and
- * their cosines are formed in double from exact positions and rounded once. The backward: dq' = scale ds k',
- * dk' = scale ds^T q', then per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
+ * The transformed vectors are R + D wide, so PoPE is a lift, not a rotate hook (which keeps q and
+ * k D wide): every head's q' (T, R + D) and k' (Tk, R + D), a key per query head (its bias), over
+ * which either executor attends with the plain score s = scale q' k'^T (pe__method.lift_width;
+ * the lift is PoPE's only implementation of its maths). Angles and their cosines are formed in
+ * double from exact positions and rounded once. The backward: from dq', dk' of the executor,
+ * per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
  * k, and ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the
  * clamp keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). softplus is PyTorch's
  * (x past 20: x itself, derivative 1). */
@@ -26,7 +26,6 @@ enum { BIAS };
 typedef struct {
     double *w;   /* (R) frequencies */
     float *cs;   /* (B*T, R, 2) cos, sin of the queries' phases */
-    float *buf;  /* per (b, h): q' (T, W), k' (Tk, W), dq' (T, W), dk' (Tk, W), W = R + D */
     float *kcs;  /* (H, Tk, R, 2) cos, sin of one row's key phases per query head, bias included */
     double *dph; /* (H, R) one (b, h)'s gradient of its key phases, per head */
 } pope_state;
@@ -56,15 +55,14 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    const int64_t R = ctx->cfg->rotary_dim, W = R + ctx->D, n = ctx->B * ctx->T;
+    const int64_t R = ctx->cfg->rotary_dim, n = ctx->B * ctx->T;
     pope_state *st = calloc(1, sizeof *st);
     if (st) st->w = malloc(sizeof(double) * (size_t)R);
     if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
-    if (st) st->buf = malloc(sizeof(float) * (size_t)(2 * (ctx->T + ctx->Tk) * W));
     if (st) st->kcs = malloc(sizeof(float) * (size_t)(ctx->H * ctx->Tk * R * 2));
     if (st) st->dph = malloc(sizeof(double) * (size_t)(ctx->H * R));
-    if (!st || !st->w || !st->cs || !st->buf || !st->kcs || !st->dph) {
-        if (st) free(st->w), free(st->cs), free(st->buf), free(st->kcs), free(st->dph);
+    if (!st || !st->w || !st->cs || !st->kcs || !st->dph) {
+        if (st) free(st->w), free(st->cs), free(st->kcs), free(st->dph);
         free(st);
         return pe__fail(err, PE_ENOMEM, "out of memory for the pope tables");
     }
@@ -80,7 +78,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 
 static void release(pe__ctx *ctx) {
     pope_state *st = ctx->state;
-    free(st->w), free(st->cs), free(st->buf), free(st->kcs), free(st->dph), free(st);
+    free(st->w), free(st->cs), free(st->kcs), free(st->dph), free(st);
     ctx->state = NULL;
 }
 
@@ -119,15 +117,6 @@ static void polar(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, c
     }
 }
 
-static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *s) {
-    const pope_state *st = ctx->state;
-    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
-    float *qp = st->buf, *kp = qp + T * W;
-    polar(T, R, D, q, ctx->C, st->cs + b * T * R * 2, qp, W);
-    polar(Tk, R, D, k, ctx->Ckv, key_table(ctx, st, b, h), kp, W);
-    pe__gemm(0, 1, T, Tk, W, (float)ctx->cfg->scale, qp, W, kp, W, 0.0f, s, Tk);
-}
-
 /* dx (+=) of n rows from dy (n, W; row stride ldy), the gradient of y = polar(x); dphase (R) +=
  * the phases' gradient (keys), or NULL */
 static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs,
@@ -158,23 +147,7 @@ static void key_backward(pe__ctx *ctx, const pope_state *st, int64_t h, const fl
         if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
 }
 
-static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q, const float *k,
-                           float *dq, float *dk) {
-    const pope_state *st = ctx->state;
-    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
-    const float scale = (float)ctx->cfg->scale;
-    float *qp = st->buf, *kp = qp + T * W, *dqp = kp + Tk * W, *dkp = dqp + T * W;
-    const float *cq = st->cs + b * T * R * 2, *kcs = key_table(ctx, st, b, h);
-    polar(T, R, D, q, ctx->C, cq, qp, W);
-    polar(Tk, R, D, k, ctx->Ckv, kcs, kp, W);
-    pe__gemm(0, 0, T, W, Tk, scale, ds, Tk, kp, W, 0.0f, dqp, W);
-    pe__gemm(1, 0, Tk, W, T, scale, ds, Tk, qp, W, 0.0f, dkp, W);
-    polar_backward(T, R, D, q, ctx->C, cq, dqp, W, dq, NULL);
-    key_backward(ctx, st, h, kcs, k, dkp, W, dk);
-}
-
-/* The lift of the fused path: every (b, h)'s q' and k' (a key per query head: its bias), as
- * score_forward forms them, and back. Split by kv head g across threads: one thread forms the
+/* The lift: every (b, h)'s q' and k' (a key per query head: its bias), and back. Split by kv head g across threads: one thread forms the
  * heads of g and adds into g's dk and its heads' pope_bias rows, rows b in order, so the sums
  * are those of one thread. */
 static int64_t lift_width(const pe_config *cfg, int64_t D) { return cfg->rotary_dim + D; }
@@ -235,8 +208,6 @@ const pe__method pe__method_pope = {
     .params = params,
     .prepare = prepare,
     .release = release,
-    .score_forward = score_forward,
-    .score_backward = score_backward,
     .lift_width = lift_width,
     .lift_forward = lift_forward,
     .lift_backward = lift_backward,
