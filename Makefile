@@ -31,7 +31,7 @@ endif
 ALL_CFLAGS := $(BASE) $(CFLAGS)
 LDLIBS     := -ljansson $(LIBBLAS) -lm $(OMP)
 
-LIB_SRC := $(wildcard src/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
+LIB_SRC := $(wildcard src/*.c src/exec/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
 IO_SRC  := $(wildcard src/io/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TRAIN_SRC := $(wildcard train/*.c)
@@ -121,8 +121,8 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	ar rcs $@ $^
 
 $(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
-# the fused attention path and its kernels: threads through OpenMP when the compiler has it
-$(BUILD)/obj/src/fused.o $(BUILD)/obj/src/kernels.o $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
+# the executors (src/exec: fused, decode, their kernels and threads): OpenMP when the compiler has it
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/exec/*.c)) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
 # the figures of `posenc plot` (cli/draw.c) draw with cairo too
 $(BUILD)/obj/cli/draw.o: ALL_CFLAGS += $(TRAIN_CFLAGS)
 

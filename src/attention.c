@@ -1,63 +1,16 @@
-/* The attention operator: projections, hooks, mask, softmax, value sum; forward and the
- * reverse walk. Nothing here is method-specific: methods act only through their hooks.
+/* The attention operator's API: the layer and its reverse walk, the projected form, the KV
+ * cache's attend, the call's positions and context. Nothing here is method-specific: methods act
+ * only through their hooks.
  *
  * Legend: B batch, T queries, Tk keys (the layer's M memory + T), H heads, Hkv kv heads,
- * D head_dim, C = H*D, Ckv = Hkv*D. This is the reference path: it materialises (B, H, T, Tk) scores.
- * When no scores or probabilities are asked for and the hooks allow it, passes 3 and 4 and
- * their backward run fused instead (fused.c: tiles, no T x Tk buffer); this path stays the
- * oracle the tests hold the fused one to.
+ * D head_dim, C = H*D, Ckv = Hkv*D.
  *
- * Two forms share one core (core_forward, core_backward: the rotate hook, then scores, bias,
- * masks, softmax and values over q, k, v): the projected form hands it the caller's q, k, v
- * with their positions; the layer is the projections, then the core, then wo. A method with
- * a walk of its own (complex: token ids and two streams) gets the context and its prepare
- * here and does the rest in its file. */
-#include "internal.h"
-
-struct pe_attention {
-    pe_config cfg; /* resolved */
-    const pe__method *m;
-    int64_t H, Hkv, D, C, Ckv;
-    int nparams;
-    pe_param_spec specs[PE_MAX_PARAMS];
-
-    /* Saved by the last forward, read by backward. */
-    int have_forward;
-    int layer; /* the last forward was the layer (x, projections), else the projected form */
-    int pre;   /* the call's q, k, v have passed the method's transform stage already (a KV
-                  cache's keys, transformed once on append): the core does not run it again */
-    int64_t B, T, M, Tk;
-    float *mem; /* one block, carved below */
-    size_t mem_floats;
-    float *xe;   /* (B, T, C)    x' = x + P[pos] (layer) */
-    float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
-    float *q_in; /* (B, T, C)    q before the rotate hook (NULL without one) */
-    float *k_in; /* (B, Tk, Ckv) */
-    float *q;    /* (B, T, C) */
-    float *k;    /* (B, Tk, Ckv) */
-    float *v;    /* (B, Tk, Ckv) */
-    float *s;    /* (B, H, T, Tk) */
-    float *p;    /* (B, H, T, Tk) */
-    int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
-    float *stats; /* (2, B, H, T) its row max and 1 / row sum */
-    float *o;    /* (B, T, C) */
-    int64_t *pos; /* (B, T) then (B, Tk): query and key positions */
-    size_t pos_cap;
-    uint8_t *mask; /* (B, T, Tk) attn_mask, or NULL */
-    size_t mask_cap;
-    int has_mask;
-    int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
-    pe_run_options run;
-    pe__ctx ctx;
-    /* the fused path's packed keys, values and tile scratch, kept between calls: fresh pages
-     * for them on every call cost a page fault each (2-3% of a T=2048 layer) */
-    pe__scratch scratch;
-    pe__scratch grad; /* backward's gradient buffers (dq, dk, dv, ...), kept for the same reason */
-    pe__scratch lift; /* a lifted method's q, k, v and o on the fused path, and their gradients */
-    /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
-    double dropout, drop_used;
-    uint64_t drop_seed, seed_used;
-};
+ * Two forms share one core (core.c: the transform stage, then the fused or the reference
+ * executor over q, k, v): the projected form hands it the caller's q, k, v with their
+ * positions; the layer is the projections, then the core, then wo. A method with a walk of its
+ * own (complex: token ids and two streams) gets the context and its prepare here and does the
+ * rest in its file. */
+#include "layer.h"
 
 pe_status pe_attention_set_dropout(pe_attention *a, double p, uint64_t seed, pe_err *err) {
     if (!(p >= 0 && p < 1)) return pe__fail(err, PE_EINVAL, "dropout: probability %g is not within 0 .. 1 (1 excluded)", p);
@@ -65,26 +18,6 @@ pe_status pe_attention_set_dropout(pe_attention *a, double p, uint64_t seed, pe_
         return pe__fail(err, PE_EINVAL, "dropout: method %s walks its own two streams and has no dropout", a->m->name);
     a->dropout = p, a->drop_seed = seed;
     return PE_OK;
-}
-
-/* Dropout's mask is a hash of (seed, b, h, i, j), so backward regenerates what forward drew
- * and no (B, H, T, Tk) mask is kept: splitmix64's finaliser on the element's index. */
-static inline int dropout_keeps(uint64_t seed, uint64_t idx, uint32_t threshold) {
-    uint64_t x = seed + (idx + 1) * 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return (uint32_t)((x ^ (x >> 31)) >> 32) >= threshold;
-}
-
-/* out = in z / (1 - rate) for head (b, h) of the last forward, z its mask: p' from p, what the
- * values see (forward, and backward again, which then reads the mask off p'). */
-static void dropout_apply(const pe_attention *a, int64_t b, int64_t h, const float *in, float *out) {
-    const int64_t T = a->T, Tk = a->Tk;
-    const uint32_t threshold = (uint32_t)(a->drop_used * 4294967296.0);
-    const float scale = (float)(1.0 / (1.0 - a->drop_used));
-    const uint64_t base = (uint64_t)((b * a->H + h) * T) * (uint64_t)Tk;
-    for (int64_t e = 0; e < T * Tk; e++)
-        out[e] = dropout_keeps(a->seed_used, base + (uint64_t)e, threshold) ? in[e] * scale : 0.0f;
 }
 
 pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err) {
@@ -251,29 +184,6 @@ int pe_attention_path(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, i
     return use_fused(a, B, T, Tk, Tk - T, want_scores) ? PE_PATH_FUSED : PE_PATH_REFERENCE;
 }
 
-void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
-                        int64_t out) {
-    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
-    if (b)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
-}
-
-/* forward was y = x W^T + b, so now: dx (+)= dy W, dW += dy^T x, db += sum_rows dy. */
-void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
-                         const float *w, int64_t n, int64_t in, int64_t out) {
-    if (dx) pe__gemm(0, 0, n, in, out, 1.0f, dy, out, w, in, accumulate ? 1.0f : 0.0f, dx, in);
-    if (dw) pe__gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
-    if (db)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
-}
-
-/* The call's positions into a->pos: queries (B, T) from at->pos (NULL: q_default + t, or per
- * row k_len - q_len + t), keys (B, Tk) from at->key_pos (NULL: 0 .. Tk-1; keys_are_queries: the
- * queries' own); padding entries (past a row's lengths) take the row's first key position, so
- * that no hook reads them and max(positions) is over real tokens. The mask and lengths are
- * copied. Then the context every hook sees, and the method's prepare. */
 int64_t pe_attention_axes(const pe_attention *a, const pe_weights *w) {
     static const pe_weights none = {0};
     return a->m->axes ? a->m->axes(&a->cfg, w ? w : &none) : 1;
@@ -373,238 +283,6 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     return st;
 }
 
-int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s) {
-    const int64_t T = ctx->T, Tk = ctx->Tk;
-    int64_t Tb, Tkb, qoff; /* the row's own lengths: padding after them */
-    pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
-    const pe__band band = pe__band_of(ctx->cfg);
-    for (int64_t i = 0; i < T; i++) { /* padding queries see no key */
-        int64_t lo = 0, hi = 0;
-        if (i < Tb) pe__band_range(band, qoff, i, Tkb, &lo, &hi);
-        for (int64_t j = 0; j < lo; j++) s[i * Tk + j] = -INFINITY;
-        for (int64_t j = hi; j < Tk; j++) s[i * Tk + j] = -INFINITY;
-    }
-    if (ctx->mask) {
-        const uint8_t *mk = ctx->mask + b * T * Tk;
-        for (int64_t e = 0; e < T * Tk; e++)
-            if (!mk[e]) s[e] = -INFINITY;
-    }
-    if (m && m->mask)
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < Tk; j++)
-                if (m->mask(ctx, b, i, j)) s[i * Tk + j] = -INFINITY;
-    for (int64_t i = 0; i < Tb; i++) { /* padding queries have no key, by design */
-        int64_t j = 0;
-        while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
-        if (j == Tk) return i;
-    }
-    return -1;
-}
-
-/* A lifted method (pe__method.lift_width), on either executor: q and k lifted to width W >= D
- * per query head, v padded with zeros to W, attended as H heads of W with the plain score
- * scale q'.k' (the padding adds nothing to the scores' softmax and gives zero columns of o); o
- * is the first D of each head. The lift is the method's only implementation of its maths. The
- * lifted tensors stay in a->lift for backward, which pads dout the same way and lifts dq', dk'
- * back through the method. */
-static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
-    pe__ctx sub = *ctx;
-    sub.D = W, sub.C = ctx->H * W, sub.Ckv = ctx->H * W, sub.Hkv = ctx->H;
-    return sub;
-}
-
-/* a->lift's parts, each H heads of W per row: q', k', v', o' (forward), do', dq', dk', dv' */
-typedef struct lifted {
-    int64_t W;
-    float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
-} lifted;
-
-static lifted lifted_parts(const pe_attention *a, float *base) {
-    const int64_t W = a->m->lift_width(&a->cfg, a->D), nq = a->B * a->T * a->H * W, nk = a->B * a->Tk * a->H * W;
-    lifted l = {.W = W, .q = base};
-    l.k = l.q + nq, l.v = l.k + nk, l.o = l.v + nk;
-    l.dout = l.o + nq, l.dq = l.dout + nq, l.dk = l.dq + nq, l.dv = l.dk + nk;
-    return l;
-}
-
-/* dst (rows, H, W) = head h's D values of src (rows, row stride ld), read at head h / group,
- * then W - D zeros */
-static void pad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
-                      int64_t W) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *d = dst + (r * H + h) * W;
-            memcpy(d, src + r * ld + (h / group) * D, sizeof(float) * D);
-            memset(d + D, 0, sizeof(float) * (W - D));
-        }
-}
-
-/* The other way: head h / group of dst (rows, row stride ld) gets the first D of src's head h,
- * copied (group 1) or added (the heads of a group summed in order) */
-static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
-                        int64_t W, int add) {
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *d = dst + r * ld + (h / group) * D;
-            const float *x = src + (r * H + h) * W;
-            if (add)
-                for (int64_t e = 0; e < D; e++) d[e] += x[e];
-            else
-                memcpy(d, x, sizeof(float) * D);
-        }
-}
-
-/* The reference executor over one context (the call's, or a lifted method's: H heads of W):
- * per (b, h) the (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v
- * and the value hook; scores and probs copied out when asked for. */
-static pe_status reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
-                                   float *o, float *scores, float *probs, pe_err *err) {
-    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
-                  group = H / ctx->Hkv;
-    a->drop_used = a->dropout, a->seed_used = a->drop_seed;
-    float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
-    if (a->drop_used > 0 && !probs && !drop)
-        return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *qh = q + b * T * C + h * D;
-            const float *kh = k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = v + b * Tk * Ckv + (h / group) * D;
-            float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
-            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
-            else pe__score_dot_forward(ctx, qh, kh, s);
-            if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
-            int64_t bad = pe__mask_scores(ctx, a->m, b, s);
-            if (bad >= 0) {
-                free(drop);
-                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
-            }
-            pe__softmax_forward(s, p, T, Tk);
-            float *oh = o + b * T * C + h * D;
-            const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
-            if (a->drop_used > 0) {
-                float *pd = probs ? probs + (b * H + h) * T * Tk : drop;
-                dropout_apply(a, b, h, p, pd);
-                pv = pd;
-            }
-            pe__gemm(0, 0, T, D, Tk, 1.0f, pv, Tk, vh, Ckv, 0.0f, oh, C);
-            if (a->m->value_forward) a->m->value_forward(ctx, b, h, pv, oh);
-        }
-    free(drop);
-    if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
-    if (probs && !(a->drop_used > 0)) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
-    return PE_OK;
-}
-
-/* Its backward: dout to dq, dk, dv (added), through each hook in reverse. */
-static pe_status reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
-                                    const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
-                  group = H / ctx->Hkv;
-    float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
-    if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
-            const float *qh = q + b * T * C + h * D;
-            const float *kh = k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = v + b * Tk * Ckv + (h / group) * D;
-            const float *p = a->p + (b * H + h) * T * Tk;
-            const float *douth = dout + b * T * C + h * D;
-            float *dqh = dq + b * T * C + h * D;
-            float *dkh = dk + b * Tk * Ckv + (h / group) * D;
-            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
-            /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
-             * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
-            const float *pv = p;
-            if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
-            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
-            pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
-            if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
-            if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
-                                       where p = 0 the softmax's backward ignores dp */
-                const float scale = (float)(1.0 / (1.0 - a->drop_used));
-                for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
-            }
-            pe__softmax_backward(p, dp, ds, T, Tk);
-            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
-            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
-            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
-        }
-    free(dp);
-    return PE_OK;
-}
-
-/* The call's executor over q, k, v of ctx's widths: fused (tiles, online softmax) or reference */
-static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
-                                 float *o, float *scores, float *probs, pe_err *err) {
-    if (!a->fused) return reference_forward(a, ctx, q, k, v, o, scores, probs, err);
-    a->drop_used = 0, a->seed_used = a->drop_seed;
-    return pe__fused_forward(ctx, a->m, q, k, v, o, a->stats, err);
-}
-static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
-                                  const float *o, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    if (!a->fused) return reference_backward(a, ctx, q, k, v, dout, dq, dk, dv, err);
-    return pe__fused_backward(ctx, a->m, a->specs, a->nparams, q, k, v, o, a->stats, dout, dq, dk, dv, err);
-}
-
-/* A lifted method on either executor: lift q, k, pad v, attend H heads of W, unpad o. */
-static pe_status lifted_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const int64_t W = a->m->lift_width(&a->cfg, D);
-    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
-    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
-    const lifted l = lifted_parts(a, base);
-    a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
-    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
-    pe__ctx sub = lifted_ctx(ctx, W);
-    pe_status st = execute_forward(a, &sub, l.q, l.k, l.v, l.o, scores, probs, err);
-    ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
-    if (st) return st;
-    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
-    return PE_OK;
-}
-
-static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const lifted l = lifted_parts(a, a->lift.p);
-    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
-    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
-    pe__ctx sub = lifted_ctx(ctx, l.W);
-    pe_status st = execute_backward(a, &sub, l.q, l.k, l.v, l.o, l.dout, l.dq, l.dk, l.dv, err);
-    ctx->tiles = sub.tiles;
-    if (st) return st;
-    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
-    a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
-    return PE_OK;
-}
-
-/* Passes 3 and 4 over a->q, a->k, a->v (as projected): the transform stage (the rotate hook in
- * place, or a lift to W wide vectors), then the executor: scores, bias, mask, softmax and the
- * weighted values into a->o. */
-static pe_status core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    if (a->m->rotate_forward && !a->pre) {
-        memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
-        memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
-        a->m->rotate_forward(ctx, a->q, a->k, a->v);
-    }
-    if (a->m->lift_width) return lifted_forward(a, scores, probs, err);
-    return execute_forward(a, ctx, a->q, a->k, a->v, a->o, scores, probs, err);
-}
-
-/* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
- * zeroed by the caller: the executor in reverse (fused: tiles recomputed), the transform last. */
-static pe_status core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    pe__ctx *ctx = &a->ctx;
-    pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
-                                    : execute_backward(a, ctx, a->q, a->k, a->v, a->o, dout, dq, dk, dv, err);
-    if (st) return st;
-    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
-    return PE_OK;
-}
-
 /* The layer: x' = x + P[pos], the projections, the projected form's core, wo. */
 static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, const float *mems, int64_t M,
                          int64_t B, int64_t T, const pe_positions *at, float *y, float *scores, float *probs,
@@ -644,7 +322,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     pe__linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
     pe__linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
     pe__linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
-    if ((st = core_forward(a, scores, probs, err))) return st;
+    if ((st = pe__core_forward(a, scores, probs, err))) return st;
     pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
     if ((st = finite_out(y, B * T * C, "y", err))) return st;
     a->have_forward = 1;
@@ -725,7 +403,7 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     memcpy(a->q, q, sizeof(float) * B * T * a->C);
     memcpy(a->k, k, sizeof(float) * B * Tk * a->Ckv);
     memcpy(a->v, v, sizeof(float) * B * Tk * a->Ckv);
-    if ((st = core_forward(a, scores, probs, err))) return st;
+    if ((st = pe__core_forward(a, scores, probs, err))) return st;
     memcpy(o, a->o, sizeof(float) * B * T * a->C);
     if ((st = finite_out(o, B * T * a->C, "o", err))) return st;
     a->have_forward = 1;
@@ -789,7 +467,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
-    pe_status st = core_backward(a, dout, work, work + nq, work + nq + nk, err);
+    pe_status st = pe__core_backward(a, dout, work, work + nq, work + nq + nk, err);
     if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
     if (!st) st = finite_out(work, nq + 2 * nk, "dq, dk, dv", err);
     if (!st) {
@@ -830,7 +508,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
 
     /* pass 5: y = o wo^T + bo; passes 4 .. 2: the projected form's backward */
     pe__linear_backward(dout, 0, g->dwo, g->dbo, dy, a->o, w->wo, B * T, C, C);
-    pe_status st = core_backward(a, dout, dq, dk, dv, err);
+    pe_status st = pe__core_backward(a, dout, dq, dk, dv, err);
     if (st) {
         ctx->g = NULL;
         return st;
@@ -900,74 +578,3 @@ pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, c
 const pe__method *pe__attention_method(const pe_attention *a) { return a->m; }
 const pe_run_options *pe__attention_run(const pe_attention *a) { return &a->run; }
 
-/* The rotary table of n rows at positions pos, in a context of its own (the layer's saved
- * forward is left alone): *cs, *rd, *layout from the method's rotary_table hook. The caller
- * releases ctx (pe__attention_release) when done with *cs. */
-static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
-                              int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
-                              pe_err *err) {
-    if (!a->m->rotary_table)
-        return pe__fail(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)", a->m->name);
-    if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
-        return pe__fail(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
-    for (int64_t r = 0; r < n; r++)
-        if (pos[r] < lo || pos[r] > hi)
-            return pe__fail(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
-                            (long long)pos[r], (long long)r, (long long)lo, (long long)hi);
-    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, ctx, err);
-    if (!st) *cs = a->m->rotary_table(ctx, which, rd, layout);
-    return st;
-}
-
-pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, int64_t n, int64_t ld, int64_t nh,
-                              const int64_t *pos, int64_t lo, int64_t hi, int which, int backward, pe_err *err) {
-    if (!x || nh < 1 || ld < nh * a->D)
-        return pe__fail(err, PE_EINVAL, "rotate: need x, nh >= 1 heads and a row stride ld >= nh * head_dim (%lld)",
-                        (long long)(nh * a->D));
-    pe__ctx ctx;
-    const float *cs;
-    int64_t rd;
-    int layout;
-    pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &cs, &rd, &layout, err);
-    if (st) return st;
-    pe__rope_rotate(&a->run, x + a->cfg.rotary_offset, n, ld, nh, a->D, rd, layout, cs, backward ? -1.0f : 1.0f);
-    pe__attention_release(a, &ctx);
-    return PE_OK;
-}
-
-pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
-                                    int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout, pe_err *err) {
-    if (!cs || !rotary_dim || !layout) return pe__fail(err, PE_EINVAL, "rotary_table: need cs, rotary_dim and layout");
-    pe__ctx ctx;
-    const float *table;
-    pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &table, rotary_dim, layout, err);
-    if (st) return st;
-    memcpy(cs, table, sizeof(float) * (size_t)(n * *rotary_dim));
-    pe__attention_release(a, &ctx);
-    return PE_OK;
-}
-
-pe_status pe_rotary_apply(const pe_run_options *opt, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D,
-                          int64_t rotary_dim, int layout, const float *cs, int backward, pe_err *err) {
-    if (!x || !cs || n < 1 || nh < 1 || D < 2 || rotary_dim < 2 || rotary_dim % 2 || rotary_dim > D ||
-        ld < nh * D || (layout != PE_ROPE_HALF && layout != PE_ROPE_INTERLEAVED))
-        return pe__fail(err, PE_EINVAL, "rotary_apply: need x and cs, n >= 1 rows of nh >= 1 heads, an even rotary_dim "
-                        "in 2 .. head_dim, a row stride ld >= nh * head_dim and layout PE_ROPE_HALF or PE_ROPE_INTERLEAVED");
-    pe_run_options run = opt ? *opt : (pe_run_options){0};
-    run.isa[sizeof run.isa - 1] = 0;
-    pe__rope_rotate(&run, x, n, ld, nh, D, rotary_dim, layout, cs, backward ? -1.0f : 1.0f);
-    return PE_OK;
-}
-
-void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {
-    pe__gemm(0, 1, ctx->T, ctx->Tk, ctx->D, (float)ctx->cfg->scale, q, ctx->C, k, ctx->Ckv, 0.0f,
-             s, ctx->Tk);
-}
-
-/* forward was s = scale q k^T, so now: dq += scale ds k, dk += scale ds^T q */
-void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q, const float *k,
-                            float *dq, float *dk) {
-    float scale = (float)ctx->cfg->scale;
-    pe__gemm(0, 0, ctx->T, ctx->D, ctx->Tk, scale, ds, ctx->Tk, k, ctx->Ckv, 1.0f, dq, ctx->C);
-    pe__gemm(1, 0, ctx->Tk, ctx->D, ctx->T, scale, ds, ctx->Tk, q, ctx->C, 1.0f, dk, ctx->Ckv);
-}

@@ -26,3 +26,27 @@ void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
         }
 #endif
 }
+
+void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
+                        int64_t out) {
+    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    if (b)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
+}
+
+/* forward was y = x W^T + b, so now: dx (+)= dy W, dW += dy^T x, db += sum_rows dy. */
+void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
+                         const float *w, int64_t n, int64_t in, int64_t out) {
+    if (dx) pe__gemm(0, 0, n, in, out, 1.0f, dy, out, w, in, accumulate ? 1.0f : 0.0f, dx, in);
+    if (dw) pe__gemm(1, 0, out, in, n, 1.0f, dy, out, x, in, 1.0f, dw, in);
+    if (db)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
+}
+
+/* The call's positions into a->pos: queries (B, T) from at->pos (NULL: q_default + t, or per
+ * row k_len - q_len + t), keys (B, Tk) from at->key_pos (NULL: 0 .. Tk-1; keys_are_queries: the
+ * queries' own); padding entries (past a row's lengths) take the row's first key position, so
+ * that no hook reads them and max(positions) is over real tokens. The mask and lengths are
+ * copied. Then the context every hook sees, and the method's prepare. */

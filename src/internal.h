@@ -65,7 +65,7 @@ typedef struct pe__scratch {
     float *p; /* 64-byte aligned */
     size_t n; /* floats */
 } pe__scratch;
-/* n floats of sc (not zeroed), grown if needed; NULL when out of memory (fused.c) */
+/* n floats of sc (not zeroed), grown if needed; NULL when out of memory (exec/run.c) */
 float *pe__scratch_get(pe__scratch *sc, size_t n);
 
 typedef struct pe__ctx {
@@ -392,20 +392,20 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
 
 /* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
  * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
- * (the backward of a rotation is the rotation by -theta). SIMD and threads (fused.c). */
+ * (the backward of a rotation is the rotation by -theta). SIMD and threads (exec/run.c). */
 void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
 
 /* fn(arg, i) for every i in 0 .. n-1, split across the run's threads (none for less than about
  * 2^22 multiply-adds of work, or inside another parallel region); static schedule: each i on one
- * thread (fused.c) */
+ * thread (exec/run.c) */
 void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
-/* The fused attention path (fused.c): tiled, online softmax, no (T, Tk) buffer; backward
+/* The fused attention path (exec/fused.c): tiled, online softmax, no (T, Tk) buffer; backward
  * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved
  * by forward for backward. Threads and kernels from ctx->run. */
 int pe__fused_eligible(const pe__method *m);
 /* Whether the fused path costs less than the reference path for a call of B rows, H heads
- * of D, T queries against Tk keys, each query seeing its band's keys (fused.c) */
+ * of D, T queries against Tk keys, each query seeing its band's keys (exec/fused.c) */
 int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, pe__band band);
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err);
@@ -414,7 +414,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err);
 
-/* The decode path (fused.c): few queries (H / Hkv * T <= 64) against keys and values read in
+/* The decode path (exec/decode.c): few queries (H / Hkv * T <= 64) against keys and values read in
  * place, k and v of row b at k + b kv_stride (row stride Ckv), each loaded once per call: a
  * KV cache's attention. It takes fused methods without relative-row terms, lift or attn_mask,
  * and without a rotate hook unless q and k are already transformed (pe__decode_eligible);

@@ -33,12 +33,12 @@
 #include <float.h>
 #include <stdatomic.h>
 
-#include "../fused.h"
+#include "../exec/fused.h"
 
 #ifdef PE_BLAS
 #include <cblas.h>
 #endif
-/* an AVX2+FMA kernel, as kernels.c builds its own (x86-64, GCC) */
+/* an AVX2+FMA kernel, as exec/kernels.c builds its own (x86-64, GCC) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define FLOATER_AVX2 1
 #include <immintrin.h>
@@ -216,7 +216,7 @@ MM3_KERNEL(mm3_avx2, v4d, 4, SET4, FMA4, __builtin_fma)
 #pragma GCC pop_options
 #endif
 
-/* AVX2+FMA where the fused path's kernels (kernels.c, same build condition) found AVX2 or
+/* AVX2+FMA where the fused path's kernels (exec/kernels.c, same build condition) found AVX2 or
  * AVX-512 on this CPU; the layer's run options with isa "generic" select the portable one. */
 static mm3_fn *mm3_pick(const pe_run_options *run) {
 #ifdef FLOATER_AVX2

@@ -157,7 +157,7 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-/* The rotation itself, pe__rope_rotate, is the SIMD kernel of kernels.c (threads: fused.c). */
+/* The rotation itself, pe__rope_rotate, is the SIMD kernel of exec/kernels.c (threads: exec/run.c). */
 
 static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int *layout) {
     const rope_state *st = ctx->state;

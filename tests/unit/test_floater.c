@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "fused.h"
+#include "exec/fused.h"
 #include "harness.h"
 #include "internal.h"
 

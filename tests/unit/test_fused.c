@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fused.h"
+#include "exec/fused.h"
 #include "harness.h"
 
 typedef struct shape {

@@ -23,24 +23,7 @@
  * become 0, far below float32 resolution of any output. `posenc bench` measures both. */
 #include "fused.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#define PE_OMP(x) _Pragma(#x)
-#else
-#define PE_OMP(x)
-static int omp_get_thread_num(void) { return 0; }
-static int omp_get_num_threads(void) { return 1; }
-#endif
-#if defined(__x86_64__) || defined(__SSE__)
-#include <xmmintrin.h>
-#define PE_MXCSR 1
-#endif
-
-static const pe_run_options DEFAULTS = {0};
-
 int pe__fused_eligible(const pe__method *m) { return (m->flags & PE__FUSED) != 0; }
-
-static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
 /* The cost model of PE_PATH_AUTO, in nanoseconds of one forward and backward per (row, head):
  * the fused path pays for every tile it visits as if full (PE_BR x PE_BC entries, padding
@@ -53,7 +36,7 @@ static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; 
  * (B, H, T, Tk) buffers). */
 int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff, int64_t D, pe__band band) {
     if ((double)B * H * T * Tk > (double)(1 << 24)) return 1;
-    const int64_t dp = round_up(D, PE_DALIGN);
+    const int64_t dp = pe__round_up(D, PE_DALIGN);
     double tiles = 0;
     for (int64_t i0 = 0; i0 < T; i0 += PE_BR) { /* the key tiles the kernels visit (pe__band_tiles) */
         const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
@@ -64,59 +47,6 @@ int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff,
     const double fused = tiles * PE_BR * PE_BC * (5.5 + 0.085 * (double)dp);
     const double ref = (double)T * (double)Tk * (6.7 + 0.24 * (double)D);
     return fused <= ref;
-}
-
-static const char *isa_of(const pe_run_options *run) { return run && run->isa[0] ? run->isa : NULL; }
-const char *pe_run_kernels(const pe_run_options *opt) {
-    char isa[sizeof opt->isa] = "";
-    if (opt) memcpy(isa, opt->isa, sizeof isa - 1); /* the caller's may lack its terminator */
-    return pe__kernels_pick(isa[0] ? isa : NULL)->name;
-}
-
-/* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny
- * layers) stay on one thread, since starting and joining a team (whose idle threads spin on
- * a busy 2-core machine) costs more than the work. */
-static int threads(const pe_run_options *run, double work) {
-#ifdef _OPENMP
-    if (work < (double)(1 << 22)) return 1;
-    if (omp_in_parallel()) return 1; /* e.g. the trainer's one run per core */
-    return run && run->threads > 0 ? run->threads : omp_get_max_threads();
-#else
-    (void)run, (void)work;
-    return 1;
-#endif
-}
-
-static unsigned ftz_enter(const pe_run_options *run) {
-#ifdef PE_MXCSR
-    unsigned old = _mm_getcsr();
-    if (!run->keep_mxcsr) _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
-    return old;
-#else
-    (void)run;
-    return 0;
-#endif
-}
-
-static void ftz_leave(const pe_run_options *run, unsigned old) {
-#ifdef PE_MXCSR
-    if (!run->keep_mxcsr) _mm_setcsr(old);
-#else
-    (void)run, (void)old;
-#endif
-}
-
-static float *falloc(size_t n) {
-    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-    return aligned_alloc(64, bytes ? bytes : 64);
-}
-
-float *pe__scratch_get(pe__scratch *sc, size_t n) {
-    if (sc->n < n) {
-        free(sc->p);
-        sc->p = falloc(n), sc->n = sc->p ? n : 0;
-    }
-    return sc->p;
 }
 
 /* tr (D, ldt) = src (n, D; row stride ld) transposed, by 4 x 4 blocks of 128-bit vectors (eight
@@ -194,7 +124,7 @@ static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, 
     const uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
     const int64_t Ke = span < (uint64_t)K ? (int64_t)span : K;
     f->Ke = Ke, f->H = ctx->H;
-    f->R = d.abs ? Ke + 1 : 2 * Ke + 1, f->Rp = round_up(f->R, PE_DALIGN);
+    f->R = d.abs ? Ke + 1 : 2 * Ke + 1, f->Rp = pe__round_up(f->R, PE_DALIGN);
     f->base = d.abs ? 0 : K - Ke;
     f->iw = d.w, f->ia = d.q, f->ic = d.k, f->iv = d.v, f->ie = d.e;
     const float *const *P = ctx->w->param;
@@ -204,9 +134,9 @@ static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, 
     f->v = d.v >= 0 ? P[d.v] + f->base * D : NULL;
     f->e = d.e >= 0 ? P[d.e] + f->base * D : NULL;
     const int64_t Rp = f->Rp;
-    const size_t nmap = (size_t)round_up(2 * Ke + 1, PE_DALIGN), nt = (size_t)(dp * Rp);
+    const size_t nmap = (size_t)pe__round_up(2 * Ke + 1, PE_DALIGN), nt = (size_t)(dp * Rp);
     const size_t nkc = f->c ? (size_t)(ctx->B * ctx->Hkv * tkp * Rp) : 0;
-    float *b = falloc(nmap + 7 * nt + nkc);
+    float *b = pe__falloc(nmap + 7 * nt + nkc);
     if (!b) return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's relative tables");
     *buf = b;
     int32_t *map = (int32_t *)b;
@@ -404,7 +334,7 @@ static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
 
 /* The error of query i of row b left with nothing to average: every key masked, or (when it keeps
  * a key) scores that are not finite. */
-static pe_status empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
+pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
     if (row_has_key(ctx, b, i))
         return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
                                         "method's terms)", (long long)i, (long long)b);
@@ -432,12 +362,12 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
 
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err) {
-    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
-    const pe__kernels *K = pe__kernels_pick(isa_of(run));
+    const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
+    const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
-    const int64_t group = H / Hkv, dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC);
+    const int64_t group = H / Hkv, dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC);
     const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
-    const int nth = threads(run, (double)B * H * T * ctx->Tk * D);
+    const int nth = pe__run_threads(run, (double)B * H * T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
@@ -459,7 +389,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
-        unsigned csr = ftz_enter(run);
+        unsigned csr = pe__ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < B * Hkv; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
@@ -492,87 +422,10 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
                 bad = at < bad ? at : bad;
             }
         }
-        ftz_leave(run, csr);
+        pe__ftz_leave(run, csr);
     }
     free(relbuf);
-    return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
-}
-
-static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
-
-int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked) {
-    return pe__fused_eligible(m) && !m->rel && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
-           decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
-}
-
-/* Rows of each batch row split into pieces of keys (flash decoding): enough pieces for the
- * threads, none shorter than 512 keys; each piece keeps its own softmax state, combined here. */
-pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
-                             int64_t kv_stride, float *o, pe_err *err) {
-    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
-    const pe__kernels *K = pe__kernels_pick(isa_of(run));
-    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, group = H / Hkv;
-    const int64_t dp = round_up(D, PE_DALIGN), R = decode_rows(H, Hkv, T), Rg = R / Hkv;
-    const int nth = threads(run, (double)B * H * T * ctx->Tk * D * 4); /* memory-bound: weigh it up */
-    int64_t S = (2 * nth + B - 1) / B;
-    if (S > (ctx->Tk + 511) / 512) S = (ctx->Tk + 511) / 512;
-    if (S < 1) S = 1;
-    const int64_t per = R * dp + 2 * R, sc = R * dp + (R > PE_BR ? R : PE_BR) * PE_BC;
-    float *part = falloc((size_t)(B * S * per)), *scratch = falloc((size_t)(sc * nth));
-    if (!part || !scratch) {
-        free(part), free(scratch);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the decode scratch");
-    }
-    PE_OMP(omp parallel num_threads(nth))
-    {
-        unsigned csr = ftz_enter(run);
-        float *w = scratch + sc * omp_get_thread_num();
-        pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .Hkv = Hkv, .group = group, .D = D, .dp = dp, .Rg = Rg,
-                      .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
-                      .lo = run->denormals ? -104.0f : -87.0f, .ld = C, .ldk = ctx->Ckv, .qs = w, .s = w + R * dp};
-        PE_OMP(omp for schedule(dynamic, 1))
-        for (int64_t bs = 0; bs < B * S; bs++) {
-            const int64_t b = bs / S, sp = bs % S;
-            pe__row_lens(ctx, b, &j.T, &j.Tk, &j.qoff);
-            j.b = b, j.u0 = j.Tk * sp / S, j.u1 = j.Tk * (sp + 1) / S;
-            j.q = q + b * T * C, j.k = k + b * kv_stride, j.v = v + b * kv_stride;
-            j.acc = part + bs * per, j.m = j.acc + R * dp, j.l = j.m + R;
-            if (j.T > 0) K->decode(&j);
-        }
-        ftz_leave(run, csr);
-    }
-    int64_t bad = INT64_MAX; /* the first (b, h, i) with every key masked */
-    for (int64_t b = 0; b < B; b++) {
-        int64_t Tb, Tkb, qoff;
-        pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t t = 0; t < T; t++) {
-                float *out = o + (b * T + t) * C + h * D;
-                memset(out, 0, sizeof(float) * D);
-                if (t >= Tb) continue; /* padding queries: o = 0 */
-                const int64_t r = (h / group) * Rg + (h % group) * Tb + t;
-                float mx = -INFINITY, sum = 0;
-                for (int64_t sp = 0; sp < S; sp++) {
-                    const float mi = part[(b * S + sp) * per + R * dp + r];
-                    mx = mi > mx ? mi : mx;
-                }
-                for (int64_t sp = 0; sp < S && mx > -INFINITY; sp++) {
-                    const float *pp = part + (b * S + sp) * per;
-                    if (pp[R * dp + r] == -INFINITY) continue;
-                    const float f = expf(pp[R * dp + r] - mx);
-                    sum += f * pp[R * dp + R + r];
-                    for (int64_t d = 0; d < D; d++) out[d] += f * pp[r * dp + d];
-                }
-                if (!(sum > 0)) {
-                    const int64_t at = (b * H + h) * T + t;
-                    bad = at < bad ? at : bad;
-                    continue;
-                }
-                for (int64_t d = 0; d < D; d++) out[d] /= sum;
-            }
-    }
-    free(part), free(scratch);
-    return bad == INT64_MAX ? PE_OK : empty_row(ctx, bad / T / H, bad % T, err);
+    return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, bad / T / H, bad % T, err);
 }
 
 /* Elements of tensor i as given to this call (a free first dimension from param_rows); 0 when unknown. */
@@ -635,11 +488,11 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              const float *q, const float *k, const float *v, const float *o,
                              const float *stats, const float *dout, float *dq, float *dk, float *dv,
                              pe_err *err) {
-    const pe_run_options *run = ctx->run ? ctx->run : &DEFAULTS;
-    const pe__kernels *K = pe__kernels_pick(isa_of(run));
+    const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
+    const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
-    const int64_t dp = round_up(D, PE_DALIGN), tkp = round_up(ctx->Tk, PE_BC), per = dp * tkp;
-    int nth = threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
+    const int64_t dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC), per = dp * tkp;
+    int nth = pe__run_threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
     pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
@@ -679,7 +532,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
     PE_OMP(omp parallel num_threads(nth))
     {
-        unsigned csr = ftz_enter(run);
+        unsigned csr = pe__ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < items; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
@@ -709,7 +562,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
             }
         }
 #undef PE_PRIVATE
-        ftz_leave(run, csr);
+        pe__ftz_leave(run, csr);
     }
     if (priv)
         for (int64_t c = 0; c < copies; c++)
@@ -719,37 +572,3 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     return PE_OK;
 }
 
-void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg) {
-    const int nth = threads(run, work);
-    PE_OMP(omp parallel for num_threads(nth) schedule(static))
-    for (int64_t i = 0; i < n; i++) fn(arg, i);
-}
-
-/* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
- * threads, each through the SIMD kernel. */
-void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
-                     int layout, const float *cs, float sin_sign) {
-    const pe__kernels *K = pe__kernels_pick(isa_of(run));
-    const int nth = threads(run, (double)n * nh * rd * 16); /* memory-bound: weigh it up */
-    PE_OMP(omp parallel num_threads(nth))
-    {
-        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
-        const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
-        K->rope(x, r0, r1, ld, nh, D, rd, layout, cs, sin_sign);
-    }
-}
-
-/* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
- * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
- * 4096 positions x 64 pairs took half as long as rotating q and k). */
-void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
-                    int64_t n, const double *inv_freq, int64_t half, double attn) {
-    const int nth = threads(run, (double)n * half * 256); /* sin and cos in double */
-    PE_OMP(omp parallel for num_threads(nth) schedule(static))
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t t = 0; t < half; t++) {
-            double angle = (double)pos[i * A + (axis ? axis[t] : 0)] * inv_freq[t];
-            cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
-            cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
-        }
-}

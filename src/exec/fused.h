@@ -7,7 +7,7 @@
 #ifndef PE_FUSED_H
 #define PE_FUSED_H
 
-#include "internal.h"
+#include "../internal.h"
 
 enum { PE_BR = 64, PE_BC = 64, PE_DALIGN = 16 };
 
@@ -142,5 +142,36 @@ typedef struct pe__kernels {
 /* The kernels for isa ("avx512", "avx2", "generic"), or the best the CPU runs when isa is
  * NULL or not runnable here. */
 const pe__kernels *pe__kernels_pick(const char *isa);
+
+/* ---- how the executors run (run.c) ------------------------------------------------------- */
+#ifdef _OPENMP
+#include <omp.h>
+#define PE_OMP(x) _Pragma(#x)
+#else
+#define PE_OMP(x)
+static inline int omp_get_thread_num(void) { return 0; }
+static inline int omp_get_num_threads(void) { return 1; }
+#endif
+#if defined(__x86_64__) || defined(__SSE__)
+#include <xmmintrin.h>
+#define PE_MXCSR 1
+#endif
+
+
+extern const pe_run_options pe__run_defaults; /* a zeroed pe_run_options */
+static inline int64_t pe__round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+/* run->isa, or NULL (the best the CPU runs) */
+const char *pe__isa_of(const pe_run_options *run);
+/* Threads for a call of about `work` multiply-adds: small calls stay on one thread, and so does
+ * a call inside another parallel region (the trainer's one run per core). */
+int pe__run_threads(const pe_run_options *run, double work);
+/* FTZ/DAZ in the calling thread unless run->keep_mxcsr (returns the MXCSR to restore) */
+unsigned pe__ftz_enter(const pe_run_options *run);
+void pe__ftz_leave(const pe_run_options *run, unsigned old);
+/* n floats, 64-byte aligned (free) */
+float *pe__falloc(size_t n);
+/* The error of query i of row b left with nothing to average: every key masked, or (when its
+ * band keeps a key) scores that are not finite (fused.c) */
+pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err);
 
 #endif

@@ -1,0 +1,132 @@
+/* The core: the transform stage, then an executor. Over q, k, v as projected, a method's
+ * transform runs first, in place (the rotate hook: rotations, ODE biases, query scaling) or to
+ * wider vectors (a lift: PoPE), and the call's executor attends over what it produced: the
+ * fused path (exec/fused.c, tiles and an online softmax), or the reference path
+ * (exec/reference.c, (T, Tk) scores); the decode path (exec/decode.c) serves few queries
+ * against a cache. Every executor takes its keys from one visibility rule (pe__band_range). */
+#include "layer.h"
+
+/* A lifted method (pe__method.lift_width), on either executor: q and k lifted to width W >= D
+ * per query head, v padded with zeros to W, attended as H heads of W with the plain score
+ * scale q'.k' (the padding adds nothing to the scores' softmax and gives zero columns of o); o
+ * is the first D of each head. The lift is the method's only implementation of its maths. The
+ * lifted tensors stay in a->lift for backward, which pads dout the same way and lifts dq', dk'
+ * back through the method. */
+static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
+    pe__ctx sub = *ctx;
+    sub.D = W, sub.C = ctx->H * W, sub.Ckv = ctx->H * W, sub.Hkv = ctx->H;
+    return sub;
+}
+
+/* a->lift's parts, each H heads of W per row: q', k', v', o' (forward), do', dq', dk', dv' */
+typedef struct lifted {
+    int64_t W;
+    float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+} lifted;
+
+static lifted lifted_parts(const pe_attention *a, float *base) {
+    const int64_t W = a->m->lift_width(&a->cfg, a->D), nq = a->B * a->T * a->H * W, nk = a->B * a->Tk * a->H * W;
+    lifted l = {.W = W, .q = base};
+    l.k = l.q + nq, l.v = l.k + nk, l.o = l.v + nk;
+    l.dout = l.o + nq, l.dq = l.dout + nq, l.dk = l.dq + nq, l.dv = l.dk + nk;
+    return l;
+}
+
+/* dst (rows, H, W) = head h's D values of src (rows, row stride ld), read at head h / group,
+ * then W - D zeros */
+static void pad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
+                      int64_t W) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *d = dst + (r * H + h) * W;
+            memcpy(d, src + r * ld + (h / group) * D, sizeof(float) * D);
+            memset(d + D, 0, sizeof(float) * (W - D));
+        }
+}
+
+/* The other way: head h / group of dst (rows, row stride ld) gets the first D of src's head h,
+ * copied (group 1) or added (the heads of a group summed in order) */
+static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
+                        int64_t W, int add) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t h = 0; h < H; h++) {
+            float *d = dst + r * ld + (h / group) * D;
+            const float *x = src + (r * H + h) * W;
+            if (add)
+                for (int64_t e = 0; e < D; e++) d[e] += x[e];
+            else
+                memcpy(d, x, sizeof(float) * D);
+        }
+}
+
+/* The call's executor over q, k, v of ctx's widths: fused (tiles, online softmax) or reference */
+static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                 float *o, float *scores, float *probs, pe_err *err) {
+    if (!a->fused) return pe__reference_forward(a, ctx, q, k, v, o, scores, probs, err);
+    a->drop_used = 0, a->seed_used = a->drop_seed;
+    return pe__fused_forward(ctx, a->m, q, k, v, o, a->stats, err);
+}
+static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                  const float *o, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    if (!a->fused) return pe__reference_backward(a, ctx, q, k, v, dout, dq, dk, dv, err);
+    return pe__fused_backward(ctx, a->m, a->specs, a->nparams, q, k, v, o, a->stats, dout, dq, dk, dv, err);
+}
+
+/* A lifted method on either executor: lift q, k, pad v, attend H heads of W, unpad o. */
+static pe_status lifted_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const int64_t W = a->m->lift_width(&a->cfg, D);
+    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
+    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
+    const lifted l = lifted_parts(a, base);
+    a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
+    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
+    pe__ctx sub = lifted_ctx(ctx, W);
+    pe_status st = execute_forward(a, &sub, l.q, l.k, l.v, l.o, scores, probs, err);
+    ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
+    if (st) return st;
+    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
+    return PE_OK;
+}
+
+static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
+    const lifted l = lifted_parts(a, a->lift.p);
+    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
+    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
+    pe__ctx sub = lifted_ctx(ctx, l.W);
+    pe_status st = execute_backward(a, &sub, l.q, l.k, l.v, l.o, l.dout, l.dq, l.dk, l.dv, err);
+    ctx->tiles = sub.tiles;
+    if (st) return st;
+    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
+    a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
+    return PE_OK;
+}
+
+/* Passes 3 and 4 over a->q, a->k, a->v (as projected): the transform stage (the rotate hook in
+ * place, or a lift to W wide vectors), then the executor: scores, bias, mask, softmax and the
+ * weighted values into a->o. */
+pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    if (a->m->rotate_forward && !a->pre) {
+        memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
+        memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
+        a->m->rotate_forward(ctx, a->q, a->k, a->v);
+    }
+    if (a->m->lift_width) return lifted_forward(a, scores, probs, err);
+    return execute_forward(a, ctx, a->q, a->k, a->v, a->o, scores, probs, err);
+}
+
+/* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
+ * zeroed by the caller: the executor in reverse (fused: tiles recomputed), the transform last. */
+pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    pe__ctx *ctx = &a->ctx;
+    pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
+                                    : execute_backward(a, ctx, a->q, a->k, a->v, a->o, dout, dq, dk, dv, err);
+    if (st) return st;
+    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
+    return PE_OK;
+}
+

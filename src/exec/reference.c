@@ -1,0 +1,146 @@
+/* The reference executor: the (B, H, T, Tk) scores and probabilities materialised, every hook
+ * per (b, h) (score, bias, mask, value), dropout; the oracle the fused path is held to, and the
+ * path of scores, probs, dropout and the methods no tile can hold (xl, deberta, tupe, cope). */
+#include "../layer.h"
+
+/* Dropout's mask is a hash of (seed, b, h, i, j), so backward regenerates what forward drew
+ * and no (B, H, T, Tk) mask is kept: splitmix64's finaliser on the element's index. */
+static inline int dropout_keeps(uint64_t seed, uint64_t idx, uint32_t threshold) {
+    uint64_t x = seed + (idx + 1) * 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return (uint32_t)((x ^ (x >> 31)) >> 32) >= threshold;
+}
+
+/* out = in z / (1 - rate) for head (b, h) of the last forward, z its mask: p' from p, what the
+ * values see (forward, and backward again, which then reads the mask off p'). */
+static void dropout_apply(const pe_attention *a, int64_t b, int64_t h, const float *in, float *out) {
+    const int64_t T = a->T, Tk = a->Tk;
+    const uint32_t threshold = (uint32_t)(a->drop_used * 4294967296.0);
+    const float scale = (float)(1.0 / (1.0 - a->drop_used));
+    const uint64_t base = (uint64_t)((b * a->H + h) * T) * (uint64_t)Tk;
+    for (int64_t e = 0; e < T * Tk; e++)
+        out[e] = dropout_keeps(a->seed_used, base + (uint64_t)e, threshold) ? in[e] * scale : 0.0f;
+}
+
+int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s) {
+    const int64_t T = ctx->T, Tk = ctx->Tk;
+    int64_t Tb, Tkb, qoff; /* the row's own lengths: padding after them */
+    pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
+    const pe__band band = pe__band_of(ctx->cfg);
+    for (int64_t i = 0; i < T; i++) { /* padding queries see no key */
+        int64_t lo = 0, hi = 0;
+        if (i < Tb) pe__band_range(band, qoff, i, Tkb, &lo, &hi);
+        for (int64_t j = 0; j < lo; j++) s[i * Tk + j] = -INFINITY;
+        for (int64_t j = hi; j < Tk; j++) s[i * Tk + j] = -INFINITY;
+    }
+    if (ctx->mask) {
+        const uint8_t *mk = ctx->mask + b * T * Tk;
+        for (int64_t e = 0; e < T * Tk; e++)
+            if (!mk[e]) s[e] = -INFINITY;
+    }
+    if (m && m->mask)
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < Tk; j++)
+                if (m->mask(ctx, b, i, j)) s[i * Tk + j] = -INFINITY;
+    for (int64_t i = 0; i < Tb; i++) { /* padding queries have no key, by design */
+        int64_t j = 0;
+        while (j < Tk && s[i * Tk + j] == -INFINITY) j++;
+        if (j == Tk) return i;
+    }
+    return -1;
+}
+
+
+/* The reference executor over one context (the call's, or a lifted method's: H heads of W):
+ * per (b, h) the (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v
+ * and the value hook; scores and probs copied out when asked for. */
+pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                float *o, float *scores, float *probs, pe_err *err) {
+    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
+                  group = H / ctx->Hkv;
+    a->drop_used = a->dropout, a->seed_used = a->drop_seed;
+    float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
+    if (a->drop_used > 0 && !probs && !drop)
+        return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = q + b * T * C + h * D;
+            const float *kh = k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Ckv + (h / group) * D;
+            float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
+            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
+            else pe__score_dot_forward(ctx, qh, kh, s);
+            if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
+            int64_t bad = pe__mask_scores(ctx, a->m, b, s);
+            if (bad >= 0) {
+                free(drop);
+                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+            }
+            pe__softmax_forward(s, p, T, Tk);
+            float *oh = o + b * T * C + h * D;
+            const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
+            if (a->drop_used > 0) {
+                float *pd = probs ? probs + (b * H + h) * T * Tk : drop;
+                dropout_apply(a, b, h, p, pd);
+                pv = pd;
+            }
+            pe__gemm(0, 0, T, D, Tk, 1.0f, pv, Tk, vh, Ckv, 0.0f, oh, C);
+            if (a->m->value_forward) a->m->value_forward(ctx, b, h, pv, oh);
+        }
+    free(drop);
+    if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
+    if (probs && !(a->drop_used > 0)) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
+    return PE_OK;
+}
+
+/* Its backward: dout to dq, dk, dv (added), through each hook in reverse. */
+pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+    const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
+                  group = H / ctx->Hkv;
+    float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
+    if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++) {
+            const float *qh = q + b * T * C + h * D;
+            const float *kh = k + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Ckv + (h / group) * D;
+            const float *p = a->p + (b * H + h) * T * Tk;
+            const float *douth = dout + b * T * C + h * D;
+            float *dqh = dq + b * T * C + h * D;
+            float *dkh = dk + b * Tk * Ckv + (h / group) * D;
+            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
+            /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
+             * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
+            const float *pv = p;
+            if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
+            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
+            pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
+            if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
+            if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
+                                       where p = 0 the softmax's backward ignores dp */
+                const float scale = (float)(1.0 / (1.0 - a->drop_used));
+                for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
+            }
+            pe__softmax_backward(p, dp, ds, T, Tk);
+            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
+            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
+            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+        }
+    free(dp);
+    return PE_OK;
+}
+
+void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s) {
+    pe__gemm(0, 1, ctx->T, ctx->Tk, ctx->D, (float)ctx->cfg->scale, q, ctx->C, k, ctx->Ckv, 0.0f,
+             s, ctx->Tk);
+}
+
+/* forward was s = scale q k^T, so now: dq += scale ds k, dk += scale ds^T q */
+void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q, const float *k,
+                            float *dq, float *dk) {
+    float scale = (float)ctx->cfg->scale;
+    pe__gemm(0, 0, ctx->T, ctx->D, ctx->Tk, scale, ds, ctx->Tk, k, ctx->Ckv, 1.0f, dq, ctx->C);
+    pe__gemm(1, 0, ctx->Tk, ctx->D, ctx->T, scale, ds, ctx->Tk, q, ctx->C, 1.0f, dk, ctx->Ckv);
+}

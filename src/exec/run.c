@@ -1,0 +1,94 @@
+/* How the executors run: threads (OpenMP when the compiler has it), the kernels of the CPU,
+ * FTZ/DAZ for the duration of a call, aligned scratch kept between calls, and the rotation and
+ * its exact-angle table split across threads (used by rope, xpos and the cache). */
+#include "fused.h"
+
+const pe_run_options pe__run_defaults = {0};
+
+const char *pe__isa_of(const pe_run_options *run) { return run && run->isa[0] ? run->isa : NULL; }
+const char *pe_run_kernels(const pe_run_options *opt) {
+    char isa[sizeof opt->isa] = "";
+    if (opt) memcpy(isa, opt->isa, sizeof isa - 1); /* the caller's may lack its terminator */
+    return pe__kernels_pick(isa[0] ? isa : NULL)->name;
+}
+
+/* Threads for a call of about `work` multiply-adds: small calls (tests, the trainer's tiny
+ * layers) stay on one thread, since starting and joining a team (whose idle threads spin on
+ * a busy 2-core machine) costs more than the work. */
+int pe__run_threads(const pe_run_options *run, double work) {
+#ifdef _OPENMP
+    if (work < (double)(1 << 22)) return 1;
+    if (omp_in_parallel()) return 1; /* e.g. the trainer's one run per core */
+    return run && run->threads > 0 ? run->threads : omp_get_max_threads();
+#else
+    (void)run, (void)work;
+    return 1;
+#endif
+}
+
+unsigned pe__ftz_enter(const pe_run_options *run) {
+#ifdef PE_MXCSR
+    unsigned old = _mm_getcsr();
+    if (!run->keep_mxcsr) _mm_setcsr(old | 0x8040); /* FTZ | DAZ */
+    return old;
+#else
+    (void)run;
+    return 0;
+#endif
+}
+
+void pe__ftz_leave(const pe_run_options *run, unsigned old) {
+#ifdef PE_MXCSR
+    if (!run->keep_mxcsr) _mm_setcsr(old);
+#else
+    (void)run, (void)old;
+#endif
+}
+
+float *pe__falloc(size_t n) {
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+float *pe__scratch_get(pe__scratch *sc, size_t n) {
+    if (sc->n < n) {
+        free(sc->p);
+        sc->p = pe__falloc(n), sc->n = sc->p ? n : 0;
+    }
+    return sc->p;
+}
+
+void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg) {
+    const int nth = pe__run_threads(run, work);
+    PE_OMP(omp parallel for num_threads(nth) schedule(static))
+    for (int64_t i = 0; i < n; i++) fn(arg, i);
+}
+
+/* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
+ * threads, each through the SIMD kernel. */
+void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+                     int layout, const float *cs, float sin_sign) {
+    const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
+    const int nth = pe__run_threads(run, (double)n * nh * rd * 16); /* memory-bound: weigh it up */
+    PE_OMP(omp parallel num_threads(nth))
+    {
+        const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
+        K->rope(x, r0, r1, ld, nh, D, rd, layout, cs, sin_sign);
+    }
+}
+
+/* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
+ * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
+ * 4096 positions x 64 pairs took half as long as rotating q and k). */
+void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
+                    int64_t n, const double *inv_freq, int64_t half, double attn) {
+    const int nth = pe__run_threads(run, (double)n * half * 256); /* sin and cos in double */
+    PE_OMP(omp parallel for num_threads(nth) schedule(static))
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t t = 0; t < half; t++) {
+            double angle = (double)pos[i * A + (axis ? axis[t] : 0)] * inv_freq[t];
+            cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
+            cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
+        }
+}

@@ -1,0 +1,70 @@
+/* The layer's state, shared by the files of the attention operator: the API and the walks
+ * (attention.c), the core (core.c: the transform stage, then an executor), the reference
+ * executor (exec/reference.c), the rotations on caller buffers (rotation.c). Methods never see
+ * it: they see a pe__ctx (internal.h). */
+#ifndef PE_LAYER_H
+#define PE_LAYER_H
+
+#include "internal.h"
+
+struct pe_attention {
+    pe_config cfg; /* resolved */
+    const pe__method *m;
+    int64_t H, Hkv, D, C, Ckv;
+    int nparams;
+    pe_param_spec specs[PE_MAX_PARAMS];
+
+    /* Saved by the last forward, read by backward. */
+    int have_forward;
+    int layer; /* the last forward was the layer (x, projections), else the projected form */
+    int pre;   /* the call's q, k, v have passed the method's transform stage already (a KV
+                  cache's keys, transformed once on append): the core does not run it again */
+    int64_t B, T, M, Tk;
+    float *mem; /* one block, carved below */
+    size_t mem_floats;
+    float *xe;   /* (B, T, C)    x' = x + P[pos] (layer) */
+    float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
+    float *q_in; /* (B, T, C)    q before the rotate hook (NULL without one) */
+    float *k_in; /* (B, Tk, Ckv) */
+    float *q;    /* (B, T, C) */
+    float *k;    /* (B, Tk, Ckv) */
+    float *v;    /* (B, Tk, Ckv) */
+    float *s;    /* (B, H, T, Tk) */
+    float *p;    /* (B, H, T, Tk) */
+    int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
+    float *stats; /* (2, B, H, T) its row max and 1 / row sum */
+    float *o;    /* (B, T, C) */
+    int64_t *pos; /* (B, T) then (B, Tk): query and key positions */
+    size_t pos_cap;
+    uint8_t *mask; /* (B, T, Tk) attn_mask, or NULL */
+    size_t mask_cap;
+    int has_mask;
+    int64_t *ids; /* (B, T) token ids of a layer with its own walk (complex) */
+    pe_run_options run;
+    pe__ctx ctx;
+    /* the fused path's packed keys, values and tile scratch, kept between calls: fresh pages
+     * for them on every call cost a page fault each (2-3% of a T=2048 layer) */
+    pe__scratch scratch;
+    pe__scratch grad; /* backward's gradient buffers (dq, dk, dv, ...), kept for the same reason */
+    pe__scratch lift; /* a lifted method's q, k, v and o on the fused path, and their gradients */
+    /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
+    double dropout, drop_used;
+    uint64_t drop_seed, seed_used;
+};
+
+/* The core over a->q, a->k, a->v as projected (core.c): the transform stage (the rotate hook in
+ * place, or a lift), then the call's executor (a->fused: the fused path; else the reference
+ * path over (B, H, T, Tk) scores); scores, probs out when asked for (reference only). Backward:
+ * dout to dq, dk, dv, zeroed by the caller, the transform last. */
+pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err);
+pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err);
+
+/* The reference executor over one context's q, k, v (exec/reference.c): per (b, h) the
+ * (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v, value hook,
+ * into a->s, a->p; and its backward (dq, dk, dv added). */
+pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                float *o, float *scores, float *probs, pe_err *err);
+pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
+                                 const float *dout, float *dq, float *dk, float *dv, pe_err *err);
+
+#endif
