@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/output.h"
 #include "cli.h"
 
@@ -23,7 +23,7 @@ int cli_fail(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    pe__one_line(line, sizeof line, raw);
+    pe_one_line(line, sizeof line, raw);
     if (!cli_silent) fprintf(stderr, "posenc: %s\n", line);
     return 2;
 }
@@ -73,7 +73,7 @@ static const arg_opt *find_opt(const arg_cmd *c, const char *arg) {
 /* A word counts as near a name within 2 edits (3 for words of 6 letters or more), and never
  * when the edits would rewrite most of the name. */
 static int near(const char *word, const char *name, int *best) {
-    const int d = pe__edit_distance(word, name), len = (int)strlen(name);
+    const int d = pe_edit_distance(word, name), len = (int)strlen(name);
     const int limit = strlen(word) >= 6 ? 3 : 2;
     if (d > limit || d >= len || d >= *best) return 0;
     *best = d;

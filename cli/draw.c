@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 
 #ifndef PE_CAIRO
 pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
     (void)h;
-    return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
+    return pe_error(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
 }
 #else
 
@@ -117,7 +117,7 @@ static void colour_bar(cairo_t *cr, double bx, double by, double bw, double bh, 
 
 pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
     if (h->W < 160 || h->H < 120 || h->W > 8000 || h->H > 8000)
-        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", h->W, h->H);
+        return pe_error(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", h->W, h->H);
     const int64_t per = h->rows * h->cols;
     const int own = h->per_panel && h->n_panels > 1; /* one panel: its scale is the figure's */
     double lo, hi;
@@ -132,7 +132,7 @@ pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
     /* padx separates columns: the last one's is not kept at the right edge */
     double gw = (W - left - right + padx) / pc, gh = (H - top - bottom) / pr;
     double pw = gw - padx - bar_room, ph = gh - pady - (h->panel_titles ? 1.6 * fs : 0);
-    if (pw < 8 || ph < 8) return pe__fail(err, PE_EINVAL, "size %dx%d is too small for %d panels", h->W, h->H, h->n_panels);
+    if (pw < 8 || ph < 8) return pe_error(err, PE_EINVAL, "size %dx%d is too small for %d panels", h->W, h->H, h->n_panels);
 
     cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, h->W, h->H);
     cairo_t *cr = cairo_create(surf);

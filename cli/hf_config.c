@@ -8,7 +8,7 @@
 
 #include "cli.h"
 #include "options.h"
-#include "../src/internal.h"
+#include "posenc.h"
 
 typedef struct row {
     char text[512];  /* the columns from type to scale */
@@ -46,7 +46,13 @@ static int describe(const char *path, int64_t layer, pe_hf_layer_info *info, row
             pe_attention_free(att);
             return cli_fail("out of memory");
         }
-        snprintf(factor, sizeof factor, "%.6g", pe__rope_freqs(c, 1, c->hf_factor_count ? c->hf_factors[0] : NULL, inv));
+        double attn = 0;
+        if (pe_rope_frequencies(c, 1, NULL, inv, &attn, &err)) {
+            free(inv);
+            pe_attention_free(att);
+            return cli_fail("hf-config: layer %lld: %s", (long long)layer, err.msg);
+        }
+        snprintf(factor, sizeof factor, "%.6g", attn);
         free(inv);
         snprintf(slice, sizeof slice, "%lld..%lld of %lld", (long long)c->rotary_offset,
                  (long long)(c->rotary_offset + c->rotary_dim - 1), (long long)info->head_dim);

@@ -16,7 +16,7 @@
 
 #include "../src/io/safetensors.h"
 #include "../train/trainer.h"
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/layer.h"
 #include "../src/io/output.h"
 #include "cli.h"
@@ -24,6 +24,8 @@
 #include "draw.h"
 #include "posmat.h"
 #include "props.h"
+
+#define PLOT_PI 3.14159265358979323846
 
 typedef struct opts {
     const char *kind, *in, *out, *from, *tensor, *part, *show, *metric, *checkpoint, *input;
@@ -277,7 +279,7 @@ static int plot_axes(const opts *o) {
     }
     const int64_t A = cfg->rope_sections.n, half = cfg->rotary_dim / 2;
     uint8_t axis[PE_MAX_ROPE_PAIRS];
-    pe__rope_pair_axes(cfg, axis);
+    pe_rope_pair_axes(cfg, axis);
     double *d = calloc((size_t)(A * half), sizeof(double));
     int rc = d ? 0 : cli_fail("out of memory");
     for (int64_t t = 0; d && t < half; t++) d[axis[t] * half + t] = 1;
@@ -325,10 +327,10 @@ static int plot_grid(const opts *o) {
         const int64_t quarter = half / 2;
         pe_rng rng = {o->seed};
         for (int64_t h = 0; h < H; h++) {
-            const double ang = 2 * PE_PI * pe_rng_uniform(&rng);
+            const double ang = 2 * PLOT_PI * pe_rng_uniform(&rng);
             for (int64_t t = 0; t < half; t++) {
                 const int64_t u = t % (quarter ? quarter : 1), second = quarter && t >= quarter;
-                const double mag = pow(10.0, -4.0 * (double)u / (double)D), a = ang + (second ? PE_PI / 2 : 0);
+                const double mag = pow(10.0, -4.0 * (double)u / (double)D), a = ang + (second ? PLOT_PI / 2 : 0);
                 freqs[(0 * H + h) * half + t] = (float)(mag * cos(a));
                 freqs[(1 * H + h) * half + t] = (float)(mag * sin(a));
             }

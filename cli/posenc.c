@@ -2,7 +2,7 @@
  * Errors print one line "posenc: ..." and exit with status 2 (bad input) or 1 (failure). */
 #include "cli.h"
 #include "options.h"
-#include "../src/internal.h"
+#include "posenc.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -25,30 +25,25 @@ static int method_detail(const char *name) {
         const char *best = NULL;
         int bd = 3;
         for (int k = 0; k < PE_METHOD_COUNT; k++)
-            if (pe__edit_distance(name, pe_method_name(k)) < bd) bd = pe__edit_distance(name, pe_method_name(k)), best = pe_method_name(k);
+            if (pe_edit_distance(name, pe_method_name(k)) < bd) bd = pe_edit_distance(name, pe_method_name(k)), best = pe_method_name(k);
         if (best) return cli_fail("methods: unknown method '%s' (did you mean %s?)", name, best);
         return cli_fail("methods: unknown method '%s' (posenc methods lists them)", name);
     }
-    const pe__method *mt = pe__method_get(m);
+    pe_method_info mt;
+    pe_method_describe(m, &mt, NULL);
     pe_config cfg;
     pe_err err;
     pe_config_init(&cfg);
     pe_config_set(&cfg, "method", name, &err);
-    printf("%s (%s): %s\n\nkeys (default; - is the method's own or the width's):\n", name, pe_family_name(mt->family),
-           mt->reference ? mt->reference : "");
+    printf("%s (%s): %s\n\nkeys (default; - is the method's own or the width's):\n", name, pe_family_name(mt.family),
+           mt.reference);
     for (int k = 0; pe_config_key_name(k); k++) {
         const char *key = pe_config_key_name(k);
-        char words[600];
-        snprintf(words, sizeof words, " %s ", mt->keys ? mt->keys : "");
-        char pat[64];
-        snprintf(pat, sizeof pat, " %s ", key);
-        const int common = k < 5; /* method heads causal scale kv_heads */
-        if (!common && !strstr(words, pat)) continue;
-        if (!strcmp(key, "method")) continue;
+        if (!pe_method_accepts(m, k) || k == PE_K_method) continue;
         char val[128];
         pe_config_key_value(&cfg, k, val, sizeof val);
-        if (!strcmp(key, "heads")) snprintf(val, sizeof val, "(required)");
-        if (!strcmp(key, "kv_heads")) snprintf(val, sizeof val, "heads");
+        if (k == PE_K_heads) snprintf(val, sizeof val, "(required)");
+        if (k == PE_K_kv_heads) snprintf(val, sizeof val, "heads");
         printf("  %-33s %-12s %s\n", key, val, pe_config_key_meaning(k));
     }
     /* the tensors, at heads 2 and width 16 (shapes in the legend's letters where they follow it) */
@@ -76,9 +71,8 @@ static int method_detail(const char *name) {
     }
     printf("\npaths: fused (no T x Tk buffer) %s; grouped-query attention %s; projected form (q, k, v) %s;"
            " memory (mems) %s; multi-axis positions %s\n",
-           mt->flags & PE__FUSED ? "yes" : "no", mt->flags & PE__GQA ? "yes" : "no",
-           mt->flags & (PE__INPUT | PE__LAYER_INPUT) ? "no" : "yes",
-           mt->flags & PE__MEMORY ? "yes" : "no", mt->axes ? "yes" : "no");
+           mt.fused ? "yes" : "no", mt.gqa ? "yes" : "no", mt.projected ? "yes" : "no", mt.memory ? "yes" : "no",
+           mt.multi_axis ? "yes" : "no");
     return 0;
 }
 
@@ -162,7 +156,7 @@ int main(int argc, char **argv) {
     const char *best = NULL;
     int bd = 3;
     for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (pe__edit_distance(argv[1], COMMANDS[i].name) < bd) bd = pe__edit_distance(argv[1], COMMANDS[i].name), best = COMMANDS[i].name;
+        if (pe_edit_distance(argv[1], COMMANDS[i].name) < bd) bd = pe_edit_distance(argv[1], COMMANDS[i].name), best = COMMANDS[i].name;
     if (best) return cli_fail("unknown command '%s' (did you mean %s?)", argv[1], best);
     return cli_fail("unknown command '%s' (try: posenc help)", argv[1]);
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/layer.h"
 #include "../src/io/safetensors.h"
 #include "../train/trainer.h"
@@ -15,10 +15,10 @@ int pm_method(const pm_opts *o, pe_err *err) {
     for (int i = o->n_keys - 1; i >= 0; i--)
         if (!strcmp(o->keys[i], "method")) {
             int m = pe_method_from_name(o->vals[i]);
-            if (m < 0) pe__fail(err, PE_EKEY, "key 'method': unknown method '%s' (see: posenc methods)", o->vals[i]);
+            if (m < 0) pe_error(err, PE_EKEY, "key 'method': unknown method '%s' (see: posenc methods)", o->vals[i]);
             return m;
         }
-    pe__fail(err, PE_EKEY, "no method given (--method NAME)");
+    pe_error(err, PE_EKEY, "no method given (--method NAME)");
     return -1;
 }
 
@@ -47,13 +47,13 @@ pe_status pm_checkpoint(pm_opts *o, pm_ckpt *ck, pe_err *err) {
     snprintf(ck->method, sizeof ck->method, "%s", t.method);
     for (int i = 0; i < o->n_keys; i++)
         if (!strcmp(o->keys[i], "method") && strcmp(o->vals[i], t.method))
-            return pe__fail(err, PE_EKEY, "%s: a checkpoint of method %s, not %s", o->from, t.method, o->vals[i]);
+            return pe_error(err, PE_EKEY, "%s: a checkpoint of method %s, not %s", o->from, t.method, o->vals[i]);
     if (o->layer < 0 || o->layer >= t.layers)
-        return pe__fail(err, PE_EINVAL, "--layer %lld: %s has %lld block%s (0..%lld)", (long long)o->layer, o->from,
+        return pe_error(err, PE_EINVAL, "--layer %lld: %s has %lld block%s (0..%lld)", (long long)o->layer, o->from,
                         (long long)t.layers, t.layers == 1 ? "" : "s", (long long)t.layers - 1);
     ck->keys = calloc((size_t)o->n_keys + TR_MAX_KEYS + 2, sizeof(char *));
     ck->vals = calloc((size_t)o->n_keys + TR_MAX_KEYS + 2, sizeof(char *));
-    if (!ck->keys || !ck->vals) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!ck->keys || !ck->vals) return pe_error(err, PE_ENOMEM, "out of memory");
     /* the checkpoint's method and layer keys, then the settings' (which win) */
     int n = 0;
     ck->keys[n] = "method", ck->vals[n++] = ck->method;
@@ -100,12 +100,12 @@ static pe_status encode_from_checkpoint(const pm_opts *o, int m, int n_keys, con
             if (pick ? !strcmp(f.t[j].name, o->tensor) : !strcmp(f.t[j].name, own)) t = &f.t[j];
         for (int j = 0; j < f.n && !t && !pick; j++)
             if (!strcmp(f.t[j].name, shared)) t = &f.t[j];
-        if (!t && pick) st = pe__fail(err, PE_ETENSOR, "%s: no tensor '%s'", o->from, o->tensor);
+        if (!t && pick) st = pe_error(err, PE_ETENSOR, "%s: no tensor '%s'", o->from, o->tensor);
         else if (!t)
-            st = pe__fail(err, PE_ETENSOR, "%s: no tensor '%s' or '%s' (method %s in block %lld)", o->from, own, shared,
+            st = pe_error(err, PE_ETENSOR, "%s: no tensor '%s' or '%s' (method %s in block %lld)", o->from, own, shared,
                           pe_method_name(m), (long long)o->layer);
         else if (!strcmp(specs[i].name, "pos_table") && t->ndim == 2 && t->shape[0] < o->N)
-            st = pe__fail(err, PE_EPOS, "%s: %s has %lld rows, fewer than the %lld positions asked for", o->from, t->name,
+            st = pe_error(err, PE_EPOS, "%s: %s has %lld rows, fewer than the %lld positions asked for", o->from, t->name,
                           (long long)t->shape[0], (long long)o->N);
         else {
             in[n] = *t;
@@ -129,12 +129,12 @@ static pe_status encode_from_file(const pm_opts *o, int n_keys, const char **key
         for (int i = 0; i < f.n; i++)
             if (!strcmp(f.t[i].name, want[w])) found = i;
     if (found < 0) {
-        st = pe__fail(err, PE_ETENSOR, "%s: no tensor '%s'", o->from, o->tensor ? o->tensor : "pos_table (or pe.pos_table)");
+        st = pe_error(err, PE_ETENSOR, "%s: no tensor '%s'", o->from, o->tensor ? o->tensor : "pos_table (or pe.pos_table)");
     } else {
         pe_tensor in[2] = {f.t[found], *posn};
         snprintf(in[0].name, sizeof in[0].name, "pos_table");
         if (in[0].ndim == 2 && in[0].shape[0] < o->N)
-            st = pe__fail(err, PE_EPOS, "%s: pos_table has %lld rows, fewer than the %lld positions asked for", o->from,
+            st = pe_error(err, PE_EPOS, "%s: pos_table has %lld rows, fewer than the %lld positions asked for", o->from,
                           (long long)in[0].shape[0], (long long)o->N);
         else
             st = pe_encode(n_keys, keys, vals, 0, 2, in, outs, n_outs, err);
@@ -146,7 +146,7 @@ static pe_status encode_from_file(const pm_opts *o, int n_keys, const char **key
 /* --from with a method that is not absolute: plots and analyze of its scores and indices use
  * a random layer, so a file's tensors would be silently ignored. */
 static pe_status from_refused(const pm_opts *o, int m, pe_err *err) {
-    return pe__fail(err, PE_EINVAL, "%s: --from reads the encoding of an absolute method (learned, floater, ...), not the %s method %s",
+    return pe_error(err, PE_EINVAL, "%s: --from reads the encoding of an absolute method (learned, floater, ...), not the %s method %s",
                     o->from, pe_family_name(pe_method_family(m)), pe_method_name(m));
 }
 
@@ -155,13 +155,13 @@ pe_status pm_encoding(const pm_opts *o, pe_tensor **outs, int *n_outs, pe_err *e
     if (m < 0) return PE_EKEY;
     if (pe_method_family(m) != PE_FAMILY_ABSOLUTE && o->from) return from_refused(o, m, err);
     if (pe_method_family(m) != PE_FAMILY_ABSOLUTE)
-        return pe__fail(err, PE_EINVAL, "method '%s' is %s, not absolute: it has no encoding P (try the similarity or relative plots)",
+        return pe_error(err, PE_EINVAL, "method '%s' is %s, not absolute: it has no encoding P (try the similarity or relative plots)",
                         pe_method_name(m), pe_family_name(pe_method_family(m)));
     int64_t *pos = malloc(sizeof(int64_t) * 2 * (size_t)o->N);
     const char **keys = calloc((size_t)o->n_keys + 1, sizeof(char *)), **vals = calloc((size_t)o->n_keys + 1, sizeof(char *));
     if (!pos || !keys || !vals) {
         free(pos), free(keys), free(vals);
-        return pe__fail(err, PE_ENOMEM, "out of memory");
+        return pe_error(err, PE_ENOMEM, "out of memory");
     }
     for (int64_t t = 0; t < o->N; t++) pos[t] = t, pos[o->N + t] = 0;
     int nk = 0;
@@ -204,7 +204,7 @@ pe_status pm_scores(const pm_opts *o, int zero_qk, double **S, int64_t *Hout, pe
     int m = pm_method(o, err);
     if (m < 0) return PE_EKEY;
     if (pe_method_family(m) == PE_FAMILY_ABSOLUTE)
-        return pe__fail(err, PE_EINVAL, "method '%s' is absolute: its position-position matrix is P P^T (the encoding), not a score",
+        return pe_error(err, PE_EINVAL, "method '%s' is absolute: its position-position matrix is P P^T (the encoding), not a score",
                         pe_method_name(m));
     if (o->from) return from_refused(o, m, err);
     pe_attention *att = NULL;
@@ -214,7 +214,7 @@ pe_status pm_scores(const pm_opts *o, int zero_qk, double **S, int64_t *Hout, pe
     if (!st) st = pe_layer_init(&L, att, o->N + 1, o->seed, err); /* TUPE reads row p + 1 */
     int64_t N = o->N, C = L.C, Ckv = L.Ckv, H = st ? 0 : pe_attention_config(att)->heads;
     if (!st && !(buf = calloc((size_t)(2 * C * C + 2 * Ckv * C + 2 * N * C + H * N * N), sizeof(float))))
-        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        st = pe_error(err, PE_ENOMEM, "out of memory");
     if (!st) {
         float *wq = buf, *wo = wq + C * C, *wk = wo + C * C, *wv = wk + Ckv * C, *x = wv + Ckv * C, *y = x + N * C,
               *sc = y + N * C;
@@ -228,7 +228,7 @@ pe_status pm_scores(const pm_opts *o, int zero_qk, double **S, int64_t *Hout, pe
         for (int i = 0; i < L.np; i++)
             if (L.specs[i].optional) w.param[i] = NULL;
         st = pe_attention_forward(att, &w, x, NULL, 0, NULL, 0, 1, N, y, sc, NULL, err);
-        if (!st && !(*S = malloc(sizeof(double) * (size_t)(H * N * N)))) st = pe__fail(err, PE_ENOMEM, "out of memory");
+        if (!st && !(*S = malloc(sizeof(double) * (size_t)(H * N * N)))) st = pe_error(err, PE_ENOMEM, "out of memory");
         for (int64_t k = 0; !st && k < H * N * N; k++) (*S)[k] = sc[k];
         if (!st) *Hout = H;
     }
@@ -241,28 +241,21 @@ pe_status pm_scores(const pm_opts *o, int zero_qk, double **S, int64_t *Hout, pe
 pe_status pm_index(const pm_opts *o, double **S, pe_err *err) {
     int m = pm_method(o, err);
     if (m < 0) return PE_EKEY;
-    if (m != PE_METHOD_SHAW && m != PE_METHOD_T5 && m != PE_METHOD_TUPE && m != PE_METHOD_DEBERTA)
-        return pe__fail(err, PE_EINVAL, "method '%s' has no relative index (shaw, t5, tupe, deberta do); try --show bias",
+    pe_method_info mi;
+    if (pe_method_describe(m, &mi, err)) return PE_EINVAL;
+    if (!mi.relative_index)
+        return pe_error(err, PE_EINVAL, "method '%s' has no relative index (a table row per offset); try --show bias",
                         pe_method_name(m));
     if (o->from) return from_refused(o, m, err);
     pe_attention *att = NULL;
     pe_status st = make_att(o, &att, err);
     if (st) return st;
-    const pe_config *c = pe_attention_config(att);
     int64_t N = o->N;
-    if (!(*S = malloc(sizeof(double) * (size_t)(N * N)))) st = pe__fail(err, PE_ENOMEM, "out of memory");
-    int64_t span = c->position_buckets > 0 ? c->position_buckets : c->max_relative_positions;
+    if (!(*S = malloc(sizeof(double) * (size_t)(N * N)))) st = pe_error(err, PE_ENOMEM, "out of memory");
     for (int64_t i = 0; !st && i < N; i++)
-        for (int64_t j = 0; j < N; j++) {
-            int64_t v;
-            if (m == PE_METHOD_SHAW) v = pe__clip(j - i, -c->max_rel, c->max_rel);
-            else if (m == PE_METHOD_T5) v = pe__t5_bucket(j - i, c->bidirectional, c->num_buckets, c->max_distance);
-            else if (m == PE_METHOD_TUPE) v = pe__t5_bucket(j - i, 1, c->num_buckets, c->max_distance);
-            else {
-                v = i - j;
-                if (c->position_buckets > 0) v = pe__deberta_bucket(v, c->position_buckets, c->max_relative_positions);
-                v = pe__clip(v, -span, span - 1);
-            }
+        for (int64_t j = 0; j < N && !st; j++) {
+            int64_t v = 0;
+            st = pe_attention_relative_index(att, i, j, &v, err);
             (*S)[i * N + j] = (double)v;
         }
     pe_attention_free(att);

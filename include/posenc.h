@@ -58,10 +58,23 @@ typedef enum {
 
 const char *pe_status_str(pe_status s);
 
+
 /* A one-line error message, filled by the call that failed. */
 typedef struct pe_err {
     char msg[512];
 } pe_err;
+
+/* The messages' conventions, for tools built on posenc as for the library itself: every
+ * message is one line (control characters written \n, \t or \xNN). pe_error writes one into
+ * err (may be NULL) and returns status; pe_one_line makes src one line into dst (n bytes). */
+pe_status pe_error(pe_err *err, pe_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+void pe_one_line(char *dst, size_t n, const char *src);
+/* Levenshtein distance of two names up to 63 characters (99 past that): "did you mean". */
+int pe_edit_distance(const char *a, const char *b);
 
 /* ---- methods -------------------------------------------------------------------------- */
 typedef enum {
@@ -83,6 +96,22 @@ pe_family pe_method_family(pe_method m);
 /* Returns the method with this name, or -1. */
 int pe_method_from_name(const char *name);
 const char *pe_family_name(pe_family f);
+
+/* What a method is and which paths it has, for tools (posenc methods prints it). */
+typedef struct pe_method_info {
+    const char *name, *reference; /* the paper and the implementation it follows */
+    pe_family family;
+    int fused;      /* the fused path computes it (no T x Tk buffer) */
+    int gqa;        /* grouped-query attention (kv_heads < heads) */
+    int projected;  /* has the projected form (q, k, v): not a method on the input embedding */
+    int memory;     /* reads mems (Transformer-XL) */
+    int multi_axis; /* positions with several axes (rope_sections, rope_mixed) */
+    int token_ids;  /* reads token ids instead of x (complex) */
+    int relative_index; /* pe_attention_relative_index answers (a table row per offset) */
+} pe_method_info;
+pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err);
+/* ALiBi's reference slopes m[H] (get_slopes of ofirpress/attention_with_linear_biases). */
+void pe_alibi_slopes(double *m, int64_t H);
 
 /* ---- configuration -------------------------------------------------------------------- */
 enum { PE_SIN_INTERLEAVED, PE_SIN_CONCAT, PE_SIN_T2T };
@@ -188,6 +217,10 @@ const char *pe_config_key_type(int k);
 int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len);
 /* Writes the keys the method accepts, space-separated, into buf. */
 void pe_method_keys(pe_method m, char *buf, size_t len);
+/* Whether method m takes key k (the common keys and its own); whether key k is common to every
+ * method (method, heads, causal, scale, kv_heads, window). */
+int pe_method_accepts(pe_method m, int k);
+int pe_config_key_common(int k);
 
 /* ---- tensors of a layer --------------------------------------------------------------- */
 #define PE_MAX_PARAMS 12
@@ -425,6 +458,23 @@ pe_status pe_attention_rotary_table(pe_attention *att, const pe_weights *w, cons
  * rotation, bit for bit. */
 pe_status pe_rotary_apply(const pe_run_options *opt, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D,
                           int64_t rotary_dim, int layout, const float *cs, int backward, pe_err *err);
+
+/* RoPE's inverse frequencies inv_freq (rotary_dim / 2, double) and the scaling's attention
+ * factor on cos and sin (*attention_factor), for a rotary layer's resolved settings
+ * (pe_attention_config) at n_pos positions (dynamic NTK and LongRoPE choose by it); factors:
+ * LongRoPE's table of that length (NULL: the one read from hf_config, if any). pe_rope_pair_axes:
+ * with rope_sections, the position axis each of the rotary_dim / 2 pairs reads. */
+pe_status pe_rope_frequencies(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq,
+                              double *attention_factor, pe_err *err);
+void pe_rope_pair_axes(const pe_config *cfg, uint8_t *axis);
+
+/* Whether the layer takes positions lo .. hi: the checks and tables a forward over them would
+ * make (a trainer asks before it evaluates past its training length). PE_OK, or that error. */
+pe_status pe_attention_check_positions(pe_attention *att, const pe_weights *w, int64_t lo, int64_t hi, pe_err *err);
+/* The table row (clipped offset or bucket) a relative method reads for a query at position i
+ * and a key at position j (pe_method_info.relative_index: shaw, t5, tupe, deberta); PE_EINVAL
+ * for a method without one. */
+pe_status pe_attention_relative_index(const pe_attention *att, int64_t i, int64_t j, int64_t *index, pe_err *err);
 
 /* ---- a KV cache ----------------------------------------------------------------------- */
 /* Keys and values of past tokens at their positions, for decoding: append the new tokens' k

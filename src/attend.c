@@ -38,7 +38,7 @@ static void shape_str(char *buf, size_t len, int ndim, const int64_t *shape) {
 /* Checks dtype F32 and the exact shape (shape[0] == -1 accepts any >= 1 rows). */
 static pe_status expect(const pe_tensor *t, int ndim, const int64_t *shape, pe_err *err) {
     if (t->dtype != PE_F32)
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected F32", t->name, pe_dtype_name(t->dtype));
+        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected F32", t->name, pe_dtype_name(t->dtype));
     int ok = t->ndim == ndim;
     for (int d = 0; ok && d < ndim; d++)
         ok = shape[d] == -1 ? t->shape[d] >= 1 : t->shape[d] == shape[d];
@@ -47,7 +47,7 @@ static pe_status expect(const pe_tensor *t, int ndim, const int64_t *shape, pe_e
         shape_str(want, sizeof want, ndim, shape);
         shape_str(got, sizeof got, t->ndim, t->shape);
         if (shape[0] == -1) want[1] = 'N', memmove(want + 2, want + 3, strlen(want + 2));
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected %s", t->name, got, want);
+        return pe_error(err, PE_ETENSOR, "tensor '%s': shape %s, expected %s", t->name, got, want);
     }
     return PE_OK;
 }
@@ -67,7 +67,7 @@ static pe_status add_out(pe_tensor *outs, int *n, const char *name, int ndim, co
     t->ndim = ndim;
     memcpy(t->shape, shape, sizeof(int64_t) * ndim);
     t->data = pe__calloc((size_t)numel(t), sizeof(float));
-    if (!t->data) return pe__fail(err, PE_ENOMEM, "out of memory for output '%s'", name);
+    if (!t->data) return pe_error(err, PE_ENOMEM, "out of memory for output '%s'", name);
     (*n)++;
     return PE_OK;
 }
@@ -87,7 +87,7 @@ static int64_t *to_i64(const pe_tensor *t) {
 static pe_status check_index(const pe_tensor *t, int batched, int64_t B, int64_t n, int64_t A, const char *what,
                              pe_err *err) {
     if (t->dtype != PE_I32 && t->dtype != PE_I64)
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
+        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
     const int ax = A > 1;
     if ((t->ndim == 1 + ax && t->shape[0] == n && (!ax || t->shape[1] == A)) ||
         (batched && t->ndim == 2 + ax && t->shape[0] == B && t->shape[1] == n && (!ax || t->shape[2] == A)))
@@ -95,23 +95,23 @@ static pe_status check_index(const pe_tensor *t, int batched, int64_t B, int64_t
     char got[96];
     shape_str(got, sizeof got, t->ndim, t->shape);
     if (ax)
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s, %lld]%s (%s = %lld; the layer reads %lld "
+        return pe_error(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s, %lld]%s (%s = %lld; the layer reads %lld "
                         "position axes)", t->name, got, what, (long long)A, batched ? " or [B, ...]" : "", what,
                         (long long)n, (long long)A);
-    return pe__fail(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s]%s (%s = %lld)", t->name, got, what,
+    return pe_error(err, PE_ETENSOR, "tensor '%s': shape %s, expected [%s]%s (%s = %lld)", t->name, got, what,
                     batched ? " or [B, ...]" : "", what, (long long)n);
 }
 
 /* attn_mask: BOOL or U8, [T, Tk] or (batched) [B, T, Tk] */
 static pe_status check_mask(const pe_tensor *t, int batched, int64_t B, int64_t T, int64_t Tk, pe_err *err) {
     if (t->dtype != PE_BOOL && t->dtype != PE_U8)
-        return pe__fail(err, PE_ETENSOR, "tensor 'attn_mask': dtype %s, expected BOOL or U8 (0 = masked)", pe_dtype_name(t->dtype));
+        return pe_error(err, PE_ETENSOR, "tensor 'attn_mask': dtype %s, expected BOOL or U8 (0 = masked)", pe_dtype_name(t->dtype));
     if ((t->ndim == 2 && t->shape[0] == T && t->shape[1] == Tk) ||
         (batched && t->ndim == 3 && t->shape[0] == B && t->shape[1] == T && t->shape[2] == Tk))
         return PE_OK;
     char got[96];
     shape_str(got, sizeof got, t->ndim, t->shape);
-    return pe__fail(err, PE_ETENSOR, "tensor 'attn_mask': shape %s, expected [T, Tk] = [%lld, %lld]%s", got, (long long)T,
+    return pe_error(err, PE_ETENSOR, "tensor 'attn_mask': shape %s, expected [T, Tk] = [%lld, %lld]%s", got, (long long)T,
                     (long long)Tk, batched ? " or [B, T, Tk]" : "");
 }
 
@@ -141,23 +141,23 @@ static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in,
                             pe_err *err) {
     const char *method = pe_method_name(cfg->method);
     if (pe__method_get(cfg->method)->flags & PE__INPUT)
-        return pe__fail(err, PE_ETENSOR, "tensor 'q': method %s acts on the input embedding, not on q and k, so it has "
+        return pe_error(err, PE_ETENSOR, "tensor 'q': method %s acts on the input embedding, not on q and k, so it has "
                                          "no projected form (give x and the projections)", method);
     for (int i = 0; LAYER_ONLY[i]; i++)
         if (find(n_in, in, LAYER_ONLY[i]))
-            return pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of the projected form (q, k, v given)", LAYER_ONLY[i]);
+            return pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of the projected form (q, k, v given)", LAYER_ONLY[i]);
     const pe_tensor *q = find(n_in, in, "q"), *k = find(n_in, in, "k"), *v = find(n_in, in, "v");
-    if (!k || !v) return pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (the projected form needs q, k and v)", k ? "v" : "k");
-    if (q->dtype != PE_F32) return pe__fail(err, PE_ETENSOR, "tensor 'q': dtype %s, expected F32", pe_dtype_name(q->dtype));
+    if (!k || !v) return pe_error(err, PE_ETENSOR, "tensor '%s' is missing (the projected form needs q, k and v)", k ? "v" : "k");
+    if (q->dtype != PE_F32) return pe_error(err, PE_ETENSOR, "tensor 'q': dtype %s, expected F32", pe_dtype_name(q->dtype));
     if (q->ndim != 2 && q->ndim != 3)
-        return pe__fail(err, PE_ETENSOR, "tensor 'q': expected [T, H*D] or [B, T, H*D], got %d dimensions", q->ndim);
+        return pe_error(err, PE_ETENSOR, "tensor 'q': expected [T, H*D] or [B, T, H*D], got %d dimensions", q->ndim);
     const int batched = q->ndim == 3;
     const int64_t B = batched ? q->shape[0] : 1, T = q->shape[batched], C = q->shape[batched + 1];
-    if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor 'q': every dimension must be >= 1");
+    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor 'q': every dimension must be >= 1");
     if (k->ndim != q->ndim)
-        return pe__fail(err, PE_ETENSOR, "tensor 'k': %d dimensions, expected %d as q", k->ndim, q->ndim);
+        return pe_error(err, PE_ETENSOR, "tensor 'k': %d dimensions, expected %d as q", k->ndim, q->ndim);
     const int64_t Tk = k->shape[batched];
-    if (Tk < 1) return pe__fail(err, PE_ETENSOR, "tensor 'k': Tk must be >= 1");
+    if (Tk < 1) return pe_error(err, PE_ETENSOR, "tensor 'k': Tk must be >= 1");
 
     pe_attention *att;
     pe_status st = pe_attention_init(&att, cfg, C, err);
@@ -190,24 +190,24 @@ static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in,
         else if (!strcmp(nm, "positions")) pos = t; /* checked below, once the method's tensors give its axes */
         else if (!strcmp(nm, "key_positions")) kpos = t;
         else if (!strcmp(nm, "attn_mask")) st = check_mask(mask = t, batched, B, T, Tk, err);
-        else st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm, method);
+        else st = pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm, method);
     }
     for (int j = 0; j < np && !st; j++)
         if (!specs[j].optional && !w.param[j])
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[j].name, method);
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[j].name, method);
     const int64_t A = pe_attention_axes(att, &w);
     if (!st && pos) st = check_index(pos, batched, B, T, A, "T", err);
     if (!st && kpos) st = check_index(kpos, batched, B, Tk, A, "Tk", err);
     if (!st && rc->causal && Tk < T)
-        st = pe__fail(err, PE_ETENSOR, "tensor 'k': causal attention needs Tk >= T (the queries are the last T of Tk "
+        st = pe_error(err, PE_ETENSOR, "tensor 'k': causal attention needs Tk >= T (the queries are the last T of Tk "
                                        "tokens), got Tk = %lld, T = %lld", (long long)Tk, (long long)T);
     if (st) goto done;
     if ((pos && !(pos64 = to_i64(pos))) || (kpos && !(kpos64 = to_i64(kpos)))) {
-        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        st = pe_error(err, PE_ENOMEM, "out of memory");
         goto done;
     }
     outs = calloc(4 + n_in, sizeof(pe_tensor));
-    if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    if (!outs) { st = pe_error(err, PE_ENOMEM, "out of memory"); goto done; }
     const int64_t sshape[4] = {B, H, T, Tk};
     if ((st = add_out(outs, &n_outs, "o", q->ndim, q->shape, err)) ||
         (st = add_out(outs, &n_outs, "scores", batched ? 4 : 3, batched ? sshape : sshape + 1, err)) ||
@@ -253,14 +253,14 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     pe_config_init(&cfg);
     pe_status st = pe_config_set_all(&cfg, n_keys, keys, values, err);
     if (st) return st;
-    if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    if (cfg.method < 0) return pe_error(err, PE_EKEY, "key 'method' is required");
     /* the contract's finiteness rule: every float input finite (doc/spec/conformance.md) */
     for (int i = 0; i < n_in; i++)
         if (in[i].dtype == PE_F32 && in[i].data) {
             const float *v = in[i].data;
             for (int64_t e = 0, n = numel(&in[i]); e < n; e++)
                 if (!isfinite(v[e]))
-                    return pe__fail(err, PE_ETENSOR, "tensor '%s': element %lld is %s: inputs must be finite", in[i].name,
+                    return pe_error(err, PE_ETENSOR, "tensor '%s': element %lld is %s: inputs must be finite", in[i].name,
                                     (long long)e, isnan(v[e]) ? "NaN" : v[e] > 0 ? "+Inf" : "-Inf");
         }
 
@@ -271,26 +271,26 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     const char *in_name = cx ? "ids" : "x";
     const pe_tensor *x = find(n_in, in, in_name);
     if (cx && find(n_in, in, "x"))
-        return pe__fail(err, PE_ETENSOR, "tensor 'x' is not an input of method %s: it reads token ids from 'ids'",
+        return pe_error(err, PE_ETENSOR, "tensor 'x' is not an input of method %s: it reads token ids from 'ids'",
                         pe_method_name(cfg.method));
-    if (!x) return pe__fail(err, PE_ETENSOR, "tensor '%s' is missing", in_name);
+    if (!x) return pe_error(err, PE_ETENSOR, "tensor '%s' is missing", in_name);
     if (cx ? x->dtype != PE_I32 && x->dtype != PE_I64 : x->dtype != PE_F32)
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", in_name, pe_dtype_name(x->dtype),
+        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", in_name, pe_dtype_name(x->dtype),
                         cx ? "I32 or I64" : "F32");
     if (x->ndim != 2 - cx && x->ndim != 3 - cx)
-        return pe__fail(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", in_name,
+        return pe_error(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", in_name,
                         cx ? "[T] or [B, T]" : "[T, C] or [B, T, C]", x->ndim);
     int batched = x->ndim == 3 - cx;
     int64_t B = batched ? x->shape[0] : 1, T = x->shape[batched], C = cx ? 0 : x->shape[x->ndim - 1];
     if (cx) {
         const pe_tensor *wq = find(n_in, in, "wq");
-        if (!wq) return pe__fail(err, PE_ETENSOR, "tensor 'wq' is missing");
-        if (wq->ndim != 2) return pe__fail(err, PE_ETENSOR, "tensor 'wq': expected [C, C], got %d dimensions", wq->ndim);
+        if (!wq) return pe_error(err, PE_ETENSOR, "tensor 'wq' is missing");
+        if (wq->ndim != 2) return pe_error(err, PE_ETENSOR, "tensor 'wq': expected [C, C], got %d dimensions", wq->ndim);
         C = wq->shape[1];
     }
-    if (B < 1 || T < 1 || C < 1) return pe__fail(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", cx ? "ids" : "x");
+    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", cx ? "ids" : "x");
     if (cx && pe_config_has(&cfg, PE_K_heads) && cfg.heads >= 1 && C % cfg.heads)
-        return pe__fail(err, PE_ETENSOR, "tensor 'wq': width C=%lld does not divide by heads %lld",
+        return pe_error(err, PE_ETENSOR, "tensor 'wq': width C=%lld does not divide by heads %lld",
                         (long long)C, (long long)cfg.heads);
     /* y's shape: x's; complex: ids' with C appended */
     int yndim = cx ? x->ndim + 1 : x->ndim;
@@ -348,7 +348,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
             int64_t shape[3] = {B, M, C};
             st = expect(t, x->ndim, batched ? shape : shape + 1, err);
         } else {
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm,
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", nm,
                           pe_method_name(cfg.method));
         }
     }
@@ -357,19 +357,19 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     if (!st && pos) st = check_index(pos, batched, B, T, A, "T", err);
     for (int k = 0; k < N_WEIGHTS && !st; k++)
         if (WEIGHTS[k].required && !find(n_in, in, WEIGHTS[k].name))
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing", WEIGHTS[k].name);
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is missing", WEIGHTS[k].name);
     for (int k = 0; k < np && !st; k++)
         if (!specs[k].optional && !w.param[k])
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[k].name,
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[k].name,
                           pe_method_name(cfg.method));
     if (st) goto done;
 
-    if (pos && !(pos64 = to_i64(pos))) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    if (pos && !(pos64 = to_i64(pos))) { st = pe_error(err, PE_ENOMEM, "out of memory"); goto done; }
 
     /* outputs: y (complex: y_imag), scores, probs; with dy also dx (not complex) and d<name>
      * for every F32 input */
     outs = calloc(5 + n_in, sizeof(pe_tensor));
-    if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    if (!outs) { st = pe_error(err, PE_ENOMEM, "out of memory"); goto done; }
     int64_t sshape[4] = {B, H, T, M + T};
     if ((st = add_out(outs, &n_outs, "y", yndim, ys, err)) ||
         (cx && (st = add_out(outs, &n_outs, "y_imag", yndim, ys, err))) ||
@@ -379,7 +379,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
     float *y = outs[0].data, *y_im = cx ? outs[1].data : NULL, *scores = outs[1 + cx].data,
           *probs = outs[2 + cx].data;
     if (cx) {
-        if (!(ids64 = to_i64(x))) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+        if (!(ids64 = to_i64(x))) { st = pe_error(err, PE_ENOMEM, "out of memory"); goto done; }
         pe_positions at = {.pos = pos64, .pos_batched = pos && pos->ndim == 2,
                            .mask = mask ? mask->data : NULL, .mask_batched = mask && mask->ndim == 3};
         st = pe_attention_layer_forward_ids(att, &w, ids64, B, T, &at, y, y_im, scores, probs, err);
@@ -461,19 +461,19 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
     pe_config_init(&cfg);
     pe_status st = pe_config_set_all(&cfg, n_keys, keys, values, err);
     if (st) return st;
-    if (cfg.method < 0) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    if (cfg.method < 0) return pe_error(err, PE_EKEY, "key 'method' is required");
     if (pe_method_family(cfg.method) != PE_FAMILY_ABSOLUTE) {
         char list[256] = "";
         for (int m = 0; m < PE_METHOD_COUNT; m++)
             if (pe_method_family(m) == PE_FAMILY_ABSOLUTE)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", list[0] ? ", " : "", pe_method_name(m));
-        return pe__fail(err, PE_EKEY, "method %s is not absolute: encode writes the P of %s", pe_method_name(cfg.method), list);
+        return pe_error(err, PE_EKEY, "method %s is not absolute: encode writes the P of %s", pe_method_name(cfg.method), list);
     }
     if (!pe_config_has(&cfg, PE_K_heads) && (st = pe_config_set(&cfg, "heads", "1", err))) return st;
     const pe__method *m = pe__method_get(cfg.method);
     const int cx = (m->flags & PE__COMPLEX) != 0;
     if (C <= 0 && (C = width_of(&cfg, n_in, in)) <= 0)
-        return pe__fail(err, PE_EINVAL, "the width C is unknown: give it (posenc encode --width C) or a tensor that has it");
+        return pe_error(err, PE_EINVAL, "the width C is unknown: give it (posenc encode --width C) or a tensor that has it");
 
     pe_attention *att;
     if ((st = pe_attention_init(&att, &cfg, C, err))) return st;
@@ -501,26 +501,26 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
         if (known) continue;
         if (!strcmp(t->name, "positions") || (cx && !strcmp(t->name, "ids"))) {
             if (t->dtype != PE_I32 && t->dtype != PE_I64)
-                st = pe__fail(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
+                st = pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected I32 or I64", t->name, pe_dtype_name(t->dtype));
             else if (t->ndim != 1 || t->shape[0] < 1)
-                st = pe__fail(err, PE_ETENSOR, "tensor '%s': expected [T] with T >= 1, got %d dimensions", t->name, t->ndim);
+                st = pe_error(err, PE_ETENSOR, "tensor '%s': expected [T] with T >= 1, got %d dimensions", t->name, t->ndim);
             else if (T && t->shape[0] != T)
-                st = pe__fail(err, PE_ETENSOR, "tensor '%s': %lld entries, but %s has %lld", t->name,
+                st = pe_error(err, PE_ETENSOR, "tensor '%s': %lld entries, but %s has %lld", t->name,
                               (long long)t->shape[0], pos ? "positions" : "ids", (long long)T);
             T = t->shape[0];
             *(t->name[0] == 'p' ? &pos : &ids) = t;
         } else {
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", t->name, pe_method_name(cfg.method));
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of method %s", t->name, pe_method_name(cfg.method));
         }
     }
     for (int k = 0; k < np && !st; k++)
         if (!specs[k].optional && !w.param[k])
-            st = pe__fail(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[k].name, pe_method_name(cfg.method));
-    if (!st && cx && !ids) st = pe__fail(err, PE_ETENSOR, "tensor 'ids' is missing (method %s encodes token ids)", pe_method_name(cfg.method));
-    if (!st && !pos && !cx) st = pe__fail(err, PE_ETENSOR, "tensor 'positions' is missing: the positions to encode");
+            st = pe_error(err, PE_ETENSOR, "tensor '%s' is missing (method %s needs it)", specs[k].name, pe_method_name(cfg.method));
+    if (!st && cx && !ids) st = pe_error(err, PE_ETENSOR, "tensor 'ids' is missing (method %s encodes token ids)", pe_method_name(cfg.method));
+    if (!st && !pos && !cx) st = pe_error(err, PE_ETENSOR, "tensor 'positions' is missing: the positions to encode");
     if (st) goto done;
     if (!(pos64 = pos ? to_i64(pos) : malloc(sizeof(int64_t) * T)) || (cx && !(ids64 = to_i64(ids)))) {
-        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        st = pe_error(err, PE_ENOMEM, "out of memory");
         goto done;
     }
     int64_t pmin = INT64_MAX, pmax = INT64_MIN;
@@ -534,7 +534,7 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
     static const char *const NAMES[3][3] = {{"P"}, {"P_q", "P_k", "P_v"}, {"P_re", "P_im"}};
     const int kind = cx ? 2 : m->rotate_forward ? 1 : 0, n_p = kind == 1 ? 3 : kind == 2 ? 2 : 1;
     outs = calloc(n_p + 1, sizeof(pe_tensor));
-    if (!outs) { st = pe__fail(err, PE_ENOMEM, "out of memory"); goto done; }
+    if (!outs) { st = pe_error(err, PE_ENOMEM, "out of memory"); goto done; }
     int64_t shape[2] = {T, C};
     for (int i = 0; i < n_p && !st; i++) st = add_out(outs, &n_outs, NAMES[kind][i], 2, shape, err);
     if (st) goto done;

@@ -13,9 +13,9 @@
 #include "layer.h"
 
 pe_status pe_attention_set_dropout(pe_attention *a, double p, uint64_t seed, pe_err *err) {
-    if (!(p >= 0 && p < 1)) return pe__fail(err, PE_EINVAL, "dropout: probability %g is not within 0 .. 1 (1 excluded)", p);
+    if (!(p >= 0 && p < 1)) return pe_error(err, PE_EINVAL, "dropout: probability %g is not within 0 .. 1 (1 excluded)", p);
     if (p > 0 && pe_attention_is_complex(a))
-        return pe__fail(err, PE_EINVAL, "dropout: method %s walks its own two streams and has no dropout", a->m->name);
+        return pe_error(err, PE_EINVAL, "dropout: method %s walks its own two streams and has no dropout", a->m->name);
     a->dropout = p, a->drop_seed = seed;
     return PE_OK;
 }
@@ -23,7 +23,7 @@ pe_status pe_attention_set_dropout(pe_attention *a, double p, uint64_t seed, pe_
 pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err) {
     *out = NULL;
     pe_attention *a = calloc(1, sizeof *a);
-    if (!a) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!a) return pe_error(err, PE_ENOMEM, "out of memory");
     a->cfg = *cfg;
     pe_status st = pe__config_resolve(&a->cfg, C, err);
     if (st) {
@@ -80,7 +80,7 @@ static pe_status reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk,
         free(a->mask);
         a->mask = malloc((size_t)(B * T * Tk));
         a->mask_cap = a->mask ? (size_t)(B * T * Tk) : 0;
-        if (!a->mask) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
+        if (!a->mask) return pe_error(err, PE_ENOMEM, "out of memory for the %lld x %lld attn_mask", (long long)T, (long long)Tk);
     }
     return PE_OK;
 }
@@ -97,13 +97,13 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
     if (walk) n = 0; /* the method's walk keeps its own activations; it needs the ids */
     if (walk) {
         free(a->ids);
-        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe__fail(err, PE_ENOMEM, "out of memory for ids");
+        if (!(a->ids = malloc(sizeof(int64_t) * B * T))) return pe_error(err, PE_ENOMEM, "out of memory for ids");
     }
     if (n > a->mem_floats) {
         free(a->mem);
         a->mem = malloc(n * sizeof(float));
         a->mem_floats = a->mem ? n : 0;
-        if (!a->mem) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
+        if (!a->mem) return pe_error(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
     }
     pe_status st = reserve_mask(a, B, T, Tk, masked, err);
     if (st || !n) return st;
@@ -158,7 +158,7 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
     }
     for (; i < n; i++)
         if (!isfinite(x[i]))
-            return pe__fail(err, PE_EINVAL, "output '%s' is not finite at element %lld (%s): an input, weight or setting "
+            return pe_error(err, PE_EINVAL, "output '%s' is not finite at element %lld (%s): an input, weight or setting "
                             "is NaN or Inf, or too large", name, (long long)i, isnan(x[i]) ? "NaN" : "Inf");
     return PE_OK;
 }
@@ -212,14 +212,14 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
     const int plain = a->pre && transform_only(a->m); /* the method has nothing left to do */
     for (int i = 0; i < a->nparams && !plain; i++)
         if (!w->param[i] && !a->specs[i].optional)
-            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+            return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     const int64_t A = pe_attention_axes(a, w), given = at && at->axes > 1 ? at->axes : 1;
     const int64_t *qp = at ? at->pos : NULL, *kp = at ? at->key_pos : NULL;
     if ((qp || kp) && given != A) {
         if (A == 1)
-            return pe__fail(err, PE_ETENSOR, "tensor 'positions': %lld axes per token, but method %s reads one position "
+            return pe_error(err, PE_ETENSOR, "tensor 'positions': %lld axes per token, but method %s reads one position "
                             "(multi-axis positions: rope with rope_sections, rope_mixed)", (long long)given, a->m->name);
-        return pe__fail(err, PE_ETENSOR, "tensor 'positions': %lld ax%s per token, but the layer reads %lld (%s): give "
+        return pe_error(err, PE_ETENSOR, "tensor 'positions': %lld ax%s per token, but the layer reads %lld (%s): give "
                         "[T, %lld] or [B, T, %lld]", (long long)given, given == 1 ? "is" : "es", (long long)A,
                         a->m->axes == NULL ? "" : a->cfg.rope_sections.n ? "rope_sections" : "rows of rope_freqs",
                         (long long)A, (long long)A);
@@ -229,7 +229,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
         free(a->pos);
         a->pos = malloc(sizeof(int64_t) * need);
         a->pos_cap = a->pos ? need : 0;
-        if (!a->pos) return pe__fail(err, PE_ENOMEM, "out of memory for positions");
+        if (!a->pos) return pe_error(err, PE_ENOMEM, "out of memory for positions");
     }
     const int lens = at && (at->q_lens || at->k_lens);
     int64_t *pos = a->pos, *kpos = a->pos + B * T * A, *qlen = kpos + B * Tk * A, *klen = qlen + B;
@@ -237,10 +237,10 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
         qlen[b] = lens && at->q_lens ? at->q_lens[b] : T;
         klen[b] = lens && at->k_lens ? at->k_lens[b] : Tk;
         if (qlen[b] < 0 || qlen[b] > T || klen[b] < 1 || klen[b] > Tk)
-            return pe__fail(err, PE_EINVAL, "row %lld: lengths %lld queries and %lld keys, expected 0 .. %lld and 1 .. %lld",
+            return pe_error(err, PE_EINVAL, "row %lld: lengths %lld queries and %lld keys, expected 0 .. %lld and 1 .. %lld",
                             (long long)b, (long long)qlen[b], (long long)klen[b], (long long)T, (long long)Tk);
         if (a->cfg.causal && klen[b] < qlen[b])
-            return pe__fail(err, PE_EINVAL, "row %lld: causal attention needs at least as many keys as queries (%lld keys, "
+            return pe_error(err, PE_EINVAL, "row %lld: causal attention needs at least as many keys as queries (%lld keys, "
                             "%lld queries): the queries are the last of the row's tokens",
                             (long long)b, (long long)klen[b], (long long)qlen[b]);
     }
@@ -262,7 +262,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
         }
     }
     if (pmin < -PE_MAX_POSITION || pmax > PE_MAX_POSITION)
-        return pe__fail(err, PE_EPOS, "tensor 'positions': position %lld is beyond +-2^53 (positions must be exact in double)",
+        return pe_error(err, PE_EPOS, "tensor 'positions': position %lld is beyond +-2^53 (positions must be exact in double)",
                         (long long)(pmin < -PE_MAX_POSITION ? pmin : pmax));
     a->has_mask = at && at->mask;
     if (a->has_mask)
@@ -288,15 +288,15 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
                          int64_t B, int64_t T, const pe_positions *at, float *y, float *scores, float *probs,
                          pe_err *err) {
     a->have_forward = 0;
-    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
-    if (M < 0 || (M > 0 && !mems)) return pe__fail(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
+    if (B < 1 || T < 1) return pe_error(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
+    if (M < 0 || (M > 0 && !mems)) return pe_error(err, PE_EINVAL, "memory length %lld without mems", (long long)M);
     if (M > 0 && !(a->m->flags & PE__MEMORY))
-        return pe__fail(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
+        return pe_error(err, PE_ETENSOR, "tensor 'mems': method %s has no memory", a->m->name);
     if (!x || !w || !w->wq || !w->wk || !w->wv || !w->wo || !y)
-        return pe__fail(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
-    if (at && at->key_pos) return pe__fail(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
+        return pe_error(err, PE_EINVAL, "x, y and the weights wq, wk, wv, wo are required");
+    if (at && at->key_pos) return pe_error(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
     if (at && (at->q_lens || at->k_lens))
-        return pe__fail(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
+        return pe_error(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
     a->fused = use_fused(a, B, T, M + T, M, scores || probs);
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
@@ -334,7 +334,7 @@ pe_status pe_attention_layer_forward(pe_attention *a, const pe_weights *w, const
                                      float *scores, float *probs, pe_err *err) {
     if (pe_attention_is_complex(a)) {
         a->have_forward = 0;
-        return pe__fail(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
+        return pe_error(err, PE_EINVAL, "method %s reads token ids, not x: use pe_attention_forward_ids", a->m->name);
     }
     return forward(a, w, x, mems, M, B, T, at, y, scores, probs, err);
 }
@@ -359,13 +359,13 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
                                          float *scores, float *probs, pe_err *err) {
     if (!pe_attention_is_complex(a)) {
         a->have_forward = 0;
-        return pe__fail(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
+        return pe_error(err, PE_EINVAL, "method %s reads x, not token ids: use pe_attention_forward", a->m->name);
     }
-    if (B < 1 || T < 1) return pe__fail(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
+    if (B < 1 || T < 1) return pe_error(err, PE_EINVAL, "batch %lld and length %lld must be >= 1", (long long)B, (long long)T);
     if (!ids || !y || !y_imag || !w || !w->wq || !w->wk || !w->wv || !w->wo)
-        return pe__fail(err, PE_EINVAL, "ids, y, y_imag and the weights wq, wk, wv, wo are required");
+        return pe_error(err, PE_EINVAL, "ids, y, y_imag and the weights wq, wk, wv, wo are required");
     if (at && (at->key_pos || at->q_lens || at->k_lens))
-        return pe__fail(err, PE_EINVAL, "a layer on token ids takes positions and attn_mask only");
+        return pe_error(err, PE_EINVAL, "a layer on token ids takes positions and attn_mask only");
     a->layer = 1;
     a->M = 0;
     a->fused = 0;
@@ -384,15 +384,15 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
                                    float *o, float *scores, float *probs, pe_err *err) {
     a->have_forward = 0;
     if ((a->m->flags & PE__INPUT) && !a->pre)
-        return pe__fail(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
+        return pe_error(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
                         a->m->name);
     if (a->m->flags & PE__LAYER_INPUT)
-        return pe__fail(err, PE_EINVAL, "method %s computes its terms from the layer input x, which q, k and v do not carry: "
+        return pe_error(err, PE_EINVAL, "method %s computes its terms from the layer input x, which q, k and v do not carry: "
                         "it has no projected form (run the layer on x)", a->m->name);
     if (B < 1 || T < 1 || Tk < 1)
-        return pe__fail(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
+        return pe_error(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
                         (long long)T, (long long)Tk);
-    if (!q || !k || !v || !o) return pe__fail(err, PE_EINVAL, "q, k, v and o are required");
+    if (!q || !k || !v || !o) return pe_error(err, PE_EINVAL, "q, k, v and o are required");
     pe_weights none = {0};
     if (!w) w = &none;
     a->fused = use_fused(a, B, T, Tk, Tk - T, scores || probs);
@@ -429,7 +429,7 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
     const int64_t Ckv = a->Ckv;
     if (B > 1 && kv_stride != Tk * Ckv) {
         if (!(buf = malloc(sizeof(float) * (size_t)(2 * B * Tk * Ckv))))
-            return pe__fail(err, PE_ENOMEM, "out of memory for %lld cached keys", (long long)(B * Tk));
+            return pe_error(err, PE_ENOMEM, "out of memory for %lld cached keys", (long long)(B * Tk));
         for (int64_t b = 0; b < B; b++) {
             memcpy(buf + b * Tk * Ckv, k + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
             memcpy(buf + (B + b) * Tk * Ckv, v + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
@@ -457,13 +457,13 @@ pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const fl
 pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const float *dout, float *dq,
                                     float *dk, float *dv, pe_grads *g, pe_err *err) {
     if (!a->have_forward || a->layer)
-        return pe__fail(err, PE_EINVAL, "backward_qkv without a forward_qkv");
-    if (!dout) return pe__fail(err, PE_EINVAL, "dout is required");
+        return pe_error(err, PE_EINVAL, "backward_qkv without a forward_qkv");
+    if (!dout) return pe_error(err, PE_EINVAL, "dout is required");
     pe_grads none = {0};
     pe_weights wnone = {0};
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
     float *work = pe__scratch_get(&a->grad, (size_t)(nq + 2 * nk));
-    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
+    if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
     memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
@@ -482,11 +482,11 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
 /* The layer's reverse walk: wo, the core's backward, the projections, the embedding. */
 pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const float *dy, float *dx,
                                 pe_grads *g, pe_err *err) {
-    if (!a->have_forward || !a->layer) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    if (!a->have_forward || !a->layer) return pe_error(err, PE_EINVAL, "backward without a forward");
     if (pe_attention_is_complex(a) && dx)
-        return pe__fail(err, PE_EINVAL, "method %s has no dx (its input is token ids): pass dx = NULL", a->m->name);
+        return pe_error(err, PE_EINVAL, "method %s has no dx (its input is token ids): pass dx = NULL", a->m->name);
     if (a->m->walk_backward) return pe_attention_backward_ids(a, w, dy, NULL, g, err);
-    if (!dy) return pe__fail(err, PE_EINVAL, "dy is required");
+    if (!dy) return pe_error(err, PE_EINVAL, "dy is required");
     pe_grads none = {0};
     if (!g) g = &none;
     const int64_t B = a->B, T = a->T, M = a->M, Tk = a->Tk, C = a->C, Ckv = a->Ckv;
@@ -495,7 +495,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     ctx->g = g;
     const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
     float *work = pe__scratch_get(&a->grad, n);
-    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
+    if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
     float *dq = dout + B * T * C;       /* (B, T, C) */
     float *dxe = dq + B * T * C;        /* (B, T, C) */
@@ -531,9 +531,9 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
 pe_status pe_attention_backward_ids(pe_attention *a, const pe_weights *w, const float *dy,
                                     const float *dy_imag, pe_grads *g, pe_err *err) {
     if (!pe_attention_is_complex(a))
-        return pe__fail(err, PE_EINVAL, "method %s reads x: use pe_attention_backward", a->m->name);
-    if (!a->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
-    if (!dy && !dy_imag) return pe__fail(err, PE_EINVAL, "dy or dy_imag is required");
+        return pe_error(err, PE_EINVAL, "method %s reads x: use pe_attention_backward", a->m->name);
+    if (!a->have_forward) return pe_error(err, PE_EINVAL, "backward without a forward");
+    if (!dy && !dy_imag) return pe_error(err, PE_EINVAL, "dy or dy_imag is required");
     pe_grads none = {0};
     a->ctx.w = w;
     a->ctx.g = g ? g : &none;
@@ -549,11 +549,11 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
     if (!w) w = &none;
     ctx->state = NULL;
     if (lo < -PE_MAX_POSITION || hi > PE_MAX_POSITION)
-        return pe__fail(err, PE_EPOS, "position %lld is beyond +-2^53 (positions must be exact in double)",
+        return pe_error(err, PE_EPOS, "position %lld is beyond +-2^53 (positions must be exact in double)",
                         (long long)(lo < -PE_MAX_POSITION ? lo : hi));
     for (int i = 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
-            return pe__fail(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+            return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
                      .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = 1, .pos_min = lo, .pos_max = hi, .run = &a->run,
                      .w = w};

@@ -48,7 +48,7 @@ struct pe_kv_cache {
 static pe_status grow_scratch(void **p, size_t *cap, size_t need, size_t elem, pe_err *err) {
     if (need <= *cap) return PE_OK;
     void *n = realloc(*p, need * elem);
-    if (!n) return pe__fail(err, PE_ENOMEM, "out of memory for the cache's scratch");
+    if (!n) return pe_error(err, PE_ENOMEM, "out of memory for the cache's scratch");
     *p = n, *cap = need;
     return PE_OK;
 }
@@ -56,25 +56,25 @@ static pe_status grow_scratch(void **p, size_t *cap, size_t need, size_t elem, p
 pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int64_t max_tokens, pe_err *err) {
     *out = NULL;
     if (!att || B < 1 || max_tokens < 1)
-        return pe__fail(err, PE_EINVAL, "kv_cache: need a layer, batch >= 1 and max_tokens >= 1 (got %lld, %lld)",
+        return pe_error(err, PE_EINVAL, "kv_cache: need a layer, batch >= 1 and max_tokens >= 1 (got %lld, %lld)",
                         (long long)B, (long long)max_tokens);
     const pe__method *m = pe__attention_method(att);
     if (m->flags & PE__COMPLEX)
-        return pe__fail(err, PE_EINVAL, "kv_cache: method %s is complex-valued (token ids, two streams): it has no KV cache",
+        return pe_error(err, PE_EINVAL, "kv_cache: method %s is complex-valued (token ids, two streams): it has no KV cache",
                         m->name);
     if (m->flags & PE__LAYER_INPUT)
-        return pe__fail(err, PE_EINVAL, "kv_cache: method %s computes its terms from the layer input x of every token, "
+        return pe_error(err, PE_EINVAL, "kv_cache: method %s computes its terms from the layer input x of every token, "
                         "which a cache of keys and values does not hold: it has no KV cache", m->name);
     if (pe_attention_axes(att, NULL) > 1)
-        return pe__fail(err, PE_EINVAL, "kv_cache: method %s reads positions with %lld axes; the cache holds one per token",
+        return pe_error(err, PE_EINVAL, "kv_cache: method %s reads positions with %lld axes; the cache holds one per token",
                         m->name, (long long)pe_attention_axes(att, NULL));
     const pe_config *cfg = pe_attention_config(att);
     const int64_t H = cfg->heads, Hkv = cfg->kv_heads, D = pe_attention_head_dim(att);
     if ((double)B * (double)max_tokens * (double)(Hkv * D) * 2 > (double)(INT64_MAX / 8))
-        return pe__fail(err, PE_EINVAL, "kv_cache: %lld rows of %lld tokens overflow the sizes", (long long)B,
+        return pe_error(err, PE_EINVAL, "kv_cache: %lld rows of %lld tokens overflow the sizes", (long long)B,
                         (long long)max_tokens);
     pe_kv_cache *c = calloc(1, sizeof *c);
-    if (!c) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!c) return pe_error(err, PE_ENOMEM, "out of memory");
     *c = (pe_kv_cache){.att = att, .m = m, .B = B, .max = max_tokens, .H = H, .Hkv = Hkv, .D = D, .C = H * D,
                        .Ckv = Hkv * D, .lo = INT64_MAX, .hi = INT64_MIN};
     c->transform = m->rotate_forward != NULL;
@@ -82,7 +82,7 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     c->len = calloc((size_t)B, sizeof(int64_t));
     if (!c->len) {
         free(c);
-        return pe__fail(err, PE_ENOMEM, "out of memory");
+        return pe_error(err, PE_ENOMEM, "out of memory");
     }
     *out = c;
     return PE_OK;
@@ -104,7 +104,7 @@ int64_t pe_kv_cache_length(const pe_kv_cache *c, int64_t b) { return b >= 0 && b
 
 pe_status pe_kv_cache_view(const pe_kv_cache *c, int64_t b, const float **k, const float **v, const int64_t **pos,
                            int64_t *n, pe_err *err) {
-    if (b < 0 || b >= c->B) return pe__fail(err, PE_EINVAL, "kv_cache: row %lld of %lld", (long long)b, (long long)c->B);
+    if (b < 0 || b >= c->B) return pe_error(err, PE_EINVAL, "kv_cache: row %lld of %lld", (long long)b, (long long)c->B);
     if (k) *k = c->k ? c->k + b * c->cap * c->Ckv : NULL;
     if (v) *v = c->v ? c->v + b * c->cap * c->Ckv : NULL;
     if (pos) *pos = c->pos ? c->pos + b * c->cap : NULL;
@@ -124,7 +124,7 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
     int64_t *pos = malloc(sizeof(int64_t) * (size_t)(B * cap));
     if (!k || !v || !pos) {
         free(k), free(v), free(pos);
-        return pe__fail(err, PE_ENOMEM, "out of memory for a cache of %lld x %lld tokens", (long long)B, (long long)cap);
+        return pe_error(err, PE_ENOMEM, "out of memory for a cache of %lld x %lld tokens", (long long)B, (long long)cap);
     }
     for (int64_t b = 0; b < B && c->cap; b++) {
         memcpy(k + b * cap * Ckv, c->k + b * c->cap * Ckv, sizeof(float) * (size_t)(c->len[b] * Ckv));
@@ -166,7 +166,7 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
     const int64_t half = rd / 2, uniform = from[0] == to[0] && from[1] == to[1];
     const pe_run_options *run = pe__attention_run(c->att);
     float *cs = malloc(sizeof(float) * (size_t)(CHUNK * half * 2));
-    if (!cs) st = pe__fail(err, PE_ENOMEM, "out of memory for the re-rotation table");
+    if (!cs) st = pe_error(err, PE_ENOMEM, "out of memory for the re-rotation table");
     for (int64_t b = 0; b < c->B && !st; b++) {
         const int64_t n = c->len[b], *pn = c->pos + b * c->cap, *po = old ? old + b * c->cap : pn;
         float *k = c->k + b * c->cap * c->Ckv + pe_attention_config(c->att)->rotary_offset; /* the rotated slice */
@@ -231,10 +231,10 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
     for (int64_t b = 0; b < c->B; b++) {
         const int64_t nb = lens ? lens[b] : n, len = c->len[b];
         if (nb < 0 || nb > n)
-            return pe__fail(err, PE_EINVAL, "kv_cache: row %lld appends %lld of %lld tokens", (long long)b, (long long)nb,
+            return pe_error(err, PE_EINVAL, "kv_cache: row %lld appends %lld of %lld tokens", (long long)b, (long long)nb,
                             (long long)n);
         if (len + nb > c->max)
-            return pe__fail(err, PE_EINVAL, "kv_cache full: row %lld holds %lld of max_tokens %lld; %lld more do not fit "
+            return pe_error(err, PE_EINVAL, "kv_cache full: row %lld holds %lld of max_tokens %lld; %lld more do not fit "
                             "(pe_kv_cache_shift drops tokens)", (long long)b, (long long)len, (long long)c->max, (long long)nb);
         const int64_t next = len ? c->pos[b * c->cap + len - 1] + 1 : 0;
         for (int64_t t = 0; t < n; t++) {
@@ -249,7 +249,7 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
 
 pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k, const float *v, int64_t n,
                              const int64_t *pos, int pos_batched, const int64_t *lens, pe_err *err) {
-    if (!k || !v || n < 1) return pe__fail(err, PE_EINVAL, "kv_cache_append: need k, v and n >= 1 tokens");
+    if (!k || !v || n < 1) return pe_error(err, PE_EINVAL, "kv_cache_append: need k, v and n >= 1 tokens");
     int64_t lo, hi, most = 0;
     pe_status st = new_positions(c, n, pos, pos_batched, lens, &lo, &hi, err);
     if (st) return st;
@@ -276,13 +276,13 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
 
 pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q, int64_t T, const pe_positions *at,
                              float *o, pe_err *err) {
-    if (!q || !o || T < 1) return pe__fail(err, PE_EINVAL, "kv_cache_attend: need q, o and T >= 1 queries");
+    if (!q || !o || T < 1) return pe_error(err, PE_EINVAL, "kv_cache_attend: need q, o and T >= 1 queries");
     if (at && (at->key_pos || at->k_lens))
-        return pe__fail(err, PE_EINVAL, "kv_cache_attend: the keys are the cache's (key_pos and k_lens must be NULL)");
+        return pe_error(err, PE_EINVAL, "kv_cache_attend: the keys are the cache's (key_pos and k_lens must be NULL)");
     const int64_t B = c->B, C = c->C;
     int64_t Tk = 0, lo, hi;
     for (int64_t b = 0; b < B; b++) Tk = c->len[b] > Tk ? c->len[b] : Tk;
-    if (!Tk) return pe__fail(err, PE_EINVAL, "kv_cache_attend: the cache is empty (append the keys first)");
+    if (!Tk) return pe_error(err, PE_EINVAL, "kv_cache_attend: the cache is empty (append the keys first)");
     pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(B * (Tk + T) + B), sizeof(int64_t), err);
     if (!st && c->transform) st = grow_scratch((void **)&c->q, &c->q_cap, (size_t)(B * T * C), sizeof(float), err);
     if (st) return st;
@@ -293,10 +293,10 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
         const int64_t len = c->len[b], nq = at && at->q_lens ? at->q_lens[b] : T;
         klen[b] = len ? len : 1; /* an empty row without queries: one padding key */
         lens |= len != Tk;
-        if (nq < 0 || nq > T) return pe__fail(err, PE_EINVAL, "kv_cache_attend: row %lld has %lld of %lld queries", (long long)b, (long long)nq, (long long)T);
-        if (!len && nq) return pe__fail(err, PE_EINVAL, "kv_cache_attend: row %lld of the cache is empty", (long long)b);
+        if (nq < 0 || nq > T) return pe_error(err, PE_EINVAL, "kv_cache_attend: row %lld has %lld of %lld queries", (long long)b, (long long)nq, (long long)T);
+        if (!len && nq) return pe_error(err, PE_EINVAL, "kv_cache_attend: row %lld of the cache is empty", (long long)b);
         if (!(at && at->pos) && nq > len)
-            return pe__fail(err, PE_EINVAL, "kv_cache_attend: row %lld: %lld queries at the positions of its last tokens, but "
+            return pe_error(err, PE_EINVAL, "kv_cache_attend: row %lld: %lld queries at the positions of its last tokens, but "
                             "it holds %lld (give positions)", (long long)b, (long long)nq, (long long)len);
         const int64_t *cp = c->pos + b * c->cap, fill = len ? cp[0] : 0;
         for (int64_t u = 0; u < Tk; u++) kpos[b * Tk + u] = u < len ? cp[u] : fill;
@@ -324,7 +324,7 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
 pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const float *x, int64_t T, const int64_t *pos,
                                     int pos_batched, const int64_t *lens, float *y, pe_err *err) {
     if (!x || !y || T < 1 || !w || !w->wq || !w->wk || !w->wv || !w->wo)
-        return pe__fail(err, PE_EINVAL, "kv_cache_layer_forward: need x, y, T >= 1 and the weights wq, wk, wv, wo");
+        return pe_error(err, PE_EINVAL, "kv_cache_layer_forward: need x, y, T >= 1 and the weights wq, wk, wv, wo");
     const int64_t B = c->B, C = c->C, Ckv = c->Ckv, N = B * T;
     int64_t lo, hi;
     pe_status st = new_positions(c, T, pos, pos_batched, lens, &lo, &hi, err);
@@ -352,18 +352,18 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
 
 pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, int64_t delta,
                             pe_err *err) {
-    if (keep < 0 || n_drop < 0) return pe__fail(err, PE_EINVAL, "kv_cache_shift: keep and n_drop must be >= 0");
+    if (keep < 0 || n_drop < 0) return pe_error(err, PE_EINVAL, "kv_cache_shift: keep and n_drop must be >= 0");
     for (int64_t b = 0; b < c->B; b++)
         if (c->len[b] && keep + n_drop > c->len[b])
-            return pe__fail(err, PE_EINVAL, "kv_cache_shift: row %lld holds %lld tokens, fewer than keep %lld + n_drop %lld",
+            return pe_error(err, PE_EINVAL, "kv_cache_shift: row %lld holds %lld tokens, fewer than keep %lld + n_drop %lld",
                             (long long)b, (long long)c->len[b], (long long)keep, (long long)n_drop);
     if (delta && c->transform && !c->rotary)
-        return pe__fail(err, PE_EINVAL, "kv_cache_shift: method %s adds position terms to the cached keys and values; "
+        return pe_error(err, PE_EINVAL, "kv_cache_shift: method %s adds position terms to the cached keys and values; "
                         "moving them needs the tokens appended again", c->m->name);
     const int64_t Ckv = c->Ckv;
     int64_t *old = NULL;
     if (c->rotary && delta && !(old = malloc(sizeof(int64_t) * (size_t)(c->B * c->cap))))
-        return pe__fail(err, PE_ENOMEM, "out of memory for the shift");
+        return pe_error(err, PE_ENOMEM, "out of memory for the shift");
     for (int64_t b = 0; b < c->B; b++) {
         const int64_t len = c->len[b];
         if (!len) continue;

@@ -139,7 +139,7 @@ int pe_config_key_value(const pe_config *cfg, int k, char *buf, size_t len) {
     return 0;
 }
 
-int pe__edit_distance(const char *a, const char *b) {
+int pe_edit_distance(const char *a, const char *b) {
     const int la = (int)strlen(a), lb = (int)strlen(b);
     if (la > 63 || lb > 63) return 99;
     int d[64][64];
@@ -157,7 +157,7 @@ int pe__edit_distance(const char *a, const char *b) {
 static void suggest(char *buf, size_t n, const char *word, const char *(*name)(int), int count) {
     int best = -1, bd = 4;
     for (int i = 0; i < count; i++) {
-        const int dd = pe__edit_distance(word, name(i));
+        const int dd = pe_edit_distance(word, name(i));
         if (dd < bd) bd = dd, best = i;
     }
     snprintf(buf, n, best >= 0 ? "; did you mean '%s'?" : "%s", best >= 0 ? name(best) : "");
@@ -194,10 +194,14 @@ static int has_word(const char *list, const char *word) {
 }
 
 static int method_accepts(int method, int k) {
+    if (k < 0 || k >= N_KEYS) return 0;
     if (k < N_COMMON_KEYS) return 1;
     const pe__method *m = pe__method_get(method);
     return m && has_word(m->keys, KEYS[k].name);
 }
+
+int pe_method_accepts(pe_method m, int k) { return m >= 0 && m < PE_METHOD_COUNT && method_accepts(m, k); }
+int pe_config_key_common(int k) { return k >= 0 && k < N_COMMON_KEYS; }
 
 void pe_method_keys(pe_method m, char *buf, size_t len) {
     const pe__method *mt = pe__method_get(m);
@@ -217,7 +221,7 @@ static int choice_index(const char *choices, const char *word, size_t n) {
 }
 
 static pe_status bad_value(pe_err *err, const key_desc *key, const char *value, const char *want) {
-    return pe__fail(err, PE_EKEY, "key '%s': value '%s' is not %s", key->name, value, want);
+    return pe_error(err, PE_EKEY, "key '%s': value '%s' is not %s", key->name, value, want);
 }
 
 pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_err *err) {
@@ -225,14 +229,14 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
     if (k < 0) {
         char hint[96];
         suggest(hint, sizeof hint, name, pe_config_key_name, N_KEYS);
-        return pe__fail(err, PE_EKEY, "unknown key '%s'%s", name, hint);
+        return pe_error(err, PE_EKEY, "unknown key '%s'%s", name, hint);
     }
     const key_desc *key = &KEYS[k];
     PE_ASSERT(key->size == type_size(key->type));
     if (cfg->method >= 0 && !method_accepts(cfg->method, k)) {
         char keys[512];
         pe_method_keys(cfg->method, keys, sizeof keys);
-        return pe__fail(err, PE_EKEY, "key '%s' does not apply to method %s (its keys: %s)", name,
+        return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s (its keys: %s)", name,
                         pe_method_name(cfg->method), keys[0] ? keys : "none");
     }
     void *field = (char *)cfg + key->offset;
@@ -248,7 +252,7 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
             }
             char hint[96];
             suggest(hint, sizeof hint, value, method_name_of, PE_METHOD_COUNT);
-            return pe__fail(err, PE_EKEY, "key 'method': unknown method '%s'%s (known: %s)", value, hint, list);
+            return pe_error(err, PE_EKEY, "key 'method': unknown method '%s'%s (known: %s)", value, hint, list);
         }
         *(int *)field = m;
         break;
@@ -258,7 +262,7 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         long long v = strtoll(value, &end, 10);
         if (!*value || *end || errno) return bad_value(err, key, value, "an integer");
         if (v > PE_MAX_KEY_INT || v < -PE_MAX_KEY_INT) /* sizes and offsets stay far from overflow */
-            return pe__fail(err, PE_EKEY, "key '%s': %lld is outside -2^31 .. 2^31", key->name, v);
+            return pe_error(err, PE_EKEY, "key '%s': %lld is outside -2^31 .. 2^31", key->name, v);
         *(int64_t *)field = v;
         break;
     }
@@ -344,29 +348,29 @@ pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
 /* Fills the defaults that depend on the method or on the width, and validates the common
  * keys; then the method's own defaults and checks. Used by pe_attention_init. */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
-    if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe__fail(err, PE_EKEY, "key 'method' is required");
+    if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe_error(err, PE_EKEY, "key 'method' is required");
     for (int k = 0; k < N_KEYS; k++)
         if (pe_config_has(cfg, (pe_key)k) && !method_accepts(cfg->method, k))
-            return pe__fail(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,
+            return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,
                             pe_method_name(cfg->method));
-    if (!pe_config_has(cfg, PE_K_heads)) return pe__fail(err, PE_EKEY, "key 'heads' is required");
-    if (cfg->heads < 1) return pe__fail(err, PE_EKEY, "key 'heads': %lld is not >= 1", (long long)cfg->heads);
+    if (!pe_config_has(cfg, PE_K_heads)) return pe_error(err, PE_EKEY, "key 'heads' is required");
+    if (cfg->heads < 1) return pe_error(err, PE_EKEY, "key 'heads': %lld is not >= 1", (long long)cfg->heads);
     if (C < 1 || C % cfg->heads)
-        return pe__fail(err, PE_ETENSOR, "tensor 'x': width C=%lld does not divide by heads %lld",
+        return pe_error(err, PE_ETENSOR, "tensor 'x': width C=%lld does not divide by heads %lld",
                         (long long)C, (long long)cfg->heads);
     int64_t H = cfg->heads, D = C / H;
     if (!pe_config_has(cfg, PE_K_kv_heads)) cfg->kv_heads = H;
     if (cfg->kv_heads < 1 || H % cfg->kv_heads)
-        return pe__fail(err, PE_EKEY, "key 'kv_heads': %lld does not divide heads %lld",
+        return pe_error(err, PE_EKEY, "key 'kv_heads': %lld does not divide heads %lld",
                         (long long)cfg->kv_heads, (long long)H);
     const pe__method *m = pe__method_get(cfg->method);
     if (cfg->kv_heads != H && !(m->flags & PE__GQA))
-        return pe__fail(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
+        return pe_error(err, PE_EKEY, "key 'kv_heads': method %s does not support grouped-query attention",
                         m->name);
     if (pe_config_has(cfg, PE_K_window)) { /* two sizes, each -1 (no limit) or >= 0 */
         const pe_int_list *w = &cfg->window;
         if (w->n != 2 || w->v[0] < -1 || w->v[1] < -1)
-            return pe__fail(err, PE_EKEY, "key 'window': expected LEFT,RIGHT, two integers >= -1 (-1: no limit on that "
+            return pe_error(err, PE_EKEY, "key 'window': expected LEFT,RIGHT, two integers >= -1 (-1: no limit on that "
                             "side; FlashAttention's window_size), e.g. 4095,0");
     }
     if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D);

@@ -78,7 +78,7 @@ static pe_status lifted_forward(pe_attention *a, float *scores, float *probs, pe
     const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
     const int64_t W = a->m->lift_width(&a->cfg, D);
     float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
-    if (!base) return pe__fail(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
+    if (!base) return pe_error(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
     const lifted l = lifted_parts(a, base);
     a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
     pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);

@@ -51,14 +51,6 @@
         }                                                                                 \
     } while (0)
 
-/* src as one line into dst (n bytes): control characters (a value holding a newline, a tab)
- * become \n, \t or \xNN. Every message goes through it. */
-void pe__one_line(char *dst, size_t n, const char *src);
-
-/* Writes a message into err (may be NULL) as one line and returns status. */
-pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* What a hook sees of the current call. */
 /* Scratch that outlives a call: grown when a call needs more, freed with its owner. */
 typedef struct pe__scratch {
@@ -203,6 +195,10 @@ typedef struct pe__method {
      * NULL: the transformation depends on the positions alone (floater). */
     int (*rotary_frame)(const pe_config *cfg, int64_t D, const int64_t cur[2], int64_t lo, int64_t hi);
 
+    /* The table row a relative method reads for a query at position i and a key at position j
+     * (its clipped offset or bucket), for tools that draw it (pe_attention_relative_index). */
+    int64_t (*rel_index)(const pe_config *cfg, int64_t i, int64_t j);
+
     /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
     void (*rel)(const pe_config *cfg, pe__rel *r);
 
@@ -227,9 +223,6 @@ typedef struct pe__method {
 #undef X
 
 const pe__method *pe__method_get(int m);
-
-/* Levenshtein distance of two names up to 63 characters (99 past that): "did you mean". */
-int pe__edit_distance(const char *a, const char *b);
 
 /* Fills method- and width-dependent defaults into cfg and validates it (config.c). */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err);
@@ -381,8 +374,6 @@ static inline double pe__rope_dangle(const float *x_in, const float *dy, int64_t
     const double y2 = (double)x_in[e2] * cs[0] + (double)x_in[e1] * cs[1];
     return -(double)dy[e1] * y2 + (double)dy[e2] * y1;
 }
-/* rope_sections: the position axis each of the rotary_dim/2 pairs reads (rope.c). */
-void pe__rope_pair_axes(const pe_config *cfg, uint8_t *axis);
 
 /* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(p * inv_freq) * attn,
  * angles and cos/sin in double, rounded once to float. Position r has A axes at pos + r A; pair
@@ -450,9 +441,6 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);
 /* Validation shared by rope and its relatives (rope_scaling.c), and by t5 and tupe (t5.c). */
 pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err);
 pe_status pe__t5_check(const pe_config *cfg, int bidirectional, pe_err *err);
-
-/* ALiBi's default slopes m[H], as the reference's get_slopes. */
-void pe__alibi_slopes(double *m, int64_t H);
 
 /* T5's bucket of a relative position (j - i), as HF _relative_position_bucket computes it
  * (float32 log, truncation toward zero). Shared with TUPE. */

@@ -8,16 +8,16 @@
 pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, double tokens_per_second, int64_t *pos,
                              int64_t *n, int64_t *next, pe_err *err) {
     if (!spans || n_spans < 1 || !n)
-        return pe__fail(err, PE_EINVAL, "mrope_positions: need at least one span and n");
-    if (merge < 1) return pe__fail(err, PE_EINVAL, "mrope_positions: spatial merge %lld, expected >= 1", (long long)merge);
+        return pe_error(err, PE_EINVAL, "mrope_positions: need at least one span and n");
+    if (merge < 1) return pe_error(err, PE_EINVAL, "mrope_positions: spatial merge %lld, expected >= 1", (long long)merge);
     if (!(tokens_per_second >= 0) || !isfinite(tokens_per_second))
-        return pe__fail(err, PE_EINVAL, "mrope_positions: tokens_per_second must be >= 0");
+        return pe_error(err, PE_EINVAL, "mrope_positions: tokens_per_second must be >= 0");
     int64_t N = 0, top = -1; /* tokens so far; the largest position so far */
     for (int s = 0; s < n_spans; s++) {
         const pe_span *sp = &spans[s];
         if (sp->text) {
             if (sp->text < 0 || sp->text > PE_MAX_SPAN_TOKENS)
-                return pe__fail(err, PE_EINVAL, "span %d: %lld text tokens", s, (long long)sp->text);
+                return pe_error(err, PE_EINVAL, "span %d: %lld text tokens", s, (long long)sp->text);
             for (int64_t i = 0; pos && i < sp->text; i++)
                 for (int a = 0; a < 3; a++) pos[(N + i) * 3 + a] = top + 1 + i;
             N += sp->text, top += sp->text;
@@ -25,16 +25,16 @@ pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, d
         }
         if (sp->t < 1 || sp->h < 1 || sp->w < 1 || sp->t > PE_MAX_SPAN_TOKENS || sp->h > PE_MAX_SPAN_TOKENS ||
             sp->w > PE_MAX_SPAN_TOKENS)
-            return pe__fail(err, PE_EINVAL, "span %d: a grid of %lld x %lld x %lld patches, expected each >= 1", s,
+            return pe_error(err, PE_EINVAL, "span %d: a grid of %lld x %lld x %lld patches, expected each >= 1", s,
                             (long long)sp->t, (long long)sp->h, (long long)sp->w);
         if (sp->h % merge || sp->w % merge)
-            return pe__fail(err, PE_EINVAL, "span %d: %lld x %lld patches do not divide by the spatial merge %lld", s,
+            return pe_error(err, PE_EINVAL, "span %d: %lld x %lld patches do not divide by the spatial merge %lld", s,
                             (long long)sp->h, (long long)sp->w, (long long)merge);
         if (!(sp->seconds >= 0) || !isfinite(sp->seconds))
-            return pe__fail(err, PE_EINVAL, "span %d: seconds per temporal patch must be >= 0", s);
+            return pe_error(err, PE_EINVAL, "span %d: seconds per temporal patch must be >= 0", s);
         const int64_t gh = sp->h / merge, gw = sp->w / merge;
         if ((double)sp->t * gh * gw > (double)PE_MAX_SPAN_TOKENS)
-            return pe__fail(err, PE_EINVAL, "span %d: %lld x %lld x %lld tokens is too many", s, (long long)sp->t,
+            return pe_error(err, PE_EINVAL, "span %d: %lld x %lld x %lld tokens is too many", s, (long long)sp->t,
                             (long long)gh, (long long)gw);
         const int64_t start = top + 1;
         int64_t last_t = 0;
@@ -50,7 +50,7 @@ pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, d
         N += sp->t * gh * gw;
         const int64_t m = last_t > gh - 1 ? last_t : gh - 1;
         top = start + (m > gw - 1 ? m : gw - 1);
-        if (N > PE_MAX_SPAN_TOKENS) return pe__fail(err, PE_EINVAL, "mrope_positions: more than 2^40 tokens");
+        if (N > PE_MAX_SPAN_TOKENS) return pe_error(err, PE_EINVAL, "mrope_positions: more than 2^40 tokens");
     }
     *n = N;
     if (next) *next = top + 1;

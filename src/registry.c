@@ -59,7 +59,7 @@ const char *pe_status_str(pe_status s) {
     return "unknown status";
 }
 
-void pe__one_line(char *dst, size_t n, const char *src) {
+void pe_one_line(char *dst, size_t n, const char *src) {
     size_t o = 0;
     for (const unsigned char *c = (const unsigned char *)src; *c && o + 5 < n; c++) {
         if (*c >= 0x20 && *c != 0x7f) dst[o++] = (char)*c;
@@ -70,14 +70,14 @@ void pe__one_line(char *dst, size_t n, const char *src) {
     if (n) dst[o] = 0;
 }
 
-pe_status pe__fail(pe_err *err, pe_status status, const char *fmt, ...) {
+pe_status pe_error(pe_err *err, pe_status status, const char *fmt, ...) {
     if (err) {
         char raw[sizeof err->msg];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
-        pe__one_line(err->msg, sizeof err->msg, raw);
+        pe_one_line(err->msg, sizeof err->msg, raw);
     }
     return status;
 }

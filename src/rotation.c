@@ -10,12 +10,12 @@ static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_
                               int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
                               pe_err *err) {
     if (!a->m->rotary_table)
-        return pe__fail(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)", a->m->name);
+        return pe_error(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)", a->m->name);
     if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
-        return pe__fail(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
+        return pe_error(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
     for (int64_t r = 0; r < n; r++)
         if (pos[r] < lo || pos[r] > hi)
-            return pe__fail(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
+            return pe_error(err, PE_EPOS, "rotate: position %lld of row %lld is outside the attention's positions %lld .. %lld",
                             (long long)pos[r], (long long)r, (long long)lo, (long long)hi);
     pe_status st = pe__attention_context(a, w, n, pos, lo, hi, ctx, err);
     if (!st) *cs = a->m->rotary_table(ctx, which, rd, layout);
@@ -25,7 +25,7 @@ static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_
 pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, int64_t n, int64_t ld, int64_t nh,
                               const int64_t *pos, int64_t lo, int64_t hi, int which, int backward, pe_err *err) {
     if (!x || nh < 1 || ld < nh * a->D)
-        return pe__fail(err, PE_EINVAL, "rotate: need x, nh >= 1 heads and a row stride ld >= nh * head_dim (%lld)",
+        return pe_error(err, PE_EINVAL, "rotate: need x, nh >= 1 heads and a row stride ld >= nh * head_dim (%lld)",
                         (long long)(nh * a->D));
     pe__ctx ctx;
     const float *cs;
@@ -40,7 +40,7 @@ pe_status pe_attention_rotate(pe_attention *a, const pe_weights *w, float *x, in
 
 pe_status pe_attention_rotary_table(pe_attention *a, const pe_weights *w, const int64_t *pos, int64_t n, int64_t lo,
                                     int64_t hi, int which, float *cs, int64_t *rotary_dim, int *layout, pe_err *err) {
-    if (!cs || !rotary_dim || !layout) return pe__fail(err, PE_EINVAL, "rotary_table: need cs, rotary_dim and layout");
+    if (!cs || !rotary_dim || !layout) return pe_error(err, PE_EINVAL, "rotary_table: need cs, rotary_dim and layout");
     pe__ctx ctx;
     const float *table;
     pe_status st = rotary_begin(a, w, pos, n, lo, hi, which, &ctx, &table, rotary_dim, layout, err);
@@ -54,7 +54,7 @@ pe_status pe_rotary_apply(const pe_run_options *opt, float *x, int64_t n, int64_
                           int64_t rotary_dim, int layout, const float *cs, int backward, pe_err *err) {
     if (!x || !cs || n < 1 || nh < 1 || D < 2 || rotary_dim < 2 || rotary_dim % 2 || rotary_dim > D ||
         ld < nh * D || (layout != PE_ROPE_HALF && layout != PE_ROPE_INTERLEAVED))
-        return pe__fail(err, PE_EINVAL, "rotary_apply: need x and cs, n >= 1 rows of nh >= 1 heads, an even rotary_dim "
+        return pe_error(err, PE_EINVAL, "rotary_apply: need x and cs, n >= 1 rows of nh >= 1 heads, an even rotary_dim "
                         "in 2 .. head_dim, a row stride ld >= nh * head_dim and layout PE_ROPE_HALF or PE_ROPE_INTERLEAVED");
     pe_run_options run = opt ? *opt : (pe_run_options){0};
     run.isa[sizeof run.isa - 1] = 0;

@@ -6,9 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/output.h"
 #include "../src/io/layer.h"
+
+/* What cannot fail but for memory in the tasks' generators (one example's digits): stop there */
+#define TR_ASSERT(x)                                                                         \
+    do {                                                                                     \
+        if (!(x)) {                                                                          \
+            fprintf(stderr, "posenc: %s:%d: assertion failed: %s\n", __FILE__, __LINE__, #x); \
+            abort();                                                                         \
+        }                                                                                    \
+    } while (0)
 
 static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add", "count"};
 
@@ -140,7 +149,7 @@ static pe_status text_to_ids(tr_task *t, const unsigned char *text, int64_t n, p
     int64_t n_eval = n / 10;
     t->n_train = n - n_eval, t->n_eval = n_eval;
     t->train = malloc((size_t)t->n_train), t->eval = malloc((size_t)t->n_eval);
-    if (!t->train || !t->eval) return pe__fail(err, PE_ENOMEM, "out of memory for the text");
+    if (!t->train || !t->eval) return pe_error(err, PE_ENOMEM, "out of memory for the text");
     for (int64_t i = 0; i < n; i++) {
         uint8_t id = (uint8_t)t->ids[text[i]];
         if (i < t->n_train) t->train[i] = id;
@@ -153,8 +162,8 @@ pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *tex
                        uint64_t corpus_seed, int64_t n_chars, pe_err *err) {
     memset(t, 0, sizeof *t);
     t->kind = kind, t->L = L;
-    if (kind >= TR_TASK_COUNT) return pe__fail(err, PE_EINVAL, "unknown task %d", (int)kind);
-    if (L < 1) return pe__fail(err, PE_EINVAL, "training length %lld must be >= 1", (long long)L);
+    if (kind >= TR_TASK_COUNT) return pe_error(err, PE_EINVAL, "unknown task %d", (int)kind);
+    if (L < 1) return pe_error(err, PE_EINVAL, "training length %lld must be >= 1", (long long)L);
     if (kind != TR_TASK_LM) {
         set_vocab(t, (const unsigned char *)TASK_VOCAB, (int)strlen(TASK_VOCAB));
         return PE_OK;
@@ -163,7 +172,7 @@ pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *tex
     if (!text_path) {
         int64_t n = n_chars + n_chars / 9;
         char *text = tr_corpus_generate(corpus_seed, n);
-        if (!text) return pe__fail(err, PE_ENOMEM, "out of memory for the corpus");
+        if (!text) return pe_error(err, PE_ENOMEM, "out of memory for the corpus");
         st = text_to_ids(t, (const unsigned char *)text, n, err);
         free(text);
     } else {
@@ -172,14 +181,14 @@ pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *tex
         if (!f) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
-            return pe__fail(err, PE_EIO, "--text: %s", why);
+            return pe_error(err, PE_EIO, "--text: %s", why);
         }
         unsigned char *text = n > 0 ? malloc((size_t)n) : NULL;
         size_t got = text ? fread(text, 1, (size_t)n, f) : 0;
         fclose(f);
         if (n <= 0 || got != (size_t)n) {
             free(text);
-            return pe__fail(err, PE_EIO, "--text: cannot read '%s'", text_path);
+            return pe_error(err, PE_EIO, "--text: cannot read '%s'", text_path);
         }
         st = text_to_ids(t, text, n, err);
         free(text);
@@ -191,7 +200,7 @@ pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *tex
     if (t->n_eval < 8 * L + 1 || t->n_train < L + 1) {
         int64_t need = 10 * (8 * L + 1);
         tr_task_free(t);
-        return pe__fail(err, PE_EINVAL, "--text: %lld bytes needed for training length %lld (10%% are held out and must hold 8L + 1)",
+        return pe_error(err, PE_EINVAL, "--text: %lld bytes needed for training length %lld (10%% are held out and must hold 8L + 1)",
                         (long long)need, (long long)L);
     }
     return PE_OK;
@@ -286,7 +295,7 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
         int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n);
         if (below(r, 2)) na = nb, nb = n;
         int32_t *a = malloc(sizeof(int32_t) * (size_t)(2 * n + 2)), *b = a + n + 1; /* digits, LSB first */
-        PE_ASSERT(a);
+        TR_ASSERT(a);
         for (int64_t i = 0; i < na; i++) a[i] = (int32_t)below(r, 10);
         for (int64_t i = 0; i < nb; i++) b[i] = (int32_t)below(r, 10);
         if (na > 1 && a[na - 1] == 0) a[na - 1] = 1 + (int32_t)below(r, 9);
@@ -307,7 +316,7 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
         return len;
     }
     int32_t *x = malloc(sizeof(int32_t) * (size_t)n);
-    PE_ASSERT(x);
+    TR_ASSERT(x);
     for (int64_t i = 0; i < n; i++) x[i] = (int32_t)below(r, 10);
     for (int64_t i = 0; i < n; i++) seq[len++] = id['a' + x[i]];
     *eq = len;
@@ -331,7 +340,7 @@ static int64_t task_batch(const tr_task *t, pe_rng *r, int64_t B, int64_t n_fixe
     int64_t Tmax = tr_task_seq_len(t, n_fixed ? n_fixed : n_max);
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(Tmax + 1) * (size_t)B);
     int64_t *len = malloc(sizeof(int64_t) * (size_t)B), *eq = malloc(sizeof(int64_t) * (size_t)B), T = 1;
-    PE_ASSERT(seq && len && eq);
+    TR_ASSERT(seq && len && eq);
     for (int64_t b = 0; b < B; b++) {
         int64_t n = n_fixed ? n_fixed : 1 + (int64_t)below(r, (uint64_t)n_max);
         len[b] = make_example(t, r, n, seq + b * (Tmax + 1), &eq[b]);

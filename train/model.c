@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/layer.h"
 #include "kernels.h"
 
@@ -181,7 +181,7 @@ struct tr_model {
 };
 
 static int add_tensor(tr_model *m, const char *name, int ndim, const int64_t *shape, int decay, pe_err *err) {
-    if (m->nt == TR_MAX_TENSORS) return pe__fail(err, PE_EINVAL, "more than %d tensors", TR_MAX_TENSORS);
+    if (m->nt == TR_MAX_TENSORS) return pe_error(err, PE_EINVAL, "more than %d tensors", TR_MAX_TENSORS);
     tr_tensor *t = &m->t[m->nt];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -289,7 +289,7 @@ static void init_method_tensor(const tr_tensor *t, int64_t C, float *p, pe_rng *
         for (int64_t e = 0; e < t->numel; e++) p[e] = (float)((2 * pe_rng_uniform(rng) - 1) / sqrt(in->a));
         break;
     case PE_INIT_ALIBI_SLOPES: /* optional tensors are absent in the trainer; for completeness */
-        pe__alibi_slopes(m, t->numel < PE_MAX_ROPE_PAIRS ? t->numel : PE_MAX_ROPE_PAIRS);
+        pe_alibi_slopes(m, t->numel < PE_MAX_ROPE_PAIRS ? t->numel : PE_MAX_ROPE_PAIRS);
         for (int64_t e = 0; e < t->numel && e < PE_MAX_ROPE_PAIRS; e++) p[e] = (float)m[e];
         break;
     case PE_INIT_EYE_NORMAL: /* the identity on each [cols, cols] block, plus noise */
@@ -344,7 +344,7 @@ static pe_status reserve_acts(tr_model *m, int64_t N, pe_err *err) {
     a->in = malloc(sizeof(int32_t) * (size_t)N), a->tgt = malloc(sizeof(int32_t) * (size_t)N);
     a->pos = malloc(sizeof(int64_t) * (size_t)N), a->ids = malloc(sizeof(int64_t) * (size_t)N);
     if (!a->block || !a->in || !a->tgt || !a->pos || !a->ids)
-        return pe__fail(err, PE_ENOMEM, "out of memory for the activations of %lld tokens", (long long)N);
+        return pe_error(err, PE_ENOMEM, "out of memory for the activations of %lld tokens", (long long)N);
     a->cap = N;
     float *p = a->block;
 #define CARVE(f, count) (a->f = p, p += (count))
@@ -371,48 +371,48 @@ static pe_status reserve_acts(tr_model *m, int64_t N, pe_err *err) {
 pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t seed, pe_err *err) {
     *out = NULL;
     if (cfg->V < 2 || cfg->layers < 1 || cfg->C < 2 || cfg->heads < 1 || cfg->F < 1 || cfg->max_pos < 1)
-        return pe__fail(err, PE_EINVAL, "model: need vocabulary >= 2, layers >= 1, width >= 2, heads >= 1, max_pos >= 1");
-    if (cfg->C % cfg->heads) return pe__fail(err, PE_EINVAL, "model: width %lld does not divide by %lld heads", (long long)cfg->C, (long long)cfg->heads);
+        return pe_error(err, PE_EINVAL, "model: need vocabulary >= 2, layers >= 1, width >= 2, heads >= 1, max_pos >= 1");
+    if (cfg->C % cfg->heads) return pe_error(err, PE_EINVAL, "model: width %lld does not divide by %lld heads", (long long)cfg->C, (long long)cfg->heads);
     const char *why;
     tr_placement place = tr_method_placement(cfg->method, &why);
     const int nsched = tr_schedule_method(cfg->schedule, 0, NULL, 0);
-    if (cfg->schedule[0] && !nsched) return pe__fail(err, PE_EINVAL, "schedule '%s': need method names separated by commas", cfg->schedule);
+    if (cfg->schedule[0] && !nsched) return pe_error(err, PE_EINVAL, "schedule '%s': need method names separated by commas", cfg->schedule);
     if (nsched > cfg->layers)
-        return pe__fail(err, PE_EINVAL, "schedule '%s': %d methods for %lld layers", cfg->schedule, nsched, (long long)cfg->layers);
+        return pe_error(err, PE_EINVAL, "schedule '%s': %d methods for %lld layers", cfg->schedule, nsched, (long long)cfg->layers);
     for (int i = 0; i < nsched; i++) {
         char lm[32];
         tr_schedule_method(cfg->schedule, i, lm, sizeof lm);
         /* a layer of a schedule holds its encoding in its attention: absolute encodings enter
          * once at the input and complex-valued ones replace block 0, so neither is per layer */
         tr_placement p = tr_method_placement(lm, &why);
-        if (p == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "schedule: method '%s': %s", lm, why);
+        if (p == TR_PLACE_NONE) return pe_error(err, PE_EINVAL, "schedule: method '%s': %s", lm, why);
         if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
-            return pe__fail(err, PE_EINVAL, "schedule: method '%s' is not one of the layers' (absolute and complex-valued encodings are not per layer; none is)", lm);
+            return pe_error(err, PE_EINVAL, "schedule: method '%s' is not one of the layers' (absolute and complex-valued encodings are not per layer; none is)", lm);
     }
     for (int k = 0; k < cfg->n_keys && nsched; k++) {
         int used = 0;
         char lm[32];
         for (int i = 0; i < nsched && !used; i++) used = tr_key_applies((tr_schedule_method(cfg->schedule, i, lm, sizeof lm), lm), cfg->key[k]);
-        if (!used) return pe__fail(err, PE_EINVAL, "key '%s' applies to none of the methods of the schedule %s", cfg->key[k], cfg->schedule);
+        if (!used) return pe_error(err, PE_EINVAL, "key '%s' applies to none of the methods of the schedule %s", cfg->key[k], cfg->schedule);
     }
     if (nsched) place = TR_PLACE_LAYER;
-    else if (place == TR_PLACE_NONE) return pe__fail(err, PE_EINVAL, "method %s: %s", cfg->method, why);
-    if (place == TR_PLACE_IDS && cfg->layers < 1) return pe__fail(err, PE_EINVAL, "method %s needs a layer", cfg->method);
+    else if (place == TR_PLACE_NONE) return pe_error(err, PE_EINVAL, "method %s: %s", cfg->method, why);
+    if (place == TR_PLACE_IDS && cfg->layers < 1) return pe_error(err, PE_EINVAL, "method %s needs a layer", cfg->method);
     tr_model *m = calloc(1, sizeof *m);
-    if (!m) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!m) return pe_error(err, PE_ENOMEM, "out of memory");
     m->cfg = *cfg;
     m->place = place;
     const struct convention *conv0 = convention_of(cfg->method);
     const int64_t Ly = cfg->layers, C = cfg->C, F = cfg->F, V = cfg->V;
     pe_status st = PE_OK;
     m->layer = calloc((size_t)Ly, sizeof(tr_layer));
-    if (!m->layer) st = pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!m->layer) st = pe_error(err, PE_ENOMEM, "out of memory");
 
     /* the size table: llm.c's fill_in_parameter_sizes, by name */
     int idx[64][PE_MAX_PARAMS + 16];
     const int64_t sC[1] = {C}, sCC[2] = {C, C}, sFC[2] = {F, C}, sCF[2] = {C, F}, sF[1] = {F}, sVC[2] = {V, C};
     if (!st && (m->t_wte = add_tensor(m, "wte", 2, sVC, 1, err)) < 0) st = PE_EINVAL;
-    if (!st && Ly > 64) st = pe__fail(err, PE_EINVAL, "model: at most 64 layers");
+    if (!st && Ly > 64) st = pe_error(err, PE_EINVAL, "model: at most 64 layers");
     for (int64_t l = 0; l < Ly && !st; l++) {
         tr_layer *L = &m->layer[l];
         int own = place == TR_PLACE_LAYER || (place == TR_PLACE_IDS && l == 0);
@@ -424,11 +424,11 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {
             /* the memory is every layer's input of the last segment, carried as one block */
-            st = pe__fail(err, PE_EINVAL, "schedule: method '%s' carries memory between segments; it trains alone, not in a schedule", lm);
+            st = pe_error(err, PE_EINVAL, "schedule: method '%s' carries memory between segments; it trains alone, not in a schedule", lm);
             break;
         }
         if ((place == TR_PLACE_IDS && l == 0) != pe_attention_is_complex(L->att)) {
-            st = pe__fail(err, PE_EINVAL, "method %s: the trainer's convention and the layer disagree on token ids", cfg->method);
+            st = pe_error(err, PE_EINVAL, "method %s: the trainer's convention and the layer disagree on token ids", cfg->method);
             break;
         }
         char pre[32], nm[96];
@@ -460,7 +460,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         st = PE_EINVAL;
     if (!st) {
         m->params = calloc(2 * m->n, sizeof(float));
-        if (!m->params) st = pe__fail(err, PE_ENOMEM, "out of memory for %zu parameters", m->n);
+        if (!m->params) st = pe_error(err, PE_ENOMEM, "out of memory for %zu parameters", m->n);
     }
     if (st) {
         tr_model_free(m);
@@ -475,7 +475,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     for (int z = 0; z < m->n_normed; z++) {
         tr_normed *q = &m->normed[z];
         q->y = calloc((size_t)(2 * q->rows * q->cols + 2 * q->rows), sizeof(float));
-        if (!q->y) st = pe__fail(err, PE_ENOMEM, "out of memory");
+        if (!q->y) st = pe_error(err, PE_ENOMEM, "out of memory");
         else q->dy = q->y + q->rows * q->cols, q->mean = q->dy + q->rows * q->cols, q->rstd = q->mean + q->rows;
     }
     for (int64_t l = 0; l < Ly && !st; l++) {
@@ -501,7 +501,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     }
     if (!st && m->probe) {
         m->eye = calloc((size_t)(2 * C * C), sizeof(float));
-        if (!m->eye) st = pe__fail(err, PE_ENOMEM, "out of memory");
+        if (!m->eye) st = pe_error(err, PE_ENOMEM, "out of memory");
         else {
             m->zero = m->eye + C * C;
             for (int64_t i = 0; i < C; i++) m->eye[i * C + i] = 1;
@@ -575,7 +575,7 @@ static pe_status reserve_mem(tr_model *m, int64_t B, int64_t M, pe_err *err) {
         free(m->mem);
         m->mem = malloc(sizeof(float) * (size_t)n);
         m->mem_cap = m->mem ? n : 0;
-        if (!m->mem) return pe__fail(err, PE_ENOMEM, "out of memory for the memory");
+        if (!m->mem) return pe_error(err, PE_ENOMEM, "out of memory for the memory");
     }
     return PE_OK;
 }
@@ -619,7 +619,7 @@ static pe_status input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_er
         m->P = malloc(sizeof(float) * (size_t)(3 * np * C));
         m->ppos = malloc(sizeof(int64_t) * (size_t)np);
         m->pcap = m->P && m->ppos ? np : 0;
-        if (!m->pcap) return pe__fail(err, PE_ENOMEM, "out of memory for the position table");
+        if (!m->pcap) return pe_error(err, PE_ENOMEM, "out of memory for the position table");
         m->dP = m->P + np * C, m->px = m->dP + np * C;
     }
     for (int64_t i = 0; i < np; i++) m->ppos[i] = pmin + i;
@@ -641,8 +641,8 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
     if (st) return st;
     tr_acts *a = &m->a;
     for (int64_t i = 0; i < N; i++) {
-        if (in[i] < 0 || in[i] >= V) return pe__fail(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
-        if (tgt[i] >= V) return pe__fail(err, PE_EINVAL, "target %d outside the vocabulary of %lld", tgt[i], (long long)V);
+        if (in[i] < 0 || in[i] >= V) return pe_error(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
+        if (tgt[i] >= V) return pe_error(err, PE_EINVAL, "target %d outside the vocabulary of %lld", tgt[i], (long long)V);
         a->in[i] = in[i], a->tgt[i] = tgt[i], a->ids[i] = in[i];
         a->pos[i] = pos ? pos[i] : i % T;
     }
@@ -710,9 +710,9 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
 pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos, int64_t T, int64_t layer,
                              float *probs, pe_err *err) {
     if (layer < 0 || layer >= m->cfg.layers)
-        return pe__fail(err, PE_EINVAL, "layer %lld: the model has layers 0..%lld", (long long)layer, (long long)m->cfg.layers - 1);
+        return pe_error(err, PE_EINVAL, "layer %lld: the model has layers 0..%lld", (long long)layer, (long long)m->cfg.layers - 1);
     int32_t *tgt = malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
-    if (!tgt) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!tgt) return pe_error(err, PE_ENOMEM, "out of memory");
     for (int64_t i = 0; i < T; i++) tgt[i] = -1; /* nothing scored: only the activations matter */
     double loss;
     m->probs_out = probs, m->probs_layer = layer;
@@ -723,7 +723,7 @@ pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos,
 }
 
 pe_status tr_model_backward(tr_model *m, pe_err *err) {
-    if (!m->have_forward) return pe__fail(err, PE_EINVAL, "backward without a forward");
+    if (!m->have_forward) return pe_error(err, PE_EINVAL, "backward without a forward");
     const int64_t N = m->B * m->T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;
     tr_acts *a = &m->a;
     float *g = m->grads;
@@ -816,11 +816,11 @@ struct tr_decoder {
 pe_status tr_decoder_init(tr_decoder **out, tr_model *m, int64_t max_tokens, pe_err *err) {
     *out = NULL;
     if (m->place == TR_PLACE_IDS)
-        return pe__fail(err, PE_EINVAL, "method %s is complex-valued: its block 0 has no KV cache", m->cfg.method);
+        return pe_error(err, PE_EINVAL, "method %s is complex-valued: its block 0 has no KV cache", m->cfg.method);
     tr_decoder *d = calloc(1, sizeof *d);
     if (!d || !(d->kv = calloc((size_t)m->cfg.layers, sizeof *d->kv))) {
         free(d);
-        return pe__fail(err, PE_ENOMEM, "out of memory");
+        return pe_error(err, PE_ENOMEM, "out of memory");
     }
     d->m = m, d->max = max_tokens;
     pe_status st = PE_OK;
@@ -849,17 +849,17 @@ int64_t tr_decoder_length(const tr_decoder *d) { return d->n; }
 pe_status tr_decoder_step(tr_decoder *d, const int32_t *in, const int64_t *pos, int64_t n, float *probs, pe_err *err) {
     tr_model *m = d->m;
     const int64_t C = m->cfg.C, F = m->cfg.F, V = m->cfg.V;
-    if (n < 1) return pe__fail(err, PE_EINVAL, "decode: need at least one token");
+    if (n < 1) return pe_error(err, PE_EINVAL, "decode: need at least one token");
     if (d->n + n > d->max)
-        return pe__fail(err, PE_EINVAL, "decode: %lld tokens would pass the %lld the caches hold", (long long)(d->n + n),
+        return pe_error(err, PE_EINVAL, "decode: %lld tokens would pass the %lld the caches hold", (long long)(d->n + n),
                         (long long)d->max);
     for (int64_t i = 0; i < n; i++)
-        if (in[i] < 0 || in[i] >= V) return pe__fail(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
+        if (in[i] < 0 || in[i] >= V) return pe_error(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
     if (n > d->cap) {
         free(d->buf);
         d->buf = malloc(sizeof(float) * (size_t)(n * (5 * C + 2 * F + 2)));
         d->cap = d->buf ? n : 0;
-        if (!d->buf) return pe__fail(err, PE_ENOMEM, "out of memory for %lld tokens", (long long)n);
+        if (!d->buf) return pe_error(err, PE_ENOMEM, "out of memory for %lld tokens", (long long)n);
     }
     float *x = d->buf, *ln = x + n * C, *y = ln + n * C, *xmid = y + n * C, *tmp = xmid + n * C, *fc = tmp + n * C,
           *act = fc + n * F, *stats = act + n * F;
@@ -891,13 +891,9 @@ pe_status tr_decoder_step(tr_decoder *d, const int32_t *in, const int64_t *pos, 
 }
 
 pe_status tr_model_check_positions(tr_model *m, int64_t lo, int64_t hi, pe_err *err) {
-    const int64_t pos[2] = {lo, hi};
     for (int64_t l = -1; l < m->cfg.layers; l++) { /* the input layer, then every block's */
         pe_attention *att = l < 0 ? m->probe : m->layer[l].att;
-        if (!att || pe_attention_is_complex(att)) continue; /* complex: any position, its ids checked per call */
-        pe__ctx ctx;
-        pe_status st = pe__attention_context(att, l < 0 ? &m->probe_w : &m->layer[l].w, 2, pos, lo, hi, &ctx, err);
-        pe__attention_release(att, &ctx);
+        pe_status st = att ? pe_attention_check_positions(att, l < 0 ? &m->probe_w : &m->layer[l].w, lo, hi, err) : PE_OK;
         if (st) return st;
     }
     return PE_OK;

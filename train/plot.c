@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/output.h"
 
 double tr_nice_step(double range, int n) {
@@ -52,7 +52,7 @@ int tr_plot_fit_y(tr_plot *p, int n_series, const tr_series *s) {
 #ifndef PE_CAIRO
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
     (void)p, (void)n_series, (void)s;
-    return pe__fail(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
+    return pe_error(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
 }
 #else
 #include <fontconfig/fontconfig.h>
@@ -95,7 +95,7 @@ pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err) {
     if (cs != CAIRO_STATUS_SUCCESS) {
         const int e = errno;
         pe_out_abort(&o);
-        return pe__fail(err, PE_EIO, "%s: cannot write the plot: %s", path,
+        return pe_error(err, PE_EIO, "%s: cannot write the plot: %s", path,
                         cs == CAIRO_STATUS_WRITE_ERROR && e ? strerror(e) : cairo_status_to_string(cs));
     }
     return pe_out_commit(&o, err);
@@ -209,12 +209,12 @@ static void draw_panel(cairo_t *cr, const frame *f, const tr_plot *p, int panel,
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
     const int W = p->W ? p->W : 1100, Hh = p->H ? p->H : 680;
     if (W < 160 || Hh < 120 || W > 8000 || Hh > 8000)
-        return pe__fail(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, Hh);
+        return pe_error(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, Hh);
     const int np = p->n_panels > 0 ? p->n_panels : 1;
-    if (p->n_panels > 64) return pe__fail(err, PE_EINVAL, "%d panels: at most 64", p->n_panels);
+    if (p->n_panels > 64) return pe_error(err, PE_EINVAL, "%d panels: at most 64", p->n_panels);
     for (int i = 0; p->n_panels > 0 && i < n_series; i++)
         if (!p->panel_of || p->panel_of[i] < 0 || p->panel_of[i] >= np)
-            return pe__fail(err, PE_EINVAL, "series %d: no panel 0..%d", i, np - 1);
+            return pe_error(err, PE_EINVAL, "series %d: no panel 0..%d", i, np - 1);
     /* every length is in units u of the 1100 x 680 layout (u = 1 there), fonts shrinking
      * more slowly than the picture so that small figures stay legible */
     double u = sqrt(fmin(W / 1100.0, Hh / 680.0));
@@ -246,7 +246,7 @@ pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr
             one.n_panels = 0;
             return tr_plot_png(path, &one, n_series, s, err);
         }
-        return pe__fail(err, PE_EINVAL, "size %dx%d is too small for this plot", W, Hh);
+        return pe_error(err, PE_EINVAL, "size %dx%d is too small for this plot", W, Hh);
     }
     double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
     for (int i = 0; i < n_series; i++)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/internal.h"
+#include "posenc.h"
 #include "../src/io/layer.h"
 #include "../src/io/safetensors.h"
 
@@ -96,12 +96,12 @@ pe_status tr_options_set(tr_options *o, const char *name, const char *value, pe_
     if (!op) {
         static const char *const COMMON[] = {"method", "heads", "causal", "kv_heads", NULL};
         for (int i = 0; COMMON[i]; i++)
-            if (!strcmp(COMMON[i], name)) return pe__fail(err, PE_EKEY, "--%s is set by the model", name);
-        if (!is_layer_key(name)) return pe__fail(err, PE_EKEY, "unknown option --%s", name);
+            if (!strcmp(COMMON[i], name)) return pe_error(err, PE_EKEY, "--%s is set by the model", name);
+        if (!is_layer_key(name)) return pe_error(err, PE_EKEY, "unknown option --%s", name);
         int k = 0;
         while (k < o->n_keys && strcmp(o->key[k], name)) k++;
-        if (k == TR_MAX_KEYS) return pe__fail(err, PE_EKEY, "--%s: at most %d layer keys", name, TR_MAX_KEYS);
-        if (strlen(value) >= sizeof o->val[0]) return pe__fail(err, PE_EKEY, "--%s: value too long", name);
+        if (k == TR_MAX_KEYS) return pe_error(err, PE_EKEY, "--%s: at most %d layer keys", name, TR_MAX_KEYS);
+        if (strlen(value) >= sizeof o->val[0]) return pe_error(err, PE_EKEY, "--%s: value too long", name);
         snprintf(o->key[k], sizeof o->key[k], "%s", name);
         snprintf(o->val[k], sizeof o->val[k], "%s", value);
         if (k == o->n_keys) o->n_keys++;
@@ -111,24 +111,24 @@ pe_status tr_options_set(tr_options *o, const char *name, const char *value, pe_
     char *end;
     switch (op->type) {
     case OPT_STR:
-        if (strlen(value) >= op->size) return pe__fail(err, PE_EKEY, "--%s: value too long", name);
+        if (strlen(value) >= op->size) return pe_error(err, PE_EKEY, "--%s: value too long", name);
         snprintf(field, op->size, "%s", value);
         return PE_OK;
     case OPT_INT: {
         int64_t v;
-        if (parse_int(value, &v)) return pe__fail(err, PE_EKEY, "--%s: '%s' is not an integer", name, value);
+        if (parse_int(value, &v)) return pe_error(err, PE_EKEY, "--%s: '%s' is not an integer", name, value);
         *(int64_t *)field = v;
         return PE_OK;
     }
     case OPT_U64: {
         unsigned long long v = strtoull(value, &end, 10);
-        if (!*value || *end || *value == '-') return pe__fail(err, PE_EKEY, "--%s: '%s' is not a non-negative integer", name, value);
+        if (!*value || *end || *value == '-') return pe_error(err, PE_EKEY, "--%s: '%s' is not a non-negative integer", name, value);
         *(uint64_t *)field = v;
         return PE_OK;
     }
     case OPT_REAL: {
         double v = strtod(value, &end);
-        if (!*value || *end || !isfinite(v)) return pe__fail(err, PE_EKEY, "--%s: '%s' is not a number", name, value);
+        if (!*value || *end || !isfinite(v)) return pe_error(err, PE_EKEY, "--%s: '%s' is not a number", name, value);
         *(double *)field = v;
         return PE_OK;
     }
@@ -139,10 +139,10 @@ pe_status tr_options_set(tr_options *o, const char *name, const char *value, pe_
         for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             int64_t v;
             if (n == TR_MAX_EVAL || parse_int(tok, &v) || v < 1)
-                return pe__fail(err, PE_EKEY, "--eval: need 1 to %d positive integers separated by commas", TR_MAX_EVAL);
+                return pe_error(err, PE_EKEY, "--eval: need 1 to %d positive integers separated by commas", TR_MAX_EVAL);
             o->eval[n++] = v;
         }
-        if (!n) return pe__fail(err, PE_EKEY, "--eval: need at least one multiple");
+        if (!n) return pe_error(err, PE_EKEY, "--eval: need at least one multiple");
         o->n_eval = n;
         return PE_OK;
     }
@@ -181,50 +181,50 @@ void tr_options_help(void) {
 
 pe_status tr_options_check(const tr_options *o, pe_err *err) {
     int task = tr_task_from_name(o->task);
-    if (task < 0) return pe__fail(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, add)", o->task);
+    if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, add)", o->task);
     const char *why;
     tr_placement place = tr_method_placement(o->method, &why);
     const int nsched = tr_schedule_method(o->layers_methods, 0, NULL, 0);
     if (o->layers_methods[0] && !nsched)
-        return pe__fail(err, PE_EKEY, "--layers-methods '%s': need method names separated by commas", o->layers_methods);
+        return pe_error(err, PE_EKEY, "--layers-methods '%s': need method names separated by commas", o->layers_methods);
     int has_none = 0;
     for (int i = 0; i < nsched; i++) {
         char lm[32];
         tr_schedule_method(o->layers_methods, i, lm, sizeof lm);
         tr_placement p = tr_method_placement(lm, &why);
-        if (p == TR_PLACE_NONE) return pe__fail(err, PE_EKEY, "--layers-methods: method '%s': %s", lm, why);
+        if (p == TR_PLACE_NONE) return pe_error(err, PE_EKEY, "--layers-methods: method '%s': %s", lm, why);
         if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
-            return pe__fail(err, PE_EKEY,
+            return pe_error(err, PE_EKEY,
                             "--layers-methods: %s is not a method of the layers (absolute encodings enter once at the input, complex-valued ones replace block 0; none is allowed)",
                             lm);
         has_none |= !strcmp(lm, "none");
     }
     if (nsched > o->layers)
-        return pe__fail(err, PE_EKEY, "--layers-methods names %d methods for %lld layers", nsched, (long long)o->layers);
+        return pe_error(err, PE_EKEY, "--layers-methods names %d methods for %lld layers", nsched, (long long)o->layers);
     if (!(o->nope_temperature == 0 || (o->nope_temperature >= 1 && o->nope_temperature <= 1e15)))
-        return pe__fail(err, PE_EKEY, "--nope-temperature: %g must be 0 (off) or a floor_scale within 1 .. 1e15", o->nope_temperature);
+        return pe_error(err, PE_EKEY, "--nope-temperature: %g must be 0 (off) or a floor_scale within 1 .. 1e15", o->nope_temperature);
     if (o->nope_temperature && !has_none)
-        return pe__fail(err, PE_EKEY, "--nope-temperature applies to the none layers of --layers-methods%s",
+        return pe_error(err, PE_EKEY, "--nope-temperature applies to the none layers of --layers-methods%s",
                         nsched ? ", which has none" : ", which is not given");
     if (nsched) place = TR_PLACE_LAYER;
-    else if (place == TR_PLACE_NONE) return pe__fail(err, PE_EKEY, "--method %s: %s", o->method, why);
-    if (o->shape < 0) return pe__fail(err, PE_EKEY, "--shape: %lld must be >= 0", (long long)o->shape);
+    else if (place == TR_PLACE_NONE) return pe_error(err, PE_EKEY, "--method %s: %s", o->method, why);
+    if (o->shape < 0) return pe_error(err, PE_EKEY, "--shape: %lld must be >= 0", (long long)o->shape);
     if (o->shape && place != TR_PLACE_INPUT)
-        return pe__fail(err, PE_EKEY, "--shape applies to absolute encodings (added at the input); %s is not one",
+        return pe_error(err, PE_EKEY, "--shape applies to absolute encodings (added at the input); %s is not one",
                         nsched ? o->layers_methods : o->method);
     if (o->random_positions < 0)
-        return pe__fail(err, PE_EKEY, "--random-positions: %lld must be >= 0", (long long)o->random_positions);
+        return pe_error(err, PE_EKEY, "--random-positions: %lld must be >= 0", (long long)o->random_positions);
     if (o->random_positions && o->shape)
-        return pe__fail(err, PE_EKEY, "--random-positions and --shape both choose the positions: give one");
-    if (o->length < 0 || o->length > 4096) return pe__fail(err, PE_EKEY, "--length: need 1..4096");
+        return pe_error(err, PE_EKEY, "--random-positions and --shape both choose the positions: give one");
+    if (o->length < 0 || o->length > 4096) return pe_error(err, PE_EKEY, "--length: need 1..4096");
     if (o->layers < 1 || o->layers > 64 || o->width < 2 || o->heads < 1 || o->width % o->heads || o->mlp < 0)
-        return pe__fail(err, PE_EKEY, "need 1 <= layers <= 64, heads >= 1 and a width that divides by heads");
-    if (o->steps < 0 || o->batch < 1) return pe__fail(err, PE_EKEY, "need steps >= 0 and batch >= 1");
+        return pe_error(err, PE_EKEY, "need 1 <= layers <= 64, heads >= 1 and a width that divides by heads");
+    if (o->steps < 0 || o->batch < 1) return pe_error(err, PE_EKEY, "need steps >= 0 and batch >= 1");
     if (!(o->lr > 0) || o->min_lr < 0 || o->min_lr > 1 || o->weight_decay < 0 || o->clip < 0 ||
         o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || !(o->eps > 0))
-        return pe__fail(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
-    if (o->eval_tokens < 1) return pe__fail(err, PE_EKEY, "--eval-tokens: need >= 1");
-    if (o->corpus_chars < 10000) return pe__fail(err, PE_EKEY, "--corpus-chars: need >= 10000");
+        return pe_error(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
+    if (o->eval_tokens < 1) return pe_error(err, PE_EKEY, "--eval-tokens: need >= 1");
+    if (o->corpus_chars < 10000) return pe_error(err, PE_EKEY, "--corpus-chars: need >= 10000");
     /* upper bounds: sizes from the command line or a checkpoint's metadata must not overflow
      * the products the run forms from them (parameters, batch and evaluation tokens) */
     static const struct { const char *name; size_t off; int64_t max; } MAX[] = {
@@ -237,13 +237,13 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     for (size_t i = 0; i < sizeof MAX / sizeof MAX[0]; i++) {
         int64_t v = *(const int64_t *)((const char *)o + MAX[i].off);
         if (v > MAX[i].max)
-            return pe__fail(err, PE_EKEY, "--%s: %lld is past the limit %lld", MAX[i].name, (long long)v, (long long)MAX[i].max);
+            return pe_error(err, PE_EKEY, "--%s: %lld is past the limit %lld", MAX[i].name, (long long)v, (long long)MAX[i].max);
     }
     for (int k = 0; k < o->n_eval; k++)
         if (o->eval[k] > TR_MAX_EVAL_MULT)
-            return pe__fail(err, PE_EKEY, "--eval: multiple %lld is past the limit %d", (long long)o->eval[k], TR_MAX_EVAL_MULT);
+            return pe_error(err, PE_EKEY, "--eval: multiple %lld is past the limit %d", (long long)o->eval[k], TR_MAX_EVAL_MULT);
     if (o->random_positions && o->random_positions < o->length)
-        return pe__fail(err, PE_EKEY, "--random-positions %lld: N must be at least the training length %lld (a sequence takes distinct positions from [0, N))",
+        return pe_error(err, PE_EKEY, "--random-positions %lld: N must be at least the training length %lld (a sequence takes distinct positions from [0, N))",
                         (long long)o->random_positions, (long long)o->length);
     return PE_OK;
 }
@@ -313,7 +313,7 @@ static pe_status reserve(tr_run *r, int64_t N, pe_err *err) {
     r->in = malloc(sizeof(int32_t) * (size_t)N), r->tgt = malloc(sizeof(int32_t) * (size_t)N);
     r->pos = malloc(sizeof(int64_t) * (size_t)N);
     r->cap = r->in && r->tgt && r->pos ? N : 0;
-    return r->cap ? PE_OK : pe__fail(err, PE_ENOMEM, "out of memory for a batch of %lld tokens", (long long)N);
+    return r->cap ? PE_OK : pe_error(err, PE_ENOMEM, "out of memory for a batch of %lld tokens", (long long)N);
 }
 
 pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err) {
@@ -323,7 +323,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     pe_status st = tr_options_check(&r->o, err);
     if (st) return st;
     if (task->kind != (tr_task_kind)tr_task_from_name(r->o.task) || task->L != r->o.length)
-        return pe__fail(err, PE_EINVAL, "the task does not match the options");
+        return pe_error(err, PE_EINVAL, "the task does not match the options");
     r->task = task;
     tr_model_config mc = {0};
     mc.V = task->V, mc.layers = r->o.layers, mc.C = r->o.width, mc.heads = r->o.heads, mc.F = r->o.mlp;
@@ -334,7 +334,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     if (r->o.random_positions) {
         /* the paper samples from [0, L) at test time too, so L covers the longest evaluation */
         if (r->o.random_positions < mc.max_pos)
-            return pe__fail(err, PE_EKEY,
+            return pe_error(err, PE_EKEY,
                             "--random-positions %lld: N must be at least the longest sequence, %lld tokens (training length %lld, evaluation at %lldx)",
                             (long long)r->o.random_positions, (long long)mc.max_pos, (long long)r->o.length, (long long)longest);
         mc.max_pos = r->o.random_positions;
@@ -376,7 +376,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
      * its none layers alone */
     if (r->o.nope_temperature && none && !key_value(&r->o, "attn_temperature_tuning")) {
         if (mc.n_keys + 2 > TR_MAX_KEYS || key_value(&r->o, "floor_scale"))
-            return pe__fail(err, PE_EKEY, "--nope-temperature: give it or --floor_scale, and at most %d layer keys", TR_MAX_KEYS - 2);
+            return pe_error(err, PE_EKEY, "--nope-temperature: give it or --floor_scale, and at most %d layer keys", TR_MAX_KEYS - 2);
         snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "attn_temperature_tuning");
         snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "true");
         snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "floor_scale");
@@ -387,11 +387,11 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
         /* Transformer-XL's distances are token indices over [memory; segment]: it reads no
          * positions, so the option would train the same model under another name */
         tr_run_free(r);
-        return pe__fail(err, PE_EKEY, "--random-positions: %s places keys by token index over its memory, not by position", mc.method);
+        return pe_error(err, PE_EKEY, "--random-positions: %s places keys by token index over its memory, not by position", mc.method);
     }
     if (tr_adamw_init(&r->opt, tr_model_size(r->model), r->o.beta1, r->o.beta2, r->o.eps, r->o.weight_decay)) {
         tr_run_free(r);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the optimizer");
+        return pe_error(err, PE_ENOMEM, "out of memory for the optimizer");
     }
     if ((st = reserve(r, r->o.batch * ttrain, err))) tr_run_free(r);
     return st;
@@ -493,7 +493,7 @@ pe_status tr_run_positions(const tr_run *r, int64_t T, uint64_t idx, int64_t *po
         return PE_OK;
     }
     if (T > N)
-        return pe__fail(err, PE_EINVAL, "%lld tokens need more distinct positions than --random-positions %lld holds",
+        return pe_error(err, PE_EINVAL, "%lld tokens need more distinct positions than --random-positions %lld holds",
                         (long long)T, (long long)N);
     /* google-deepmind/randomized_positional_encodings evaluates with the encodings of training:
      * a fresh sorted draw per sequence (its range evaluation seeds one fixed stream); here the
@@ -513,7 +513,7 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err) {
     char (*names)[40] = calloc(64, 40), (*values)[520] = calloc(64, 520);
     if (!ts || !names || !values) {
         free(ts), free(names), free(values);
-        return pe__fail(err, PE_ENOMEM, "out of memory");
+        return pe_error(err, PE_ENOMEM, "out of memory");
     }
     float *params = tr_model_params(r->model);
     int n = 0;
@@ -556,7 +556,7 @@ pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err) {
     pe_status st = pe_st_read(path, &f, err);
     if (st) return st;
     const char *fmt = meta(&f, "format");
-    if (!fmt || strcmp(fmt, FORMAT)) st = pe__fail(err, PE_EFORMAT, "%s: not a posenc training checkpoint (format %s)", path, FORMAT);
+    if (!fmt || strcmp(fmt, FORMAT)) st = pe_error(err, PE_EFORMAT, "%s: not a posenc training checkpoint (format %s)", path, FORMAT);
     tr_options_default(o);
     for (int i = 0; i < f.n_meta && !st; i++)
         if (strcmp(f.meta_keys[i], "format") && strcmp(f.meta_keys[i], "step") && strcmp(f.meta_keys[i], "save") &&
@@ -587,9 +587,9 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
     float *params = tr_model_params(r->model);
     const char *step = meta(&f, "step");
     int64_t s = 0;
-    if (!step || parse_int(step, &s) || s < 0) st = pe__fail(err, PE_EFORMAT, "%s: no step in the metadata", path);
+    if (!step || parse_int(step, &s) || s < 0) st = pe_error(err, PE_EFORMAT, "%s: no step in the metadata", path);
     else if (s > r->o.steps)
-        st = pe__fail(err, PE_EFORMAT, "%s: step %lld is past the run's %lld steps (a checkpoint of another run?)", path,
+        st = pe_error(err, PE_EFORMAT, "%s: step %lld is past the run's %lld steps (a checkpoint of another run?)", path,
                       (long long)s, (long long)r->o.steps);
     /* every tensor is one the run knows, and every value is finite */
     for (int j = 0; j < f.n && !st; j++) {
@@ -600,7 +600,7 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
             known = !strcmp(base, t[i].name);
         }
         if (!known) {
-            st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s' is not one of the model's (method %s)", path, nm, r->o.method);
+            st = pe_error(err, PE_ETENSOR, "%s: tensor '%s' is not one of the model's (method %s)", path, nm, r->o.method);
             break;
         }
         if (f.t[j].dtype != PE_F32) continue; /* the shape check below names it */
@@ -609,7 +609,7 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
         const float *v = f.t[j].data;
         for (int64_t e = 0; e < numel; e++)
             if (!isfinite(v[e])) {
-                st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s': element %lld is not finite", path, nm, (long long)e);
+                st = pe_error(err, PE_ETENSOR, "%s: tensor '%s': element %lld is not finite", path, nm, (long long)e);
                 break;
             }
     }
@@ -623,7 +623,7 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
             int same = x && x->dtype == PE_F32 && x->ndim == t[i].ndim;
             for (int d = 0; same && d < x->ndim; d++) same = x->shape[d] == t[i].shape[d];
             if (!same) {
-                st = pe__fail(err, PE_ETENSOR, "%s: tensor '%s' missing or of another shape than the model's", path, name);
+                st = pe_error(err, PE_ETENSOR, "%s: tensor '%s' missing or of another shape than the model's", path, name);
                 break;
             }
             memcpy((k == 0 ? params : k == 1 ? r->opt.m : r->opt.v) + t[i].off, x->data, sizeof(float) * (size_t)t[i].numel);
@@ -633,7 +633,7 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
         if (!strcmp(f.t[j].name, "memory")) {
             const pe_tensor *x = &f.t[j];
             if (x->dtype != PE_F32 || x->ndim != 4 || x->shape[0] != r->o.layers || x->shape[3] != r->o.width)
-                st = pe__fail(err, PE_ETENSOR, "%s: tensor 'memory' must be F32 [layers, B, M, width]", path);
+                st = pe_error(err, PE_ETENSOR, "%s: tensor 'memory' must be F32 [layers, B, M, width]", path);
             else st = tr_model_set_memory(r->model, x->data, x->shape[1], x->shape[2], err);
         }
     if (!st) r->step = s;

@@ -50,22 +50,22 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t *rows = ctx->w->param_rows;
     int64_t V = rows[AMP];
     if (rows[FREQ] != V)
-        return pe__fail(err, PE_ETENSOR, "tensor 'freq': %lld rows, expected %lld (the rows of amp)",
+        return pe_error(err, PE_ETENSOR, "tensor 'freq': %lld rows, expected %lld (the rows of amp)",
                         (long long)rows[FREQ], (long long)V);
     if (ctx->w->param[PHASE] && rows[PHASE] != V)
-        return pe__fail(err, PE_ETENSOR, "tensor 'phase': %lld rows, expected %lld (the rows of amp)",
+        return pe_error(err, PE_ETENSOR, "tensor 'phase': %lld rows, expected %lld (the rows of amp)",
                         (long long)rows[PHASE], (long long)V);
-    if (!ctx->ids) return pe__fail(err, PE_ETENSOR, "tensor 'ids' is missing (method complex reads token ids)");
+    if (!ctx->ids) return pe_error(err, PE_ETENSOR, "tensor 'ids' is missing (method complex reads token ids)");
     for (int64_t bt = 0; bt < ctx->B * ctx->T; bt++)
         if (ctx->ids[bt] < 0 || ctx->ids[bt] >= V)
-            return pe__fail(err, PE_ETENSOR, "tensor 'ids': id %lld is outside the %lld rows of amp",
+            return pe_error(err, PE_ETENSOR, "tensor 'ids': id %lld is outside the %lld rows of amp",
                             (long long)ctx->ids[bt], (long long)V);
     const int64_t n = ctx->B * ctx->T * ctx->C;
     complex_state *st = calloc(1, sizeof *st);
     if (st) st->buf = malloc(sizeof(float) * (size_t)(10 * n + ctx->B * ctx->H * ctx->T * ctx->T + 2 * ctx->T * ctx->T));
     if (!st || !st->buf) {
         free(st);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the complex layer's activations");
+        return pe_error(err, PE_ENOMEM, "out of memory for the complex layer's activations");
     }
     float *b = st->buf;
     float **part[] = {&st->xe, &st->xi, &st->q, &st->qi, &st->k, &st->ki, &st->v, &st->vi, &st->o, &st->oi};
@@ -178,7 +178,7 @@ static pe_status walk_forward(pe__ctx *ctx, float *y, float *y_im, float *scores
     pe__linear_forward(st->ki, st->xi, w->wk, w->bk, B * T, C, C);
     pe__linear_forward(st->vi, st->xi, w->wv, w->bv, B * T, C, C);
     float *s = scores ? NULL : malloc(sizeof(float) * T * T);
-    if (!scores && !s) return pe__fail(err, PE_ENOMEM, "out of memory for the %lld x %lld scores", (long long)T, (long long)T);
+    if (!scores && !s) return pe_error(err, PE_ENOMEM, "out of memory for the %lld x %lld scores", (long long)T, (long long)T);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t at = b * T * C + h * D;
@@ -187,7 +187,7 @@ static pe_status walk_forward(pe__ctx *ctx, float *y, float *y_im, float *scores
             int64_t bad = pe__mask_scores(ctx, NULL, b, sh);
             if (bad >= 0) {
                 free(s);
-                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+                return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
             pe__softmax_forward(sh, p, T, T);
             pe__gemm(0, 0, T, D, T, 1.0f, p, T, st->v + at, C, 0.0f, st->o + at, C);
@@ -208,7 +208,7 @@ static pe_status walk_backward(pe__ctx *ctx, const float *dy, const float *dy_im
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, D = ctx->D, C = ctx->C, n = B * T * C;
     /* do, dq, dk, dv and dx' of each stream, a zero dy, and (T, T) dp, ds */
     float *work = calloc((size_t)(11 * n + 2 * T * T), sizeof(float));
-    if (!work) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(11 * n));
+    if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(11 * n));
     float *dO = work, *dOi = work + n, *dq = work + 2 * n, *dqi = work + 3 * n, *dk = work + 4 * n;
     float *dki = work + 5 * n, *dv = work + 6 * n, *dvi = work + 7 * n, *dx = work + 8 * n, *dxi = work + 9 * n;
     float *zero = work + 10 * n, *dp = work + 11 * n, *ds = dp + T * T;

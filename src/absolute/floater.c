@@ -119,9 +119,9 @@ static void release(pe__ctx *ctx) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
-    if (!(cfg->floater_dt >= 0)) return pe__fail(err, PE_EKEY, "key 'floater_dt': %g must be >= 0", cfg->floater_dt);
+    if (!(cfg->floater_dt >= 0)) return pe_error(err, PE_EKEY, "key 'floater_dt': %g must be >= 0", cfg->floater_dt);
     if (!(cfg->floater_step > 0))
-        return pe__fail(err, PE_EKEY, "key 'floater_step': %g must be > 0", cfg->floater_step);
+        return pe_error(err, PE_EKEY, "key 'floater_step': %g must be > 0", cfg->floater_step);
     return PE_OK;
 }
 
@@ -430,15 +430,15 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t C = ctx->C, N3 = 3 * C, BT = ctx->B * ctx->T, NT = BT + ctx->B * ctx->Tk;
     const double dt = ctx->cfg->floater_dt, step = ctx->cfg->floater_step;
     if (ctx->pos_min < 0)
-        return pe__fail(err, PE_EPOS, "position %lld is negative: floater solves its ODE forward from t = 0",
+        return pe_error(err, PE_EPOS, "position %lld is negative: floater solves its ODE forward from t = 0",
                         (long long)ctx->pos_min);
     if ((double)ctx->pos_max * dt / step > 9007199254740992.0 /* 2^53 */)
-        return pe__fail(err, PE_EPOS, "position %lld needs more than 2^53 RK4 steps of floater_step %g",
+        return pe_error(err, PE_EPOS, "position %lld needs more than 2^53 RK4 steps of floater_step %g",
                         (long long)ctx->pos_max, step);
     floater_state *st = ctx->state;
     if (!st) {
         st = calloc(1, sizeof *st);
-        if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the floater state");
+        if (!st) return pe_error(err, PE_ENOMEM, "out of memory for the floater state");
         st->C = C;
         st->key = malloc(sizeof(float) * key_floats(C));
         st->w1 = malloc(sizeof(double) * (2 * C * (C + 1) + 2 * C + 2 * C * C + 2 * C));
@@ -449,7 +449,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         ctx->state = st;
         if (!st->key || !st->w1 || !st->work || !st->ckpt || !st->traj_y) {
             release(ctx);
-            return pe__fail(err, PE_ENOMEM, "out of memory for the floater state");
+            return pe_error(err, PE_ENOMEM, "out of memory for the floater state");
         }
         st->b1 = st->w1 + C * (C + 1), st->w2 = st->b1 + C, st->b2 = st->w2 + C * (C + 1);
         st->w1t = st->b2 + C, st->w2t = st->w1t + C * C, st->w1c = st->w2t + C * C, st->w2c = st->w1c + C;
@@ -462,7 +462,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->u_tab = NULL, st->grad = NULL, st->n_u = 0;
     st->upos = malloc(sizeof(int64_t) * NT);
     st->tok_u = malloc(sizeof(int64_t) * NT);
-    if (!st->upos || !st->tok_u) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)NT);
+    if (!st->upos || !st->tok_u) return pe_error(err, PE_ENOMEM, "out of memory for %lld positions", (long long)NT);
     memcpy(st->upos, ctx->pos, sizeof(int64_t) * BT);
     memcpy(st->upos + BT, ctx->kpos, sizeof(int64_t) * (NT - BT));
     qsort(st->upos, (size_t)NT, sizeof(int64_t), cmp_i64);
@@ -472,7 +472,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->n_u = n_u;
     for (int64_t i = 0; i < NT; i++) st->tok_u[i] = lower(st->upos, n_u, i < BT ? ctx->pos[i] : ctx->kpos[i - BT]);
     st->u_tab = malloc(sizeof(int64_t) * n_u);
-    if (!st->u_tab) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)n_u);
+    if (!st->u_tab) return pe_error(err, PE_ENOMEM, "out of memory for %lld positions", (long long)n_u);
 
     /* the checkpoint spacing for the largest grid index; room for every checkpoint */
     int64_t n_top, K = st->K;
@@ -487,7 +487,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t need = n_top / K_new + 2;
     if (need > st->cap_ckpt) {
         double *c2 = realloc(st->ckpt, sizeof(double) * N3 * need);
-        if (!c2) return pe__fail(err, PE_ENOMEM, "out of memory for %lld floater checkpoints", (long long)need);
+        if (!c2) return pe_error(err, PE_ENOMEM, "out of memory for %lld floater checkpoints", (long long)need);
         st->ckpt = c2, st->cap_ckpt = need;
     }
     if (mult > 1) {
@@ -508,7 +508,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 
     /* the positions not in the table yet; past TABLE_BYTES, keep only this call's */
     int64_t n_miss = 0, *miss = malloc(sizeof(int64_t) * n_u);
-    if (!miss) return pe__fail(err, PE_ENOMEM, "out of memory for %lld positions", (long long)n_u);
+    if (!miss) return pe_error(err, PE_ENOMEM, "out of memory for %lld positions", (long long)n_u);
     for (int64_t u = 0; u < n_u; u++) {
         int64_t i = lower(st->tab_pos, st->n_tab, st->upos[u]);
         if (i == st->n_tab || st->tab_pos[i] != st->upos[u]) miss[n_miss++] = st->upos[u];
@@ -533,7 +533,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (r2) st->tab_row = r2;
         if (!p2 || !r2) {
             free(miss);
-            return pe__fail(err, PE_ENOMEM, "out of memory for %lld floater rows", (long long)cap);
+            return pe_error(err, PE_ENOMEM, "out of memory for %lld floater rows", (long long)cap);
         }
         st->cap_tab = cap;
     }
@@ -543,7 +543,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     float *tmp = malloc(sizeof(float) * N3 * (n_miss ? n_miss : 1));
     if (!tmp) {
         free(miss);
-        return pe__fail(err, PE_ENOMEM, "out of memory for %lld floater rows", (long long)n_miss);
+        return pe_error(err, PE_ENOMEM, "out of memory for %lld floater rows", (long long)n_miss);
     }
     memcpy(tmp, fresh, sizeof(float) * N3 * n_miss);
     for (int64_t i = st->n_tab - 1, j = n_miss - 1, k = st->n_tab + n_miss - 1; j >= 0; k--) {
@@ -570,7 +570,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         st->adj_cap = st->adj ? adj : 0;
     }
     if (!st->grad || !st->adj)
-        return pe__fail(err, PE_ENOMEM, "out of memory for the floater gradients of %lld positions", (long long)n_u);
+        return pe_error(err, PE_ENOMEM, "out of memory for the floater gradients of %lld positions", (long long)n_u);
     return PE_OK;
 }
 

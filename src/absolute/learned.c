@@ -14,7 +14,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t N = ctx->w->param_rows[POS_TABLE], shift = ctx->cfg->shift;
     if (ctx->pos_min + shift < 0 || ctx->pos_max + shift >= N) {
         int64_t bad = ctx->pos_min + shift < 0 ? ctx->pos_min : ctx->pos_max;
-        return pe__fail(err, PE_EPOS, "position %lld + shift %lld is outside pos_table's %lld rows",
+        return pe_error(err, PE_EPOS, "position %lld + shift %lld is outside pos_table's %lld rows",
                         (long long)bad, (long long)shift, (long long)N);
     }
     return PE_OK;

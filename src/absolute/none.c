@@ -18,12 +18,12 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     (void)H, (void)D;
     if (!cfg->attn_temperature_tuning &&
         (pe_config_has(cfg, PE_K_floor_scale) || pe_config_has(cfg, PE_K_attn_scale)))
-        return pe__fail(err, PE_EKEY, "key '%s' needs attn_temperature_tuning true",
+        return pe_error(err, PE_EKEY, "key '%s' needs attn_temperature_tuning true",
                         pe_config_has(cfg, PE_K_floor_scale) ? "floor_scale" : "attn_scale");
     if (!(cfg->floor_scale >= 1 && cfg->floor_scale <= 1e15))
-        return pe__fail(err, PE_EKEY, "key 'floor_scale': %g is not within 1 .. 1e15", cfg->floor_scale);
+        return pe_error(err, PE_EKEY, "key 'floor_scale': %g is not within 1 .. 1e15", cfg->floor_scale);
     if (!(fabs(cfg->attn_scale) <= 1e6))
-        return pe__fail(err, PE_EKEY, "key 'attn_scale': %g is not a number within -1e6 .. 1e6", cfg->attn_scale);
+        return pe_error(err, PE_EKEY, "key 'attn_scale': %g is not a number within -1e6 .. 1e6", cfg->attn_scale);
     return PE_OK;
 }
 

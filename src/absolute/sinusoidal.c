@@ -9,10 +9,10 @@
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     int64_t C = H * D;
-    if (C % 2) return pe__fail(err, PE_EKEY, "method sinusoidal needs an even width, C=%lld", (long long)C);
+    if (C % 2) return pe_error(err, PE_EKEY, "method sinusoidal needs an even width, C=%lld", (long long)C);
     if (cfg->sin_layout == PE_SIN_T2T && C < 4)
-        return pe__fail(err, PE_EKEY, "sin_layout t2t needs a width of at least 4, C=%lld", (long long)C);
-    if (!(cfg->sin_base > 0)) return pe__fail(err, PE_EKEY, "key 'sin_base' must be > 0");
+        return pe_error(err, PE_EKEY, "sin_layout t2t needs a width of at least 4, C=%lld", (long long)C);
+    if (!(cfg->sin_base > 0)) return pe_error(err, PE_EKEY, "key 'sin_base' must be > 0");
     return PE_OK;
 }
 

@@ -13,7 +13,7 @@ static double slope_pow2(int64_t p, int64_t i) {
     return start * pow(start, (double)i);
 }
 
-void pe__alibi_slopes(double *m, int64_t H) {
+void pe_alibi_slopes(double *m, int64_t H) {
     int64_t p = 1;
     while (p * 2 <= H) p *= 2;
     for (int64_t i = 0; i < p; i++) m[i] = slope_pow2(p, i);
@@ -31,10 +31,10 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     double *m = malloc(sizeof(double) * ctx->H);
     if (!slopes || !m) {
         free(slopes), free(m);
-        return pe__fail(err, PE_ENOMEM, "out of memory");
+        return pe_error(err, PE_ENOMEM, "out of memory");
     }
     const float *given = ctx->w->param[SLOPES];
-    pe__alibi_slopes(m, ctx->H);
+    pe_alibi_slopes(m, ctx->H);
     for (int64_t h = 0; h < ctx->H; h++) slopes[h] = given ? given[h] : (float)m[h];
     free(m);
     ctx->state = slopes;

@@ -52,11 +52,11 @@ static void release(pe__ctx *ctx) {
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (ctx->Tk != ctx->T || ctx->qoff) /* only the layer runs it: its keys are its queries */
-        return pe__fail(err, PE_EINVAL, "method data_alibi: the keys must be the layer's own tokens (%lld keys, %lld "
+        return pe_error(err, PE_EINVAL, "method data_alibi: the keys must be the layer's own tokens (%lld keys, %lld "
                         "queries)", (long long)ctx->Tk, (long long)ctx->T);
     const int64_t G = n_gates(ctx->cfg, ctx->H), n = ctx->B * ctx->T;
     dalibi_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the data_alibi gates");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory for the data_alibi gates");
     ctx->state = st;
     st->G = G;
     st->x = malloc(sizeof(float) * (size_t)(n * ctx->C));
@@ -64,7 +64,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->F = pe__calloc((size_t)(n * G), sizeof(double)), st->dF = pe__calloc((size_t)(n * G), sizeof(double));
     if (!st->x || !st->z || !st->dz || !st->F || !st->dF) {
         release(ctx);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the data_alibi gates of %lld tokens", (long long)n);
+        return pe_error(err, PE_ENOMEM, "out of memory for the data_alibi gates of %lld tokens", (long long)n);
     }
     return PE_OK;
 }

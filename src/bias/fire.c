@@ -98,7 +98,7 @@ typedef struct {
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const float *const *P = ctx->w->param;
     fire_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory");
     st->c = P[FC][0], st->thr = fabs((double)P[FL][0] * ctx->cfg->fire_init_L);
     st->below = normaliser(st->c, st->thr, -INFINITY);
     int64_t span = pe__offset_table_span(ctx, 0);

@@ -36,10 +36,10 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 pe_status pe__t5_check(const pe_config *cfg, int bidirectional, pe_err *err) {
     int64_t nb = bidirectional ? cfg->num_buckets / 2 : cfg->num_buckets;
     if (nb / 2 < 1)
-        return pe__fail(err, PE_EKEY, "key 'num_buckets': %lld is too few (needs at least %d)",
+        return pe_error(err, PE_EKEY, "key 'num_buckets': %lld is too few (needs at least %d)",
                         (long long)cfg->num_buckets, bidirectional ? 4 : 2);
     if (cfg->max_distance <= nb / 2)
-        return pe__fail(err, PE_EKEY, "key 'max_distance': %lld must exceed the %lld exact buckets",
+        return pe_error(err, PE_EKEY, "key 'max_distance': %lld must exceed the %lld exact buckets",
                         (long long)cfg->max_distance, (long long)(nb / 2));
     return PE_OK;
 }
@@ -63,7 +63,7 @@ typedef struct { int64_t span; int32_t *bucket; } t5_state;
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *c = ctx->cfg;
     t5_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory");
     int64_t span = pe__offset_table_span(ctx, 1);
     if (span >= 0) {
         st->span = span;
@@ -123,11 +123,16 @@ static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_
             drel[bucket_of(ctx, st, kpos[j0 + j] - pos[i0 + i]) * H + h] += ds[i * lds + j];
 }
 
+static int64_t rel_index(const pe_config *c, int64_t i, int64_t j) {
+    return pe__t5_bucket(j - i, c->bidirectional, c->num_buckets, c->max_distance);
+}
+
 const pe__method pe__method_t5 = {
     .name = "t5",
     .reference = "Raffel et al. 2020, T5 (HF T5Attention)",
     .family = PE_FAMILY_BIAS,
     .keys = "num_buckets max_distance bidirectional",
+    .rel_index = rel_index,
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,

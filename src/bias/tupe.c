@@ -68,11 +68,11 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t N = w->param_rows[POS_TABLE], C = ctx->C, H = ctx->H, D = ctx->D;
     if (ctx->pos_min < 0 || ctx->pos_max + 1 >= N) {
         int64_t bad = ctx->pos_min < 0 ? ctx->pos_min : ctx->pos_max;
-        return pe__fail(err, PE_EPOS, "position %lld needs row %lld of pos_table, which has %lld rows (row 0 is [CLS])",
+        return pe_error(err, PE_EPOS, "position %lld needs row %lld of pos_table, which has %lld rows (row 0 is [CLS])",
                         (long long)bad, (long long)(bad + 1), (long long)N);
     }
     tupe_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory");
     ctx->state = st;
     const int64_t BT = ctx->B * ctx->T, BTk = ctx->B * ctx->Tk, U = st->U = BT + BTk + 2;
     const size_t n = (size_t)(U * C);
@@ -89,7 +89,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->dpt = malloc(sizeof(float) * n);
     if (!st->row || !st->xhat || !st->rstd || !st->pt || !st->pq || !st->pk || !st->dpq || !st->dpk || !st->cls ||
         !st->tile || !st->dpt)
-        return pe__fail(err, PE_ENOMEM, "out of memory for tupe's %lld positional rows", (long long)U);
+        return pe_error(err, PE_ENOMEM, "out of memory for tupe's %lld positional rows", (long long)U);
     for (int64_t u = 0; u < BT; u++) st->row[u] = ctx->pos[u] + 1;
     for (int64_t u = 0; u < BTk; u++) st->row[BT + u] = ctx->kpos[u] + 1;
     st->row[U - 2] = 0, st->row[U - 1] = 1;
@@ -130,12 +130,17 @@ static inline int cls_kind(const pe__ctx *ctx, int64_t qoff, int64_t i, int64_t 
     return qoff + i == 0 ? 1 : j == 0 ? 2 : 0;
 }
 
+/* its relative term's bucket: T5's, bidirectional */
+static int64_t rel_index(const pe_config *c, int64_t i, int64_t j) {
+    return pe__t5_bucket(j - i, 1, c->num_buckets, c->max_distance);
+}
+
 static inline int64_t bucket_of(const pe__ctx *ctx, int kind, const int64_t *pos, const int64_t *kpos, int64_t i,
                                 int64_t j) {
     const pe_config *c = ctx->cfg;
     if (kind == 1) return c->num_buckets / 2;
     if (kind == 2) return c->num_buckets;
-    return pe__t5_bucket(kpos[j] - pos[i], 1, c->num_buckets, c->max_distance);
+    return rel_index(c, pos[i], kpos[j]);
 }
 
 static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
@@ -241,6 +246,7 @@ const pe__method pe__method_tupe = {
     .reference = "Ke et al. 2021, TUPE (guolinke/TUPE)",
     .family = PE_FAMILY_BIAS,
     .keys = "num_buckets max_distance tupe_cls",
+    .rel_index = rel_index,
     .defaults = defaults,
     .check = check,
     .params = params,

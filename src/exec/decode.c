@@ -27,7 +27,7 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
     float *part = pe__falloc((size_t)(B * S * per)), *scratch = pe__falloc((size_t)(sc * nth));
     if (!part || !scratch) {
         free(part), free(scratch);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the decode scratch");
+        return pe_error(err, PE_ENOMEM, "out of memory for the decode scratch");
     }
     PE_OMP(omp parallel num_threads(nth))
     {

@@ -137,7 +137,7 @@ static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, 
     const size_t nmap = (size_t)pe__round_up(2 * Ke + 1, PE_DALIGN), nt = (size_t)(dp * Rp);
     const size_t nkc = f->c ? (size_t)(ctx->B * ctx->Hkv * tkp * Rp) : 0;
     float *b = pe__falloc(nmap + 7 * nt + nkc);
-    if (!b) return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's relative tables");
+    if (!b) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's relative tables");
     *buf = b;
     int32_t *map = (int32_t *)b;
     for (int64_t t = 0; t <= 2 * Ke; t++) /* t - Ke = clip(pos_j - pos_i) */
@@ -297,7 +297,7 @@ static uint8_t *mask_tiles(pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *er
     int64_t *open = malloc(sizeof(int64_t) * *nkb);
     if (!t || !open) {
         free(t), free(open);
-        *st = pe__fail(err, PE_ENOMEM, "out of memory for the attn_mask's tiles");
+        *st = pe_error(err, PE_ENOMEM, "out of memory for the attn_mask's tiles");
         return NULL;
     }
     for (int64_t b = 0; b < ctx->B; b++)
@@ -336,9 +336,9 @@ static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
  * a key) scores that are not finite. */
 pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
     if (row_has_key(ctx, b, i))
-        return pe__fail(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
+        return pe_error(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
                                         "method's terms)", (long long)i, (long long)b);
-    return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
+    return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
 }
 
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
@@ -382,7 +382,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     float *kt = pe__scratch_get(ctx->scratch, (rel.e ? 3 : 2) * np + sc * nth);
     if (!kt) {
         free(relbuf);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
+        return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
     }
     float *vr = kt + np, *kr = rel.e ? vr + np : NULL; /* the erow product's pairs read k rows */
     float *scratch = vr + (rel.e ? 2 : 1) * np;
@@ -525,7 +525,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     float *packed = pe__scratch_get(ctx->scratch, npk + sc * nth + (npriv + 15) / 16 * 16);
     if (!packed) {
         free(relbuf);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the fused attention's backward");
+        return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     }
     float *scratch = packed + npk, *priv = npriv ? scratch + sc * nth : NULL;
     if (priv) memset(priv, 0, sizeof(float) * npriv);

@@ -62,7 +62,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
     a->drop_used = a->dropout, a->seed_used = a->drop_seed;
     float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
     if (a->drop_used > 0 && !probs && !drop)
-        return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
+        return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;
@@ -75,7 +75,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
                 free(drop);
-                return pe__fail(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+                return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
             pe__softmax_forward(s, p, T, Tk);
             float *oh = o + b * T * C + h * D;
@@ -100,7 +100,7 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
                   group = H / ctx->Hkv;
     float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
-    if (!dp) return pe__fail(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+    if (!dp) return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;

@@ -57,7 +57,7 @@ pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint
     }
     L->n = n;
     L->block = calloc(2 * n, sizeof(float));
-    if (!L->block) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!L->block) return pe_error(err, PE_ENOMEM, "out of memory");
     pe_rng rng = {seed};
     float *p = L->block, *g = L->block + n;
     float a = 1.0f / sqrtf((float)C);

@@ -71,7 +71,7 @@ static void temp_name(const pe_out *o, char *out, size_t n, int k) {
 pe_status pe_out_open(pe_out *o, const char *path, pe_err *err) {
     memset(o, 0, sizeof *o);
     o->fd = -1;
-    if (!path || !*path) return pe__fail(err, PE_EIO, "no output file name");
+    if (!path || !*path) return pe_error(err, PE_EIO, "no output file name");
     struct stat st;
     snprintf(o->target, sizeof o->target, "%s", path);
     if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) { /* replace the file the link names */
@@ -81,17 +81,17 @@ pe_status pe_out_open(pe_out *o, const char *path, pe_err *err) {
         } else { /* a link to a file that does not exist yet: create the file it names */
             char link[2000], dir[2000];
             ssize_t n = readlink(path, link, sizeof link - 1);
-            if (n <= 0) return pe__fail(err, PE_EIO, "%s: a symlink that cannot be read: %s", path, strerror(errno));
+            if (n <= 0) return pe_error(err, PE_EIO, "%s: a symlink that cannot be read: %s", path, strerror(errno));
             link[n] = 0;
             dir_of(path, dir, sizeof dir);
-            if (n >= (ssize_t)sizeof link - 1) return pe__fail(err, PE_EIO, "%s: a symlink to a name too long", path);
+            if (n >= (ssize_t)sizeof link - 1) return pe_error(err, PE_EIO, "%s: a symlink to a name too long", path);
             if (link[0] == '/') snprintf(o->target, sizeof o->target, "%s", link);
             else snprintf(o->target, sizeof o->target, "%s/%s", dir, link);
         }
     }
     int exists = stat(o->target, &st) == 0;
     if (exists && !S_ISREG(st.st_mode))
-        return pe__fail(err, PE_EIO, "%s: not a regular file (%s): refusing to replace it", path,
+        return pe_error(err, PE_EIO, "%s: not a regular file (%s): refusing to replace it", path,
                         S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
     char dir[4096];
     dir_of(o->target, dir, sizeof dir);
@@ -107,7 +107,7 @@ pe_status pe_out_open(pe_out *o, const char *path, pe_err *err) {
     if (o->fd < 0) {
         const int e = errno;
         o->tmp[0] = 0;
-        return pe__fail(err, PE_EIO, "%s: cannot create: %s", path, strerror(e));
+        return pe_error(err, PE_EIO, "%s: cannot create: %s", path, strerror(e));
     }
     if (!o->unnamed) pending_add(o->tmp);
     if (exists) (void)fchmod(o->fd, st.st_mode & 07777); /* a replaced file keeps its mode */
@@ -119,7 +119,7 @@ pe_status pe_out_open(pe_out *o, const char *path, pe_err *err) {
     if (!(o->fp = fdopen(o->fd, "wb"))) {
         const int e = errno;
         pe_out_abort(o);
-        return pe__fail(err, PE_EIO, "%s: cannot write: %s", path, strerror(e));
+        return pe_error(err, PE_EIO, "%s: cannot write: %s", path, strerror(e));
     }
     return PE_OK;
 }
@@ -156,7 +156,7 @@ pe_status pe_out_commit(pe_out *o, pe_err *err) {
     if (!e && rename(o->tmp, o->target) != 0) e = errno;
     if (e) {
         pe_out_abort(o);
-        return pe__fail(err, PE_EIO, "%s: cannot write: %s", o->target, strerror(e));
+        return pe_error(err, PE_EIO, "%s: cannot write: %s", o->target, strerror(e));
     }
     pending_drop(o->tmp);
     o->tmp[0] = 0;
@@ -172,21 +172,21 @@ pe_status pe_out_commit(pe_out *o, pe_err *err) {
 FILE *pe_in_open(const char *path, long long max_bytes, long long *size, pe_err *err) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        pe__fail(err, PE_EIO, "%s: cannot open: %s", path, strerror(errno));
+        pe_error(err, PE_EIO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        pe__fail(err, PE_EIO, "%s: not a regular file (%s)", path,
+        pe_error(err, PE_EIO, "%s: not a regular file (%s)", path,
                  S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or socket");
         return NULL;
     }
     if (max_bytes > 0 && (long long)st.st_size > max_bytes) {
-        pe__fail(err, PE_EIO, "%s: %lld bytes, more than the %lld this reads", path, (long long)st.st_size, max_bytes);
+        pe_error(err, PE_EIO, "%s: %lld bytes, more than the %lld this reads", path, (long long)st.st_size, max_bytes);
         return NULL;
     }
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        pe__fail(err, PE_EIO, "%s: cannot open: %s", path, strerror(errno));
+        pe_error(err, PE_EIO, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     if (size) *size = (long long)st.st_size;

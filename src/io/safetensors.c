@@ -45,18 +45,18 @@ static int span_cmp(const void *a, const void *b) {
 
 static pe_status parse(const unsigned char *raw, size_t size, const char *path, pe_st_file *f,
                        pe_err *err) {
-    if (size < 8) return pe__fail(err, PE_EFORMAT, "%s: %zu bytes, shorter than the 8-byte header length", path, size);
+    if (size < 8) return pe_error(err, PE_EFORMAT, "%s: %zu bytes, shorter than the 8-byte header length", path, size);
     uint64_t n = 0;
     for (int i = 7; i >= 0; i--) n = n << 8 | raw[i];
-    if (n > size - 8) return pe__fail(err, PE_EFORMAT, "%s: header length %llu runs past the end of the file (%zu bytes)",
+    if (n > size - 8) return pe_error(err, PE_EFORMAT, "%s: header length %llu runs past the end of the file (%zu bytes)",
                                       path, (unsigned long long)n, size);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)raw + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return pe__fail(err, PE_EFORMAT, "%s: header is not valid JSON: %s", path, jerr.text);
+    if (!root) return pe_error(err, PE_EFORMAT, "%s: header is not valid JSON: %s", path, jerr.text);
     pe_status st = PE_OK;
     span *spans = NULL;
     if (!json_is_object(root)) {
-        st = pe__fail(err, PE_EFORMAT, "%s: header is not a JSON object", path);
+        st = pe_error(err, PE_EFORMAT, "%s: header is not a JSON object", path);
         goto done;
     }
     const unsigned char *data = raw + 8 + n;
@@ -67,7 +67,7 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
     f->meta_values = calloc(count ? count : 1, sizeof(char *));
     spans = calloc(count ? count : 1, sizeof(span));
     if (!f->t || !f->meta_keys || !f->meta_values || !spans) {
-        st = pe__fail(err, PE_ENOMEM, "out of memory");
+        st = pe_error(err, PE_ENOMEM, "out of memory");
         goto done;
     }
     const char *key;
@@ -76,14 +76,14 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
         if (strcmp(key, "__metadata__") == 0) {
             if (json_is_null(val)) continue;
             if (!json_is_object(val)) {
-                st = pe__fail(err, PE_EFORMAT, "%s: __metadata__ is not an object", path);
+                st = pe_error(err, PE_EFORMAT, "%s: __metadata__ is not an object", path);
                 goto done;
             }
             const char *mk;
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
-                    st = pe__fail(err, PE_EFORMAT, "%s: __metadata__ value of '%s' is not a string", path, mk);
+                    st = pe_error(err, PE_EFORMAT, "%s: __metadata__ value of '%s' is not a string", path, mk);
                     goto done;
                 }
                 char **k2 = realloc(f->meta_keys, sizeof(char *) * (f->n_meta + 1));
@@ -93,7 +93,7 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
                 char *kd = v2 ? strdup(mk) : NULL, *vd = kd ? strdup(json_string_value(mv)) : NULL;
                 if (!vd) {
                     free(kd);
-                    st = pe__fail(err, PE_ENOMEM, "%s: out of memory for __metadata__", path);
+                    st = pe_error(err, PE_ENOMEM, "%s: out of memory for __metadata__", path);
                     goto done;
                 }
                 f->meta_keys[f->n_meta] = kd, f->meta_values[f->n_meta] = vd;
@@ -105,20 +105,20 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
                *jo = json_object_get(val, "data_offsets");
         if (!json_is_object(val) || !json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
             json_array_size(jo) != 2 || json_object_size(val) != 3) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': entry needs exactly dtype, shape and data_offsets", path, key);
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': entry needs exactly dtype, shape and data_offsets", path, key);
             goto done;
         }
         int dt = dtype_from_name(json_string_value(jd));
         if (dt < 0) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': unknown dtype '%s'", path, key, json_string_value(jd));
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': unknown dtype '%s'", path, key, json_string_value(jd));
             goto done;
         }
         if (strlen(key) >= sizeof f->t[0].name) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor name '%.40s...' is too long", path, key);
+            st = pe_error(err, PE_EFORMAT, "%s: tensor name '%.40s...' is too long", path, key);
             goto done;
         }
         if (json_array_size(js) > PE_MAX_DIMS) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': %zu dimensions (posenc reads at most %d)", path, key,
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': %zu dimensions (posenc reads at most %d)", path, key,
                           json_array_size(js), PE_MAX_DIMS);
             goto done;
         }
@@ -130,32 +130,32 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
         for (int d = 0; d < t->ndim; d++) {
             json_t *e = json_array_get(js, d);
             if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > ((int64_t)1 << 40)) {
-                st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': shape entries must be non-negative integers", path, key);
+                st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': shape entries must be non-negative integers", path, key);
                 goto done;
             }
             t->shape[d] = json_integer_value(e);
             if (t->shape[d] && elems > ((int64_t)1 << 40) / t->shape[d]) { /* before the product can overflow */
-                st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': more than 2^40 elements", path, key);
+                st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': more than 2^40 elements", path, key);
                 goto done;
             }
             elems *= t->shape[d];
         }
         json_t *jb = json_array_get(jo, 0), *je = json_array_get(jo, 1);
         if (!json_is_integer(jb) || !json_is_integer(je)) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': data_offsets must be integers", path, key);
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': data_offsets must be integers", path, key);
             goto done;
         }
         int64_t b = json_integer_value(jb), e = json_integer_value(je);
         int64_t bytes = elems * (int64_t)pe_dtype_size(t->dtype);
         if (b < 0 || e < b || e > data_size || e - b != bytes) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': data_offsets [%lld, %lld] do not fit %s %lld bytes in a %lld-byte buffer",
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': data_offsets [%lld, %lld] do not fit %s %lld bytes in a %lld-byte buffer",
                           path, key, (long long)b, (long long)e, pe_dtype_name(t->dtype), (long long)bytes,
                           (long long)data_size);
             goto done;
         }
         t->data = malloc(bytes ? (size_t)bytes : 1);
         if (!t->data) {
-            st = pe__fail(err, PE_ENOMEM, "out of memory for tensor '%s'", key);
+            st = pe_error(err, PE_ENOMEM, "out of memory for tensor '%s'", key);
             goto done;
         }
         memcpy(t->data, data + b, (size_t)bytes);
@@ -167,7 +167,7 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
     int64_t at = 0;
     for (int i = 0; i < f->n; i++) {
         if (spans[i].begin != at) {
-            st = pe__fail(err, PE_EFORMAT, "%s: tensor '%s': data starts at %lld, expected %lld (%s)", path,
+            st = pe_error(err, PE_EFORMAT, "%s: tensor '%s': data starts at %lld, expected %lld (%s)", path,
                           f->t[spans[i].index].name, (long long)spans[i].begin, (long long)at,
                           spans[i].begin > at ? "a gap" : "an overlap");
             goto done;
@@ -175,7 +175,7 @@ static pe_status parse(const unsigned char *raw, size_t size, const char *path, 
         at = spans[i].end;
     }
     if (at != data_size)
-        st = pe__fail(err, PE_EFORMAT, "%s: the data buffer has %lld bytes after the last tensor", path,
+        st = pe_error(err, PE_EFORMAT, "%s: the data buffer has %lld bytes after the last tensor", path,
                       (long long)(data_size - at));
 done:
     free(spans);
@@ -191,12 +191,12 @@ pe_status pe_st_read(const char *path, pe_st_file *f, pe_err *err) {
     unsigned char *raw = malloc(size ? (size_t)size : 1);
     if (!raw) {
         fclose(fp);
-        return pe__fail(err, PE_ENOMEM, "%s: out of memory for %lld bytes", path, size);
+        return pe_error(err, PE_ENOMEM, "%s: out of memory for %lld bytes", path, size);
     }
     size_t got = fread(raw, 1, (size_t)size, fp);
     int bad = ferror(fp) || got != (size_t)size;
     fclose(fp);
-    pe_status st = bad ? pe__fail(err, PE_EIO, "%s: read error", path) : parse(raw, (size_t)size, path, f, err);
+    pe_status st = bad ? pe_error(err, PE_EIO, "%s: read error", path) : parse(raw, (size_t)size, path, f, err);
     free(raw);
     if (st) pe_st_free(f);
     return st;
@@ -236,7 +236,7 @@ pe_status pe_st_write(const char *path, const pe_tensor *t, int n, int n_meta,
     }
     char *hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!hdr) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!hdr) return pe_error(err, PE_ENOMEM, "out of memory");
     size_t hlen = strlen(hdr), padded = (hlen + 7) / 8 * 8;
 
     /* written whole or not at all (output.h) */
@@ -258,7 +258,7 @@ pe_status pe_st_write(const char *path, const pe_tensor *t, int n, int n_meta,
     if (!ok) {
         const int e = errno;
         pe_out_abort(&o);
-        return pe__fail(err, PE_EIO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
+        return pe_error(err, PE_EIO, "%s: cannot write: %s", path, strerror(e ? e : EIO));
     }
     return pe_out_commit(&o, err);
 }

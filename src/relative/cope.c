@@ -46,10 +46,10 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
     if (!cfg->causal)
-        return pe__fail(err, PE_EKEY, "method cope is causal only (its positions count the keys up to the query): "
+        return pe_error(err, PE_EKEY, "method cope is causal only (its positions count the keys up to the query): "
                                       "set causal=true");
     if (cfg->npos_max < 1 || cfg->npos_max > COPE_MAX_NPOS)
-        return pe__fail(err, PE_EKEY, "key 'npos_max': %lld must be in 1 .. %lld", (long long)cfg->npos_max,
+        return pe_error(err, PE_EKEY, "key 'npos_max': %lld must be in 1 .. %lld", (long long)cfg->npos_max,
                         (long long)COPE_MAX_NPOS);
     return PE_OK;
 }
@@ -70,7 +70,7 @@ static void release(pe__ctx *ctx) {
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t P = ctx->cfg->npos_max, D = ctx->D, n = ctx->T * ctx->Tk;
     cope_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the cope tables");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory for the cope tables");
     ctx->state = st;
     st->P = P;
     st->Et = malloc(sizeof(float) * (size_t)(P * D));
@@ -79,7 +79,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->g = malloc(sizeof(double) * (size_t)n), st->p = malloc(sizeof(double) * (size_t)n);
     if (!st->Et || !st->dEt || !st->a || !st->da || !st->g || !st->p) {
         release(ctx);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the cope tables (%lld positions, %lld x %lld scores)",
+        return pe_error(err, PE_ENOMEM, "out of memory for the cope tables (%lld positions, %lld x %lld scores)",
                         (long long)P, (long long)ctx->T, (long long)ctx->Tk);
     }
     const float *E = ctx->w->param[POS_EMB];

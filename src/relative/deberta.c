@@ -47,6 +47,14 @@ static int64_t span(const pe_config *cfg) {
     return cfg->position_buckets > 0 ? cfg->position_buckets : cfg->max_relative_positions;
 }
 
+/* The relative index of a query at i and a key at j: delta = i - j, log-bucketed, clipped to
+ * -S .. S - 1 (the table row is it + S) */
+static int64_t rel_index(const pe_config *cfg, int64_t i, int64_t j) {
+    int64_t d = i - j;
+    if (cfg->position_buckets > 0) d = pe__deberta_bucket(d, cfg->position_buckets, cfg->max_relative_positions);
+    return pe__clip(d, -span(cfg), span(cfg) - 1);
+}
+
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
     (void)H;
     if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D * (1 + n_terms(cfg)));
@@ -55,15 +63,15 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
     if (cfg->position_buckets > 0 && cfg->max_relative_positions <= 0)
-        return pe__fail(err, PE_EKEY, "key 'max_relative_positions': %lld must be > 0 with position_buckets %lld",
+        return pe_error(err, PE_EKEY, "key 'max_relative_positions': %lld must be > 0 with position_buckets %lld",
                         (long long)cfg->max_relative_positions, (long long)cfg->position_buckets);
     if (cfg->position_buckets == 1) /* HF divides by position_buckets / 2 */
-        return pe__fail(err, PE_EKEY, "key 'position_buckets': 1 is not allowed (0 or less: no buckets; else >= 2)");
+        return pe_error(err, PE_EKEY, "key 'position_buckets': 1 is not allowed (0 or less: no buckets; else >= 2)");
     if (cfg->position_buckets <= 0 && cfg->max_relative_positions < 1)
-        return pe__fail(err, PE_EKEY, "key 'max_relative_positions': %lld must be >= 1 without position_buckets",
+        return pe_error(err, PE_EKEY, "key 'max_relative_positions': %lld must be >= 1 without position_buckets",
                         (long long)cfg->max_relative_positions);
     if (span(cfg) > (1 << 29))
-        return pe__fail(err, PE_EKEY, "key '%s': %lld is too large (at most %d)",
+        return pe_error(err, PE_EKEY, "key '%s': %lld is too large (at most %d)",
                         cfg->position_buckets > 0 ? "position_buckets" : "max_relative_positions",
                         (long long)span(cfg), 1 << 29);
     return PE_OK;
@@ -118,12 +126,12 @@ static void project(const pe__ctx *ctx, int key, float *out, int64_t R) {
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *cfg = ctx->cfg;
     if (cfg->share_att_key && (!ctx->w->wq || !ctx->w->wk))
-        return pe__fail(err, PE_EKEY, "key 'share_att_key': true projects the relative embeddings with wq and wk, which "
+        return pe_error(err, PE_EKEY, "key 'share_att_key': true projects the relative embeddings with wq and wk, which "
                                       "the projected form does not have: set it false and pass pos_query_w, pos_key_w");
     const int64_t B = ctx->B, T = ctx->T, C = ctx->C, S = span(cfg), R = 2 * S;
     int c2p = cfg->pos_att & PE_POS_ATT_C2P, p2c = cfg->pos_att & PE_POS_ATT_P2C;
     deberta_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory for the deberta tables");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory for the deberta tables");
     ctx->state = st;
     st->R = R;
     st->idx = malloc(sizeof(int32_t) * B * T * ctx->Tk);
@@ -131,17 +139,13 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (p2c) st->Qr = malloc(sizeof(float) * R * C), st->dQr = pe__calloc((size_t)(R * C), sizeof(float));
     if (!st->idx || (c2p && (!st->Kr || !st->dKr)) || (p2c && (!st->Qr || !st->dQr))) {
         release(ctx);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the deberta tables (2S = %lld rows)", (long long)R);
+        return pe_error(err, PE_ENOMEM, "out of memory for the deberta tables (2S = %lld rows)", (long long)R);
     }
     for (int64_t b = 0; b < B; b++) {
         const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
         for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < ctx->Tk; j++) {
-                int64_t d = pos[i] - kpos[j];
-                if (cfg->position_buckets > 0)
-                    d = pe__deberta_bucket(d, cfg->position_buckets, cfg->max_relative_positions);
-                st->idx[(b * T + i) * ctx->Tk + j] = (int32_t)(pe__clip(d, -S, S - 1) + S);
-            }
+            for (int64_t j = 0; j < ctx->Tk; j++)
+                st->idx[(b * T + i) * ctx->Tk + j] = (int32_t)(rel_index(cfg, pos[i], kpos[j]) + S);
     }
     if (c2p) project(ctx, 1, st->Kr, R);
     if (p2c) project(ctx, 0, st->Qr, R);
@@ -223,6 +227,7 @@ const pe__method pe__method_deberta = {
     .reference = "He et al. 2021, DeBERTa (HF DebertaV2, microsoft/DeBERTa)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "position_buckets max_relative_positions pos_att share_att_key",
+    .rel_index = rel_index,
     .defaults = defaults,
     .check = check,
     .params = params,

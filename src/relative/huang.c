@@ -19,7 +19,7 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
-    if (cfg->max_rel < 0) return pe__fail(err, PE_EKEY, "key 'max_rel': %lld must be >= 0", (long long)cfg->max_rel);
+    if (cfg->max_rel < 0) return pe_error(err, PE_EKEY, "key 'max_rel': %lld must be >= 0", (long long)cfg->max_rel);
     return PE_OK;
 }
 
@@ -59,7 +59,7 @@ static inline int64_t row(int v, int64_t K, const int64_t *pos, const int64_t *k
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int v = variant(ctx);
     if ((v == HUANG1 || v == HUANG2) && !ctx->fused && !(ctx->state = malloc(sizeof(float) * (size_t)(ctx->T * ctx->Tk))))
-        return pe__fail(err, PE_ENOMEM, "out of memory for a %lld x %lld score table", (long long)ctx->T, (long long)ctx->Tk);
+        return pe_error(err, PE_ENOMEM, "out of memory for a %lld x %lld score table", (long long)ctx->T, (long long)ctx->Tk);
     return PE_OK;
 }
 

@@ -38,9 +38,9 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
     if (!(cfg->rope_base > 0) || !isfinite(cfg->rope_base))
-        return pe__fail(err, PE_EKEY, "key 'rope_base' must be a finite number > 0");
+        return pe_error(err, PE_EKEY, "key 'rope_base' must be a finite number > 0");
     if (cfg->rotary_dim < 1 || cfg->rotary_dim > D)
-        return pe__fail(err, PE_EKEY, "key 'rotary_dim': %lld is not within 1 .. head_dim (%lld)",
+        return pe_error(err, PE_EKEY, "key 'rotary_dim': %lld is not within 1 .. head_dim (%lld)",
                         (long long)cfg->rotary_dim, (long long)D);
     return PE_OK;
 }
@@ -64,7 +64,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (!st || !st->w || !st->cs || !st->kcs || !st->dph) {
         if (st) free(st->w), free(st->cs), free(st->kcs), free(st->dph);
         free(st);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the pope tables");
+        return pe_error(err, PE_ENOMEM, "out of memory for the pope tables");
     }
     for (int64_t d = 0; d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
     for (int64_t r = 0; r < n; r++)

@@ -10,7 +10,7 @@ enum { REL_K, REL_V };
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;
-    if (cfg->max_rel < 0) return pe__fail(err, PE_EKEY, "key 'max_rel': %lld must be >= 0", (long long)cfg->max_rel);
+    if (cfg->max_rel < 0) return pe_error(err, PE_EKEY, "key 'max_rel': %lld must be >= 0", (long long)cfg->max_rel);
     return PE_OK;
 }
 
@@ -28,7 +28,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t R = 2 * ctx->cfg->max_rel + 1;
     if (!ctx->fused && !(ctx->state = malloc(sizeof(float) * (size_t)(2 * ctx->T * R))))
-        return pe__fail(err, PE_ENOMEM, "out of memory for shaw's %lld x %lld tables", (long long)ctx->T, (long long)R);
+        return pe_error(err, PE_ENOMEM, "out of memory for shaw's %lld x %lld tables", (long long)ctx->T, (long long)R);
     return PE_OK;
 }
 
@@ -37,9 +37,10 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-static inline int64_t rel_index(const pe__ctx *ctx, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
-    int64_t K = ctx->cfg->max_rel;
-    return pe__clip(kpos[j] - pos[i], -K, K) + K;
+/* the clipped offset j - i the tables are read by (row it + K) */
+static int64_t rel_index(const pe_config *cfg, int64_t i, int64_t j) { return pe__clip(j - i, -cfg->max_rel, cfg->max_rel); }
+static inline int64_t table_row(const pe__ctx *ctx, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
+    return rel_index(ctx->cfg, pos[i], kpos[j]) + ctx->cfg->max_rel;
 }
 
 static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
@@ -52,7 +53,7 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     pe__gemm(0, 1, T, R, D, 1.0f, q, ctx->C, ctx->w->param[REL_K], D, 0.0f, qr, R);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] += scale * qr[i * R + rel_index(ctx, pos, kpos, i, j)];
+        for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] += scale * qr[i * R + table_row(ctx, pos, kpos, i, j)];
 }
 
 /* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, r] = scale sum_{j: r_ij = r} ds_ij:
@@ -67,7 +68,7 @@ static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, 
     pe__score_dot_backward(ctx, ds, q, k, dq, dk);
     float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) g[i * R + rel_index(ctx, pos, kpos, i, j)] += scale * ds[i * ctx->Tk + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) g[i * R + table_row(ctx, pos, kpos, i, j)] += scale * ds[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, g, R, ctx->w->param[REL_K], D, 1.0f, dq, ctx->C);
     if (ctx->g->dparam[REL_K]) pe__gemm(1, 0, R, D, T, 1.0f, g, R, q, ctx->C, 1.0f, ctx->g->dparam[REL_K], D);
 }
@@ -79,7 +80,7 @@ static void value_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, fl
     float *pr = ctx->state; /* (T, R) probability mass per index */
     memset(pr, 0, sizeof(float) * T * R);
     for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) pr[i * R + rel_index(ctx, pos, kpos, i, j)] += p[i * ctx->Tk + j];
+        for (int64_t j = 0; j < ctx->Tk; j++) pr[i * R + table_row(ctx, pos, kpos, i, j)] += p[i * ctx->Tk + j];
     pe__gemm(0, 0, T, D, R, 1.0f, pr, R, ctx->w->param[REL_V], D, 1.0f, o, ctx->C);
 }
 
@@ -95,7 +96,7 @@ static void value_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *p, c
     pe__gemm(0, 1, T, R, D, 1.0f, dout, ctx->C, ctx->w->param[REL_V], D, 0.0f, dr, R);
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) {
-            int64_t r = rel_index(ctx, pos, kpos, i, j);
+            int64_t r = table_row(ctx, pos, kpos, i, j);
             dp[i * ctx->Tk + j] += dr[i * R + r];
             pr[i * R + r] += p[i * ctx->Tk + j];
         }
@@ -112,6 +113,7 @@ const pe__method pe__method_shaw = {
     .reference = "Shaw et al. 2018 (tensor2tensor)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "max_rel",
+    .rel_index = rel_index,
     .flags = PE__FUSED,
     .check = check,
     .params = params,

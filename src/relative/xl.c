@@ -33,10 +33,10 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     if ((H * D) % 2)
-        return pe__fail(err, PE_ETENSOR, "tensor 'x': width C=%lld must be even (xl's [sin | cos] R)",
+        return pe_error(err, PE_ETENSOR, "tensor 'x': width C=%lld must be even (xl's [sin | cos] R)",
                         (long long)(H * D));
     if (pe_config_has(cfg, PE_K_mem_len) && cfg->mem_len < 0)
-        return pe__fail(err, PE_EKEY, "key 'mem_len': %lld must be >= 0", (long long)cfg->mem_len);
+        return pe_error(err, PE_EKEY, "key 'mem_len': %lld must be >= 0", (long long)cfg->mem_len);
     return PE_OK;
 }
 
@@ -76,10 +76,10 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (clamp > 0 && (double)clamp < hi) hi = (double)clamp;
     if (lo > hi) lo = hi; /* every distance clamped */
     if ((hi - lo + 1) * (double)C > (double)(1 << 27))
-        return pe__fail(err, PE_EPOS, "positions: distances %.0f .. %.0f need a %.0f x %lld table, past xl's limit of 2^27 "
+        return pe_error(err, PE_EPOS, "positions: distances %.0f .. %.0f need a %.0f x %lld table, past xl's limit of 2^27 "
                                       "entries (use clamp_len)", lo, hi, hi - lo + 1, (long long)C);
     xl_state *st = calloc(1, sizeof *st);
-    if (!st) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!st) return pe_error(err, PE_ENOMEM, "out of memory");
     ctx->state = st;
     st->lo = (int64_t)lo;
     st->hi = (int64_t)hi;
@@ -93,7 +93,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     double *row = malloc(sizeof(double) * C);
     if (!st->R || !st->Rk || !st->dRk || !st->G || !row) {
         free(row);
-        return pe__fail(err, PE_ENOMEM, "out of memory for xl's %lld x %lld distance table",
+        return pe_error(err, PE_ENOMEM, "out of memory for xl's %lld x %lld distance table",
                         (long long)st->NR, (long long)C);
     }
     for (int64_t r = 0; r < st->NR; r++) {

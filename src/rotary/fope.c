@@ -42,13 +42,13 @@ static int64_t n_freq(const pe_config *cfg, int64_t D) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
-    if (D % 2) return pe__fail(err, PE_EKEY, "method fope: head_dim %lld is odd (pairs of dims)", (long long)D);
-    if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
+    if (D % 2) return pe_error(err, PE_EKEY, "method fope: head_dim %lld is odd (pairs of dims)", (long long)D);
+    if (!(cfg->rope_base > 1)) return pe_error(err, PE_EKEY, "key 'rope_base' must be > 1");
     if (pe_config_has(cfg, PE_K_max_position_embeddings) && cfg->max_position_embeddings < 1)
-        return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
+        return pe_error(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
     const int64_t F = n_freq(cfg, D);
     if (F < 1 || F > D / 2)
-        return pe__fail(err, PE_EKEY, "key 'fope_num_freq': %lld frequencies, expected 1 .. head_dim / 2 (%lld)%s",
+        return pe_error(err, PE_EKEY, "key 'fope_num_freq': %lld frequencies, expected 1 .. head_dim / 2 (%lld)%s",
                         (long long)F, (long long)(D / 2),
                         pe_config_has(cfg, PE_K_fope_num_freq) ? "" : " (max_position_embeddings keeps none)");
     return PE_OK;
@@ -96,7 +96,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (st && !shared) free(st->cs_k);
         if (st) free(st->cs), free(st->w), free(st->g);
         free(st);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the fope tables");
+        return pe_error(err, PE_ENOMEM, "out of memory for the fope tables");
     }
     for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
     table(ctx, st, ctx->pos, n, st->cs);

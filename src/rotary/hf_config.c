@@ -66,7 +66,7 @@ static int truthy(json_t *v, int fallback) {
 }
 
 static pe_status bad(const hf_layer *L, pe_err *err, const char *what) {
-    return pe__fail(err, PE_EKEY, "hf_config %s: %s", L->path, what);
+    return pe_error(err, PE_EKEY, "hf_config %s: %s", L->path, what);
 }
 
 /* Sets key from a JSON scalar unless the key was given explicitly. */
@@ -76,12 +76,12 @@ static pe_status fill(pe_config *cfg, const char *key, json_t *v, const char *pa
     if (json_is_integer(v)) snprintf(text, sizeof text, "%lld", (long long)json_integer_value(v));
     else if (json_is_real(v)) snprintf(text, sizeof text, "%.17g", json_real_value(v));
     else if (json_is_boolean(v)) snprintf(text, sizeof text, "%s", json_is_true(v) ? "true" : "false");
-    else return pe__fail(err, PE_EKEY, "hf_config %s: '%s' is not a number", path, key);
+    else return pe_error(err, PE_EKEY, "hf_config %s: '%s' is not a number", path, key);
     pe_status st = pe_config_set(cfg, key, text, err);
     if (st) {
         char inner[sizeof err->msg];
         snprintf(inner, sizeof inner, "%s", err->msg);
-        return pe__fail(err, st, "hf_config %s: %s", path, inner);
+        return pe_error(err, st, "hf_config %s: %s", path, inner);
     }
     return PE_OK;
 }
@@ -95,15 +95,15 @@ static pe_status fill_real(pe_config *cfg, const char *key, double v, const char
 
 static pe_status read_factors(pe_config *cfg, json_t *arr, int which, const char *name, int64_t r,
                               const char *path, pe_err *err) {
-    if (!json_is_array(arr)) return pe__fail(err, PE_EKEY, "hf_config %s: '%s' is not a list", path, name);
+    if (!json_is_array(arr)) return pe_error(err, PE_EKEY, "hf_config %s: '%s' is not a list", path, name);
     size_t n = json_array_size(arr);
     if ((int64_t)n != r / 2 || n > PE_MAX_ROPE_PAIRS)
-        return pe__fail(err, PE_EKEY, "hf_config %s: '%s' has %zu entries, rotary_dim %lld needs %lld", path,
+        return pe_error(err, PE_EKEY, "hf_config %s: '%s' has %zu entries, rotary_dim %lld needs %lld", path,
                         name, n, (long long)r, (long long)(r / 2));
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(arr, i);
         if (!json_is_number(e) || !(json_number_value(e) > 0))
-            return pe__fail(err, PE_EKEY, "hf_config %s: '%s'[%zu] is not a positive number", path, name, i);
+            return pe_error(err, PE_EKEY, "hf_config %s: '%s'[%zu] is not a positive number", path, name, i);
         cfg->hf_factors[which][i] = (float)json_number_value(e);
     }
     cfg->hf_factor_count = (int)n;
@@ -116,11 +116,11 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
     *L = (hf_layer){.path = path, .layer = layer};
     json_error_t jerr;
     struct stat sb; /* a FIFO would block, a device never end */
-    if (stat(path, &sb) != 0) return pe__fail(err, PE_EKEY, "hf_config %s: cannot open: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0) return pe_error(err, PE_EKEY, "hf_config %s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode) || sb.st_size > (1 << 26))
-        return pe__fail(err, PE_EKEY, "hf_config %s: not a regular file of at most 64 MiB", path);
+        return pe_error(err, PE_EKEY, "hf_config %s: not a regular file of at most 64 MiB", path);
     if (!(L->root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr)))
-        return pe__fail(err, PE_EKEY, "hf_config %s: cannot read: %s", path, jerr.text);
+        return pe_error(err, PE_EKEY, "hf_config %s: cannot read: %s", path, jerr.text);
     pe_status st = PE_OK;
     if (!json_is_object(L->root)) {
         st = bad(L, err, "not a JSON object");
@@ -139,7 +139,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
         goto fail;
     }
     if (layer < 0 || layer >= L->n_layers) {
-        st = pe__fail(err, PE_EKEY, "hf_config %s: layer %lld is not within 0 .. %lld (num_hidden_layers %lld)", path,
+        st = pe_error(err, PE_EKEY, "hf_config %s: layer %lld is not within 0 .. %lld (num_hidden_layers %lld)", path,
                       (long long)layer, (long long)(L->n_layers - 1), (long long)L->n_layers);
         goto fail;
     }
@@ -188,7 +188,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
     }
     json_t *sc = rp && !json_is_null(rp) ? rp : rs && !json_is_null(rs) ? rs : NULL;
     if (sc && !json_is_object(sc)) {
-        st = pe__fail(err, PE_EKEY, "hf_config %s: %s is not an object", path, sc == rp ? "rope_parameters" : "rope_scaling");
+        st = pe_error(err, PE_EKEY, "hf_config %s: %s is not an object", path, sc == rp ? "rope_parameters" : "rope_scaling");
         goto fail;
     }
     if (sc == rp && sc && (json_is_object(json_object_get(sc, "full_attention")) ||
@@ -196,7 +196,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
                            json_is_object(json_object_get(sc, L->type)))) {
         sc = json_object_get(sc, L->type);
         if (!json_is_object(sc)) {
-            st = pe__fail(err, PE_EKEY, "hf_config %s: rope_parameters has no entry for layer type '%s' (layer %lld)",
+            st = pe_error(err, PE_EKEY, "hf_config %s: rope_parameters has no entry for layer type '%s' (layer %lld)",
                           path, L->type, (long long)layer);
             goto fail;
         }
@@ -264,7 +264,7 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     json_object_foreach(sc, key, val) {
         int known = 0;
         for (size_t i = 0; i < sizeof ENTRIES / sizeof ENTRIES[0]; i++) known |= !strcmp(key, ENTRIES[i].hf);
-        if (!known) return pe__fail(err, PE_EKEY, "hf_config %s: unknown rope entry '%s'", path, key);
+        if (!known) return pe_error(err, PE_EKEY, "hf_config %s: unknown rope entry '%s'", path, key);
     }
     json_t *type = json_object_get(sc, "rope_type");
     if (!type) type = json_object_get(sc, "type");
@@ -274,7 +274,7 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
         kind = NULL;
         for (size_t i = 0; i < sizeof TYPES / sizeof TYPES[0]; i++)
             if (!strcmp(json_string_value(type), TYPES[i].hf)) kind = TYPES[i].posenc;
-        if (!kind) return pe__fail(err, PE_EKEY, "hf_config %s: unknown rope_type '%s'", path, json_string_value(type));
+        if (!kind) return pe_error(err, PE_EKEY, "hf_config %s: unknown rope_type '%s'", path, json_string_value(type));
     }
     if (!pe_config_has(cfg, PE_K_rope_scaling) && (st = pe_config_set(cfg, "rope_scaling", kind, err))) return st;
     for (size_t i = 0; i < sizeof ENTRIES / sizeof ENTRIES[0]; i++)
@@ -354,11 +354,11 @@ static pe_status apply_nope(pe_config *cfg, const hf_layer *L, pe_err *err) {
 static pe_status apply_layer(pe_config *cfg, const hf_layer *L, int64_t D, pe_err *err) {
     const int want = L->uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE;
     if (cfg->method != want)
-        return pe__fail(err, PE_EKEY, "hf_config %s: layer %lld is a %s layer (method %s), not method %s", L->path,
+        return pe_error(err, PE_EKEY, "hf_config %s: layer %lld is a %s layer (method %s), not method %s", L->path,
                         (long long)L->layer, L->uses_rope ? "RoPE" : "NoPE", pe_method_name(want),
                         pe_method_name(cfg->method));
     if (L->head_dim > 0 && L->head_dim != D)
-        return pe__fail(err, PE_EKEY, "hf_config %s: head_dim %lld does not match the layer's head_dim %lld", L->path,
+        return pe_error(err, PE_EKEY, "hf_config %s: head_dim %lld does not match the layer's head_dim %lld", L->path,
                         (long long)L->head_dim, (long long)D);
     pe_status st = L->uses_rope ? apply_rope(cfg, L, D, err) : apply_nope(cfg, L, err);
     return st ? st : apply_scale(cfg, L, D, err);
@@ -374,7 +374,7 @@ pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
 }
 
 pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err) {
-    if (!cfg || !path) return pe__fail(err, PE_EINVAL, "config_from_hf: need cfg and path");
+    if (!cfg || !path) return pe_error(err, PE_EINVAL, "config_from_hf: need cfg and path");
     hf_layer L;
     pe_status st = read_layer(&L, path, layer, err);
     if (st) return st;

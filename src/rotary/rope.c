@@ -34,32 +34,32 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     (void)H;
     const int64_t off = cfg->rotary_offset;
     if (off < 0 || off > D - 2)
-        return pe__fail(err, PE_EKEY, "key 'rotary_offset': %lld is not within 0 .. head_dim - 2 (%lld)", (long long)off,
+        return pe_error(err, PE_EKEY, "key 'rotary_offset': %lld is not within 0 .. head_dim - 2 (%lld)", (long long)off,
                         (long long)(D - 2));
     pe_status st = pe__rope_check(cfg, D, err);
     if (st) return st;
     if (cfg->rotary_dim > D - off)
-        return pe__fail(err, PE_EKEY, "key 'rotary_offset': %lld + rotary_dim %lld must lie within head_dim %lld",
+        return pe_error(err, PE_EKEY, "key 'rotary_offset': %lld + rotary_dim %lld must lie within head_dim %lld",
                         (long long)off, (long long)cfg->rotary_dim, (long long)D);
     const pe_int_list *sec = &cfg->rope_sections;
     if (!sec->n) {
         if (pe_config_has(cfg, PE_K_rope_section_layout) || pe_config_has(cfg, PE_K_rope_section_freqs))
-            return pe__fail(err, PE_EKEY, "key '%s' needs rope_sections (the pair counts of each position axis)",
+            return pe_error(err, PE_EKEY, "key '%s' needs rope_sections (the pair counts of each position axis)",
                             pe_config_has(cfg, PE_K_rope_section_layout) ? "rope_section_layout" : "rope_section_freqs");
         return PE_OK;
     }
     int64_t sum = 0;
     for (int a = 0; a < sec->n; a++) {
         if (sec->v[a] < 1)
-            return pe__fail(err, PE_EKEY, "key 'rope_sections': section %d has %lld pairs, expected >= 1", a,
+            return pe_error(err, PE_EKEY, "key 'rope_sections': section %d has %lld pairs, expected >= 1", a,
                             (long long)sec->v[a]);
         sum += sec->v[a];
     }
     if (sum != cfg->rotary_dim / 2)
-        return pe__fail(err, PE_EKEY, "key 'rope_sections': the sections sum to %lld pairs, but rotary_dim %lld has %lld",
+        return pe_error(err, PE_EKEY, "key 'rope_sections': the sections sum to %lld pairs, but rotary_dim %lld has %lld",
                         (long long)sum, (long long)cfg->rotary_dim, (long long)(cfg->rotary_dim / 2));
     if (cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS && cfg->rope_scaling != PE_ROPE_NONE)
-        return pe__fail(err, PE_EKEY, "key 'rope_section_freqs': per_axis takes no rope_scaling (got a scaling)");
+        return pe_error(err, PE_EKEY, "key 'rope_section_freqs': per_axis takes no rope_scaling (got a scaling)");
     return PE_OK;
 }
 
@@ -71,7 +71,7 @@ static int64_t axes(const pe_config *cfg, const pe_weights *w) {
 
 /* The axis each pair reads: contiguous sections (Qwen2-VL), or interleaved (Qwen3-VL: pair t
  * reads axis a >= 1 when t % A == a and t < A s_a, axis 0 otherwise). */
-void pe__rope_pair_axes(const pe_config *cfg, uint8_t *axis) {
+void pe_rope_pair_axes(const pe_config *cfg, uint8_t *axis) {
     const pe_int_list *sec = &cfg->rope_sections;
     const int64_t A = sec->n, half = cfg->rotary_dim / 2;
     for (int64_t t = 0, a = 0, end = sec->v[0]; t < half; t++) {
@@ -108,7 +108,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     const int shared = ctx->kpos == ctx->pos, sections = ctx->cfg->rope_sections.n > 0;
     if (sections && ctx->A != axes(ctx->cfg, NULL))
-        return pe__fail(err, PE_ETENSOR, "tensor 'positions': rope_sections of %d axes needs positions [T, %d] or [B, T, %d]",
+        return pe_error(err, PE_ETENSOR, "tensor 'positions': rope_sections of %d axes needs positions [T, %d] or [B, T, %d]",
                         ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n);
     rope_state *st = calloc(1, sizeof *st);
     if (st) st->inv_freq = malloc(sizeof(double) * 2 * half), st->cs = malloc(sizeof(float) * n * half * 2);
@@ -119,9 +119,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (st && !shared) free(st->cs_k);
         if (st) free(st->cs), free(st->inv_freq), free(st->axis);
         free(st);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the rope table");
+        return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
-    if (sections) pe__rope_pair_axes(ctx->cfg, st->axis);
+    if (sections) pe_rope_pair_axes(ctx->cfg, st->axis);
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
@@ -137,7 +137,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         const pe_config *c = ctx->cfg;
         if (st->cs_k != st->cs) free(st->cs_k);
         free(st->cs), free(st->inv_freq), free(st->axis), free(st);
-        return pe__fail(err, PE_EKEY, "key 'rope_scaling': these settings give %s %g (rope_base %g, rope_factor %g%s)",
+        return pe_error(err, PE_EKEY, "key 'rope_scaling': these settings give %s %g (rope_base %g, rope_factor %g%s)",
                         t < 0 ? "an attention factor" : "a frequency", v, c->rope_base, c->rope_factor,
                         factors ? ", the LongRoPE factors" : "");
     }
@@ -241,12 +241,12 @@ pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim
                           pe_err *err) {
     int64_t r = rotary_dim, half = r / 2;
     if (heads < 1 || D < 2 || cols < 1 || r < 2 || r % 2 || r > D)
-        return pe__fail(err, PE_EINVAL, "rope_permute: need heads >= 1, cols >= 1 and an even rotary_dim "
+        return pe_error(err, PE_EINVAL, "rope_permute: need heads >= 1, cols >= 1 and an even rotary_dim "
                                         "within 2..head_dim (got heads %lld, head_dim %lld, rotary_dim %lld)",
                         (long long)heads, (long long)D, (long long)r);
-    if (to != PE_ROPE_HALF && to != PE_ROPE_INTERLEAVED) return pe__fail(err, PE_EINVAL, "rope_permute: unknown layout");
+    if (to != PE_ROPE_HALF && to != PE_ROPE_INTERLEAVED) return pe_error(err, PE_EINVAL, "rope_permute: unknown layout");
     float *tmp = malloc(sizeof(float) * r * cols);
-    if (!tmp) return pe__fail(err, PE_ENOMEM, "out of memory");
+    if (!tmp) return pe_error(err, PE_ENOMEM, "out of memory");
     for (int64_t h = 0; h < heads; h++) {
         float *rows = w + h * D * cols;
         memcpy(tmp, rows, sizeof(float) * r * cols);

@@ -28,7 +28,7 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
     if (cfg->rotary_dim < 2 || cfg->rotary_dim % 2 || cfg->rotary_dim > D)
-        return pe__fail(err, PE_EKEY, "key 'rotary_dim': %lld is not even within 2 .. head_dim %lld",
+        return pe_error(err, PE_EKEY, "key 'rotary_dim': %lld is not even within 2 .. head_dim %lld",
                         (long long)cfg->rotary_dim, (long long)D);
     return PE_OK;
 }
@@ -69,7 +69,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         if (st && !shared) free(st->cs_k);
         if (st) free(st->cs), free(st->acc);
         free(st);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the rope_mixed tables");
+        return pe_error(err, PE_ENOMEM, "out of memory for the rope_mixed tables");
     }
     table(ctx, ctx->pos, n, st->cs);
     if (!shared) table(ctx, ctx->kpos, nk, st->cs_k);

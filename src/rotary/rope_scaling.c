@@ -149,30 +149,30 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
     const struct rope_type *rt = &ROPE_TYPES[cfg->rope_scaling];
     int64_t r = cfg->rotary_dim;
     if (r < 2 || r % 2 || r > D)
-        return pe__fail(err, PE_EKEY, "key 'rotary_dim': %lld must be even and within 2..head_dim %lld",
+        return pe_error(err, PE_EKEY, "key 'rotary_dim': %lld must be even and within 2..head_dim %lld",
                         (long long)r, (long long)D);
     if (cfg->rope_scaling == PE_ROPE_NTK || cfg->rope_scaling == PE_ROPE_DYNAMIC)
-        if (r < 4) return pe__fail(err, PE_EKEY, "key 'rotary_dim': rope_scaling %s needs at least 4", rt->name);
-    if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
+        if (r < 4) return pe_error(err, PE_EKEY, "key 'rotary_dim': rope_scaling %s needs at least 4", rt->name);
+    if (!(cfg->rope_base > 1)) return pe_error(err, PE_EKEY, "key 'rope_base' must be > 1");
     for (int i = 0; SCALING_KEYS[i]; i++) {
         const char *k = SCALING_KEYS[i];
         int given = pe_config_is_set(cfg, k);
         if (listed(rt->required, k) && !given)
-            return pe__fail(err, PE_EKEY, "key '%s' is required by rope_scaling %s", k, rt->name);
+            return pe_error(err, PE_EKEY, "key '%s' is required by rope_scaling %s", k, rt->name);
         if (given && !listed(rt->required, k) && !listed(rt->optional, k))
-            return pe__fail(err, PE_EKEY, "key '%s' does not apply to rope_scaling %s", k, rt->name);
+            return pe_error(err, PE_EKEY, "key '%s' does not apply to rope_scaling %s", k, rt->name);
     }
-    if (!(cfg->rope_factor > 0)) return pe__fail(err, PE_EKEY, "key 'rope_factor' must be > 0");
+    if (!(cfg->rope_factor > 0)) return pe_error(err, PE_EKEY, "key 'rope_factor' must be > 0");
     if (pe_config_has(cfg, PE_K_original_max_position_embeddings) && cfg->original_max_position_embeddings < 2)
-        return pe__fail(err, PE_EKEY, "key 'original_max_position_embeddings' must be >= 2");
+        return pe_error(err, PE_EKEY, "key 'original_max_position_embeddings' must be >= 2");
     if (pe_config_has(cfg, PE_K_max_position_embeddings) && cfg->max_position_embeddings < 1)
-        return pe__fail(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
+        return pe_error(err, PE_EKEY, "key 'max_position_embeddings' must be >= 1");
     if (cfg->rope_scaling == PE_ROPE_LLAMA3 && !(cfg->high_freq_factor >= cfg->low_freq_factor && cfg->low_freq_factor > 0))
-        return pe__fail(err, PE_EKEY, "keys 'low_freq_factor' and 'high_freq_factor' need 0 < low <= high");
+        return pe_error(err, PE_EKEY, "keys 'low_freq_factor' and 'high_freq_factor' need 0 < low <= high");
     if (cfg->rope_scaling == PE_ROPE_YARN && (cfg->beta_fast < 0 || cfg->beta_slow < 0))
-        return pe__fail(err, PE_EKEY, "keys 'beta_fast' and 'beta_slow' must be >= 0");
+        return pe_error(err, PE_EKEY, "keys 'beta_fast' and 'beta_slow' must be >= 0");
     if (cfg->rope_scaling == PE_ROPE_DYNAMIC && cfg->rope_factor < 1)
-        return pe__fail(err, PE_EKEY, "key 'rope_factor' must be >= 1 for dynamic scaling");
+        return pe_error(err, PE_EKEY, "key 'rope_factor' must be >= 1 for dynamic scaling");
     return PE_OK;
 }
 

@@ -34,13 +34,13 @@ static int64_t midpoint(int64_t lo, int64_t hi) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H;
-    if (D % 2) return pe__fail(err, PE_EKEY, "key 'heads': xpos needs an even head_dim, not %lld", (long long)D);
-    if (!(cfg->rope_base > 1)) return pe__fail(err, PE_EKEY, "key 'rope_base' must be > 1");
-    if (cfg->xpos_scale_base == 0) return pe__fail(err, PE_EKEY, "key 'xpos_scale_base' must not be 0");
+    if (D % 2) return pe_error(err, PE_EKEY, "key 'heads': xpos needs an even head_dim, not %lld", (long long)D);
+    if (!(cfg->rope_base > 1)) return pe_error(err, PE_EKEY, "key 'rope_base' must be > 1");
+    if (cfg->xpos_scale_base == 0) return pe_error(err, PE_EKEY, "key 'xpos_scale_base' must not be 0");
     /* z_t^(c/B) for real powers needs z_t > 0 for every pair (g > 0 or g < -1) */
     for (int64_t t = 0; t < D / 2; t++)
         if (!(zeta(cfg, t, D) > 0) || !isfinite(zeta(cfg, t, D)))
-            return pe__fail(err, PE_EKEY, "key 'xpos_gamma': %g makes z_%lld = (2t + g D)/((1 + g) D) <= 0",
+            return pe_error(err, PE_EKEY, "key 'xpos_gamma': %g makes z_%lld = (2t + g D)/((1 + g) D) <= 0",
                             cfg->xpos_gamma, (long long)t);
     return PE_OK;
 }
@@ -57,7 +57,7 @@ static pe_status side(const pe__ctx *ctx, const int64_t *pos, int64_t n, double 
             /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
              * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
             if (!(sq >= FLT_MIN && sq <= FLT_MAX && sk >= FLT_MIN && sk <= FLT_MAX))
-                return pe__fail(err, PE_ETENSOR,
+                return pe_error(err, PE_ETENSOR,
                                 "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
                                 "z^(c/B) = %g of position %lld outside float range",
                                 (unsigned long long)((uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min),
@@ -79,7 +79,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (!st || !inv_freq || !z || !st->cs_q || !st->cs_k) {
         if (st) free(st->cs_q), free(st->cs_k);
         free(st), free(inv_freq), free(z);
-        return pe__fail(err, PE_ENOMEM, "out of memory for the xpos tables");
+        return pe_error(err, PE_ENOMEM, "out of memory for the xpos tables");
     }
     for (int64_t t = 0; t < half; t++) {
         inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
