@@ -74,6 +74,12 @@ void tr_options_help(void);
 /* Checks the options together (task, method, SHAPE with an absolute method, the per-layer
  * schedule, sizes and their upper bounds TR_MAX_*). */
 pe_status tr_options_check(const tr_options *o, pe_err *err);
+/* The defaults that depend on other options (length by task, mlp by width, warm-up by steps). */
+void tr_options_resolve(tr_options *o);
+/* The value of layer key `key` among the options' (--KEY VALUE), or NULL */
+const char *tr_options_key(const tr_options *o, const char *key);
+/* A whole decimal integer (0), or -1 */
+int tr_parse_int(const char *s, int64_t *v);
 /* The method of layer l: the schedule's (cycled) or o->method; into buf (32 bytes). */
 const char *tr_options_layer_method(const tr_options *o, int64_t l, char *buf, size_t n);
 /* What the run trains, for messages: the schedule ("rope,none per layer") or the method. */
