@@ -81,4 +81,15 @@ void cmp_cell(char *buf, size_t n, double mean, double sd, int pct);
  * by and its verdict, and a paragraph per task from its numbers. Returns 0 or cli_fail's 2. */
 int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, const char *readme);
 
+/* A task's statistics over its runs' results (mean, sd per variant and length; 1: a run
+ * failed), its Markdown table (malloc'd), and its CSV, table and plot into out (md: the
+ * table's text) (compare_tables.c) */
+int cmp_task_stats(cmp_task *t, const cmp_all *a);
+/* the floors a task's table shows: the bigram model's bits per character (lm), and the exact
+ * match of guessing at length n (the synthetic tasks) */
+double cmp_bigram_bpc(const tr_task *t);
+double cmp_chance_at(const tr_task *t, int64_t n, int64_t eval_tokens);
+char *cmp_task_table(const cmp_task *t, const cmp_all *a);
+int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const char *md);
+
 #endif
