@@ -224,7 +224,7 @@ FUZZ_HARNESSES := attend config hf_config checkpoint args
 # are not clang's)
 FUZZ_BASE := $(filter-out $(OPT),$(BASE))
 # the trainer's objects that checkpoint loading needs (not plot.c: no cairo)
-FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model data optim kernels env)
+FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model conventions state data optim kernels env)
 # for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
 FUZZ_CASE = case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
         hf_config) seeds=tests/hf;; checkpoint) seeds=tests/fuzz/seeds_checkpoint;; args) seeds=tests/fuzz/seeds_args;; *) seeds=tests/fuzz/seeds_config;; esac; \

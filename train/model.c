@@ -12,173 +12,9 @@
 #include "posenc.h"
 #include "../src/io/layer.h"
 #include "kernels.h"
-
-/* ---- per-method conventions ---------------------------------------------------------------
- * The family decides the default (absolute: once at the input; the rest: in every layer);
- * this table names the exceptions and the tensors that are one model tensor shared by all
- * layers, as the methods' reference models do. A method added to the library later needs a
- * row only when its reference shares tensors or places itself differently. */
-static const struct convention {
-    const char *method;
-    tr_placement place;
-    const char *shared;      /* space-separated tensor names shared by every layer */
-    const char *layernormed; /* shared tensors that pass through a model-level LayerNorm */
-    const char *why;         /* TR_PLACE_NONE: why */
-    int head_scale;          /* scale 1/sqrt(D) unless the user sets `scale` */
-    int vocab_rows;          /* tensors with free rows have one row per token (not position) */
-} CONVENTIONS[] = {
-    /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias.
-     * T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW
-     * and common initialisation it stalls at the bigram plateau for hundreds of steps, so the
-     * layers use 1/sqrt(D) like the others and the comparison measures the bias. */
-    {"t5", TR_PLACE_LAYER, "rel_bias", NULL, NULL, 1, 0},
-    /* guolinke/TUPE: the positional attention and the relative bias are computed once and
-     * added in every layer */
-    {"tupe", TR_PLACE_LAYER, "pos_table pos_ln_w pos_ln_b uq uq_b uk uk_b rel_bias", NULL, NULL, 0, 0},
-    /* HF DebertaV2: one rel_embeddings table in the encoder, LayerNorm'ed, shared by layers */
-    {"deberta", TR_PLACE_LAYER, "rel_embeddings", "rel_embeddings", NULL, 0, 0},
-    /* xuanqing94/FLOATER: one dynamics network, each layer its own initial value */
-    {"floater", TR_PLACE_LAYER, "floater_w1 floater_b1 floater_w2 floater_b2", NULL, NULL, 0, 0},
-    /* iclr-complex-order: the complex word embedding r e^{i(w p + theta)} feeds a complex
-     * Transformer; here one complex layer (the library's) is block 0's attention */
-    {"complex", TR_PLACE_IDS, NULL, NULL, NULL, 0, 1},
-    /* naver-ai/rope-vit: learned frequencies per axis of image patches (x, y); the trainer's
-     * sequences have one axis, where it would be rope with learned frequencies */
-    {"rope_mixed", TR_PLACE_NONE, NULL, NULL, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0, 0},
-};
-
-static const struct convention *convention_of(const char *method) {
-    for (size_t i = 0; i < sizeof CONVENTIONS / sizeof CONVENTIONS[0]; i++)
-        if (!strcmp(CONVENTIONS[i].method, method)) return &CONVENTIONS[i];
-    return NULL;
-}
-
-tr_placement tr_method_placement(const char *method, const char **why) {
-    if (why) *why = NULL;
-    const struct convention *c = convention_of(method);
-    if (c) {
-        if (why) *why = c->why;
-        return c->place;
-    }
-    int m = pe_method_from_name(method);
-    if (m < 0) {
-        if (why) *why = "not a method of this library";
-        return TR_PLACE_NONE;
-    }
-    return pe_method_family(m) == PE_FAMILY_ABSOLUTE ? TR_PLACE_INPUT : TR_PLACE_LAYER;
-}
-
-static int has_word(const char *list, const char *word) {
-    size_t n = strlen(word);
-    for (const char *p = list; p && *p;) {
-        while (*p == ' ') p++;
-        const char *e = p;
-        while (*e && *e != ' ') e++;
-        if ((size_t)(e - p) == n && !strncmp(p, word, n)) return 1;
-        p = e;
-    }
-    return 0;
-}
-
-int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n) {
-    int count = 0;
-    const char *names[64];
-    size_t lens[64];
-    for (const char *p = schedule; p && *p && count < 64;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (!len || len > 31) return 0;
-        names[count] = p, lens[count++] = len;
-        if (!e) break;
-        p = e + 1;
-        if (!*p) return 0; /* a trailing comma names an empty method */
-    }
-    if (count && buf && n) snprintf(buf, n, "%.*s", (int)lens[l % count], names[l % count]);
-    return count;
-}
-
-int tr_key_applies(const char *method, const char *key) {
-    char keys[512];
-    int m = pe_method_from_name(method);
-    if (m < 0) return 0;
-    pe_method_keys(m, keys, sizeof keys);
-    if (has_word(keys, key)) return 1;
-    for (int k = 0; k < PE_METHOD_COUNT; k++) { /* a key that no method lists is common to all */
-        pe_method_keys(k, keys, sizeof keys);
-        if (has_word(keys, key)) return 0;
-    }
-    return 1;
-}
-
-/* Lower bounds kept after every update (the references' in-place clamps). */
-static const struct { const char *tensor; float min; } BOUNDS[] = {
-    {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
+#include "model_impl.h"
 
 /* ---- the model ------------------------------------------------------------------------------ */
-
-typedef struct tr_layer {
-    float *ln1w, *ln1b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo; /* (C) and (C, C) */
-    float *ln2w, *ln2b, *fcw, *fcb, *prw, *prb;                 /* fcw (F, C), prw (C, F) */
-    pe_attention *att;
-    pe_weights w;
-    pe_grads g;
-} tr_layer;
-
-/* A shared tensor that passes through a LayerNorm over its last dimension. */
-typedef struct tr_normed {
-    int t, tw, tb;      /* tensors: raw table, LayerNorm weight, bias */
-    int64_t rows, cols;
-    float *y, *dy;      /* (rows, cols) what the layers read, and its gradient */
-    float *mean, *rstd; /* (rows) */
-} tr_normed;
-
-typedef struct tr_acts {
-    float *block;
-    int64_t cap; /* tokens */
-    float *x;    /* (layers + 1, N, C) residual stream before each block, and the last */
-    float *ln1, *xmid, *ln2;      /* (layers, N, C) */
-    float *ln1s, *ln2s;           /* (layers, 2, N) mean, rstd */
-    float *fc, *act;              /* (layers, N, F) */
-    float *lnf, *lnfs, *probs;    /* (N, C), (2, N), (N, V) */
-    float *tmp, *dx, *dln, *dfc, *dlogits; /* backward scratch */
-    int32_t *in, *tgt;
-    int64_t *pos, *ids; /* (N) positions, token ids as int64 (complex layers) */
-} tr_acts;
-
-struct tr_model {
-    tr_model_config cfg;
-    tr_placement place;
-    tr_tensor t[TR_MAX_TENSORS];
-    int nt;
-    float *params, *grads;
-    size_t n;
-    float *wte, *lnfw, *lnfb; /* (V, C), (C), (C) */
-    int t_wte, t_lnfw, t_lnfb;
-    tr_layer *layer;
-    tr_normed normed[PE_MAX_PARAMS];
-    int n_normed;
-
-    /* input placement: a one-head layer with identity value and output projections and
-     * zero queries and keys gives y = P[pos] for a zero x (one token per sequence) */
-    pe_attention *probe;
-    pe_weights probe_w;
-    pe_grads probe_g;
-    float *eye, *zero;            /* (C, C) */
-    float *P, *dP, *px;           /* (P, C) */
-    int64_t *ppos, pcap, pmin, pmax, pvalid; /* pvalid: P holds [pmin, pmax] (no tensors) */
-    int probe_params;
-
-    /* memory (layers, mem_B, mem_M, C) */
-    float *mem;
-    int64_t mem_B, mem_M, mem_cap;
-    int has_mem;
-
-    tr_acts a;
-    int64_t B, T, count;
-    int have_forward, used_mem;
-    float *probs_out;    /* tr_model_attention: block probs_layer's probabilities go here */
-    int64_t probs_layer;
-};
 
 static int add_tensor(tr_model *m, const char *name, int ndim, const int64_t *shape, int decay, pe_err *err) {
     if (m->nt == TR_MAX_TENSORS) return pe_error(err, PE_EINVAL, "more than %d tensors", TR_MAX_TENSORS);
@@ -217,7 +53,7 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
         if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, "none") != 0)
             keys[n] = c->key[i], vals[n++] = c->val[i];
     pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
-    const struct convention *conv = convention_of(method);
+    const tr_convention *conv = tr_convention_of(method);
     if (!st && conv && conv->head_scale && !pe_config_has(&cfg, PE_K_scale)) {
         char sc[32];
         snprintf(sc, sizeof sc, "%.9g", 1.0 / sqrt((double)(c->C / heads)));
@@ -229,7 +65,7 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
 
 /* Adds the method tensors of att: per layer under prefix, shared/input ones under "pe.". */
 static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix,
-                                    const struct convention *conv, int *idx, pe_err *err) {
+                                    const tr_convention *conv, int *idx, pe_err *err) {
     pe_param_spec specs[PE_MAX_PARAMS];
     int np = pe_attention_params(att, specs);
     for (int i = 0; i < np; i++) {
@@ -239,7 +75,7 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
         for (int d = 0; d < specs[i].ndim; d++) shape[d] = specs[i].shape[d];
         if (shape[0] == -1) /* TUPE reads row p + 1; complex's tables are per token */
             shape[0] = conv && conv->vocab_rows ? m->cfg.V : m->cfg.max_pos + 1;
-        int shared = !prefix || (conv && has_word(conv->shared, specs[i].name));
+        int shared = !prefix || (conv && tr_has_word(conv->shared, specs[i].name));
         char name[64];
         if (shared && conv && m->cfg.schedule[0]) /* two methods of a schedule may name a tensor alike */
             snprintf(name, sizeof name, "pe.%s.%s", conv->method, specs[i].name);
@@ -250,9 +86,8 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
             if (t < 0) return PE_EINVAL;
             m->t[t].method = 1;
             m->t[t].init = specs[i].init;
-            for (size_t b = 0; b < sizeof BOUNDS / sizeof BOUNDS[0]; b++)
-                if (!strcmp(BOUNDS[b].tensor, specs[i].name)) m->t[t].min = BOUNDS[b].min;
-            if (shared && conv && has_word(conv->layernormed, specs[i].name)) {
+            m->t[t].min = tr_tensor_min(specs[i].name);
+            if (shared && conv && tr_has_word(conv->layernormed, specs[i].name)) {
                 tr_normed *z = &m->normed[m->n_normed++];
                 z->t = t;
                 z->cols = shape[specs[i].ndim - 1];
@@ -402,7 +237,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     if (!m) return pe_error(err, PE_ENOMEM, "out of memory");
     m->cfg = *cfg;
     m->place = place;
-    const struct convention *conv0 = convention_of(cfg->method);
+    const tr_convention *conv0 = tr_convention_of(cfg->method);
     const int64_t Ly = cfg->layers, C = cfg->C, F = cfg->F, V = cfg->V;
     pe_status st = PE_OK;
     m->layer = calloc((size_t)Ly, sizeof(tr_layer));
@@ -419,7 +254,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         char lm[32];
         if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
         else snprintf(lm, sizeof lm, "%s", own ? cfg->method : "none");
-        const struct convention *conv = nsched ? convention_of(lm) : conv0;
+        const tr_convention *conv = nsched ? tr_convention_of(lm) : conv0;
         st = make_attention(&L->att, cfg, lm, cfg->heads, 1, err);
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {
@@ -559,56 +394,10 @@ void tr_model_project(tr_model *m) {
         }
 }
 
-/* ---- memory ------------------------------------------------------------------------------- */
-int tr_model_has_memory(const tr_model *m) { return m->has_mem; }
-
-void tr_model_reset_memory(tr_model *m) { m->mem_B = m->mem_M = 0; }
-
-const float *tr_model_memory(const tr_model *m, int64_t *B, int64_t *M) {
-    *B = m->mem_B, *M = m->mem_M;
-    return m->mem;
-}
-
-static pe_status reserve_mem(tr_model *m, int64_t B, int64_t M, pe_err *err) {
-    int64_t n = m->cfg.layers * B * M * m->cfg.C;
-    if (n > m->mem_cap) {
-        free(m->mem);
-        m->mem = malloc(sizeof(float) * (size_t)n);
-        m->mem_cap = m->mem ? n : 0;
-        if (!m->mem) return pe_error(err, PE_ENOMEM, "out of memory for the memory");
-    }
-    return PE_OK;
-}
-
-pe_status tr_model_set_memory(tr_model *m, const float *mem, int64_t B, int64_t M, pe_err *err) {
-    pe_status st = reserve_mem(m, B, M, err);
-    if (st) return st;
-    if (M && B) memcpy(m->mem, mem, sizeof(float) * (size_t)(m->cfg.layers * B * M * m->cfg.C));
-    m->mem_B = B, m->mem_M = M;
-    return PE_OK;
-}
-
-void tr_model_update_memory(tr_model *m) {
-    if (!m->has_mem || !m->have_forward) return;
-    const int64_t B = m->B, T = m->T, C = m->cfg.C, N = B * T;
-    int64_t M = m->cfg.mem_len < T ? m->cfg.mem_len : T;
-    if (M < 1 || reserve_mem(m, B, M, NULL)) {
-        m->mem_B = m->mem_M = 0;
-        return;
-    }
-    /* a layer's memory is its attention input (after ln_1) of the last M tokens; the pre-LN
-     * reference normalises the concatenation [mems; h], which is the same per token */
-    for (int64_t l = 0; l < m->cfg.layers; l++)
-        for (int64_t b = 0; b < B; b++)
-            memcpy(m->mem + ((l * B + b) * M) * C, m->a.ln1 + l * N * C + (b * T + T - M) * C,
-                   sizeof(float) * (size_t)(M * C));
-    m->mem_B = B, m->mem_M = M;
-}
-
 /* ---- input encodings ------------------------------------------------------------------------ */
 
 /* P[p - pmin] for every position of the batch, through the probe layer. */
-static pe_status input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err) {
+pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err) {
     int64_t pmin = pos[0], pmax = pos[0], C = m->cfg.C;
     for (int64_t i = 1; i < N; i++) pmin = pos[i] < pmin ? pos[i] : pmin, pmax = pos[i] > pmax ? pos[i] : pmax;
     if (!m->probe_params && m->pvalid && pmin >= m->pmin && pmax <= m->pmax) return PE_OK; /* fixed table */
@@ -655,7 +444,7 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
     for (int64_t i = 0; i < N; i++)
         for (int64_t c = 0; c < C; c++) a->x[i * C + c] = es * m->wte[(int64_t)in[i] * C + c];
     if (m->probe) {
-        if ((st = input_forward(m, a->pos, N, err))) return st;
+        if ((st = tr_model_input_forward(m, a->pos, N, err))) return st;
         for (int64_t i = 0; i < N; i++) {
             const float *p = m->P + (a->pos[i] - m->pmin) * C;
             for (int64_t c = 0; c < C; c++) a->x[i * C + c] += p[c];
@@ -800,101 +589,5 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         if (st) return st;
     }
 #undef GRAD
-    return PE_OK;
-}
-
-/* ---- decoding through KV caches --------------------------------------------------------------- */
-
-struct tr_decoder {
-    tr_model *m;
-    pe_kv_cache **kv; /* (layers) */
-    int64_t max, n;   /* tokens cached so far */
-    float *buf;
-    int64_t cap;
-};
-
-pe_status tr_decoder_init(tr_decoder **out, tr_model *m, int64_t max_tokens, pe_err *err) {
-    *out = NULL;
-    if (m->place == TR_PLACE_IDS)
-        return pe_error(err, PE_EINVAL, "method %s is complex-valued: its block 0 has no KV cache", m->cfg.method);
-    tr_decoder *d = calloc(1, sizeof *d);
-    if (!d || !(d->kv = calloc((size_t)m->cfg.layers, sizeof *d->kv))) {
-        free(d);
-        return pe_error(err, PE_ENOMEM, "out of memory");
-    }
-    d->m = m, d->max = max_tokens;
-    pe_status st = PE_OK;
-    for (int64_t l = 0; l < m->cfg.layers && !st; l++) st = pe_kv_cache_init(&d->kv[l], m->layer[l].att, 1, max_tokens, err);
-    for (int z = 0; z < m->n_normed && !st; z++) { /* the shared tables' LayerNorm, once: parameters are fixed */
-        tr_normed *q = &m->normed[z];
-        tr_layernorm_forward(q->y, q->mean, q->rstd, m->params + m->t[q->t].off, m->params + m->t[q->tw].off,
-                             m->params + m->t[q->tb].off, q->rows, q->cols);
-    }
-    if (st) {
-        tr_decoder_free(d);
-        return st;
-    }
-    *out = d;
-    return PE_OK;
-}
-
-void tr_decoder_free(tr_decoder *d) {
-    if (!d) return;
-    for (int64_t l = 0; d->kv && l < d->m->cfg.layers; l++) pe_kv_cache_free(d->kv[l]);
-    free(d->kv), free(d->buf), free(d);
-}
-
-int64_t tr_decoder_length(const tr_decoder *d) { return d->n; }
-
-pe_status tr_decoder_step(tr_decoder *d, const int32_t *in, const int64_t *pos, int64_t n, float *probs, pe_err *err) {
-    tr_model *m = d->m;
-    const int64_t C = m->cfg.C, F = m->cfg.F, V = m->cfg.V;
-    if (n < 1) return pe_error(err, PE_EINVAL, "decode: need at least one token");
-    if (d->n + n > d->max)
-        return pe_error(err, PE_EINVAL, "decode: %lld tokens would pass the %lld the caches hold", (long long)(d->n + n),
-                        (long long)d->max);
-    for (int64_t i = 0; i < n; i++)
-        if (in[i] < 0 || in[i] >= V) return pe_error(err, PE_EINVAL, "token %d outside the vocabulary of %lld", in[i], (long long)V);
-    if (n > d->cap) {
-        free(d->buf);
-        d->buf = malloc(sizeof(float) * (size_t)(n * (5 * C + 2 * F + 2)));
-        d->cap = d->buf ? n : 0;
-        if (!d->buf) return pe_error(err, PE_ENOMEM, "out of memory for %lld tokens", (long long)n);
-    }
-    float *x = d->buf, *ln = x + n * C, *y = ln + n * C, *xmid = y + n * C, *tmp = xmid + n * C, *fc = tmp + n * C,
-          *act = fc + n * F, *stats = act + n * F;
-    const float es = sqrtf((float)C); /* as tr_model_forward */
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t c = 0; c < C; c++) x[i * C + c] = es * m->wte[(int64_t)in[i] * C + c];
-    pe_status st;
-    if (m->probe) { /* the absolute encoding, once, at the input */
-        if ((st = input_forward(m, pos, n, err))) return st;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t c = 0; c < C; c++) x[i * C + c] += m->P[(pos[i] - m->pmin) * C + c];
-    }
-    for (int64_t l = 0; l < m->cfg.layers; l++) {
-        tr_layer *L = &m->layer[l];
-        tr_layernorm_forward(ln, stats, stats + n, x, L->ln1w, L->ln1b, n, C);
-        if ((st = pe_kv_cache_layer_forward(d->kv[l], &L->w, ln, n, pos, 0, NULL, y, err))) return st;
-        for (int64_t i = 0; i < n * C; i++) xmid[i] = x[i] + y[i];
-        tr_layernorm_forward(ln, stats, stats + n, xmid, L->ln2w, L->ln2b, n, C);
-        tr_linear_forward(fc, ln, L->fcw, L->fcb, n, C, F);
-        tr_gelu_forward(act, fc, n * F);
-        tr_linear_forward(tmp, act, L->prw, L->prb, n, F, C);
-        for (int64_t i = 0; i < n * C; i++) x[i] = xmid[i] + tmp[i];
-    }
-    tr_layernorm_forward(ln, stats, stats + n, x, m->lnfw, m->lnfb, n, C);
-    tr_linear_forward(probs, ln, m->wte, NULL, n, C, V);
-    for (int64_t i = 0; i < n; i++) tr_softmax_row(probs + i * V, V);
-    d->n += n;
-    return PE_OK;
-}
-
-pe_status tr_model_check_positions(tr_model *m, int64_t lo, int64_t hi, pe_err *err) {
-    for (int64_t l = -1; l < m->cfg.layers; l++) { /* the input layer, then every block's */
-        pe_attention *att = l < 0 ? m->probe : m->layer[l].att;
-        pe_status st = att ? pe_attention_check_positions(att, l < 0 ? &m->probe_w : &m->layer[l].w, lo, hi, err) : PE_OK;
-        if (st) return st;
-    }
     return PE_OK;
 }

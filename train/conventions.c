@@ -1,0 +1,108 @@
+/* The trainer's per-method conventions: where a method sits in the model (model.h:
+ * tr_placement), which of its tensors the reference models share across layers, and the
+ * reference clamps kept after updates; and which layer keys a method of a schedule takes. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "posenc.h"
+#include "model_impl.h"
+
+/* ---- per-method conventions ---------------------------------------------------------------
+ * The family decides the default (absolute: once at the input; the rest: in every layer);
+ * this table names the exceptions and the tensors that are one model tensor shared by all
+ * layers, as the methods' reference models do. A method added to the library later needs a
+ * row only when its reference shares tensors or places itself differently. */
+static const tr_convention CONVENTIONS[] = {
+    /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias.
+     * T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW
+     * and common initialisation it stalls at the bigram plateau for hundreds of steps, so the
+     * layers use 1/sqrt(D) like the others and the comparison measures the bias. */
+    {"t5", TR_PLACE_LAYER, "rel_bias", NULL, NULL, 1, 0},
+    /* guolinke/TUPE: the positional attention and the relative bias are computed once and
+     * added in every layer */
+    {"tupe", TR_PLACE_LAYER, "pos_table pos_ln_w pos_ln_b uq uq_b uk uk_b rel_bias", NULL, NULL, 0, 0},
+    /* HF DebertaV2: one rel_embeddings table in the encoder, LayerNorm'ed, shared by layers */
+    {"deberta", TR_PLACE_LAYER, "rel_embeddings", "rel_embeddings", NULL, 0, 0},
+    /* xuanqing94/FLOATER: one dynamics network, each layer its own initial value */
+    {"floater", TR_PLACE_LAYER, "floater_w1 floater_b1 floater_w2 floater_b2", NULL, NULL, 0, 0},
+    /* iclr-complex-order: the complex word embedding r e^{i(w p + theta)} feeds a complex
+     * Transformer; here one complex layer (the library's) is block 0's attention */
+    {"complex", TR_PLACE_IDS, NULL, NULL, NULL, 0, 1},
+    /* naver-ai/rope-vit: learned frequencies per axis of image patches (x, y); the trainer's
+     * sequences have one axis, where it would be rope with learned frequencies */
+    {"rope_mixed", TR_PLACE_NONE, NULL, NULL, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0, 0},
+};
+
+const tr_convention *tr_convention_of(const char *method) {
+    for (size_t i = 0; i < sizeof CONVENTIONS / sizeof CONVENTIONS[0]; i++)
+        if (!strcmp(CONVENTIONS[i].method, method)) return &CONVENTIONS[i];
+    return NULL;
+}
+
+tr_placement tr_method_placement(const char *method, const char **why) {
+    if (why) *why = NULL;
+    const tr_convention *c = tr_convention_of(method);
+    if (c) {
+        if (why) *why = c->why;
+        return c->place;
+    }
+    int m = pe_method_from_name(method);
+    if (m < 0) {
+        if (why) *why = "not a method of this library";
+        return TR_PLACE_NONE;
+    }
+    return pe_method_family(m) == PE_FAMILY_ABSOLUTE ? TR_PLACE_INPUT : TR_PLACE_LAYER;
+}
+
+int tr_has_word(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        const char *e = p;
+        while (*e && *e != ' ') e++;
+        if ((size_t)(e - p) == n && !strncmp(p, word, n)) return 1;
+        p = e;
+    }
+    return 0;
+}
+
+int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n) {
+    int count = 0;
+    const char *names[64];
+    size_t lens[64];
+    for (const char *p = schedule; p && *p && count < 64;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!len || len > 31) return 0;
+        names[count] = p, lens[count++] = len;
+        if (!e) break;
+        p = e + 1;
+        if (!*p) return 0; /* a trailing comma names an empty method */
+    }
+    if (count && buf && n) snprintf(buf, n, "%.*s", (int)lens[l % count], names[l % count]);
+    return count;
+}
+
+int tr_key_applies(const char *method, const char *key) {
+    char keys[512];
+    int m = pe_method_from_name(method);
+    if (m < 0) return 0;
+    pe_method_keys(m, keys, sizeof keys);
+    if (tr_has_word(keys, key)) return 1;
+    for (int k = 0; k < PE_METHOD_COUNT; k++) { /* a key that no method lists is common to all */
+        pe_method_keys(k, keys, sizeof keys);
+        if (tr_has_word(keys, key)) return 0;
+    }
+    return 1;
+}
+
+/* Lower bounds kept after every update (the references' in-place clamps). */
+static const struct { const char *tensor; float min; } BOUNDS[] = {
+    {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
+
+float tr_tensor_min(const char *name) {
+    for (size_t b = 0; b < sizeof BOUNDS / sizeof BOUNDS[0]; b++)
+        if (!strcmp(BOUNDS[b].tensor, name)) return BOUNDS[b].min;
+    return -INFINITY;
+}
