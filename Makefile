@@ -110,7 +110,7 @@ $(BUILD)/libposenc.a: $(LIB_OBJ)
 # the shared library carries its SONAME (ABI 0); make install puts libposenc.so.0.<version> and the
 # two links beside it
 SOVERSION := 0
-VERSION   := $(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc.h)
+VERSION   := $(shell sed -n 's/^#define PE_VERSION "\(.*\)"/\1/p' include/posenc/core.h)
 # only the public API's pe_ symbols are exported (src/libposenc.map)
 $(BUILD)/libposenc.so: $(LIB_OBJ) src/libposenc.map
 	$(CC) -shared $(SAN) -Wl,-soname,libposenc.so.$(SOVERSION) -Wl,--version-script=src/libposenc.map -o $@ $(LIB_OBJ) $(LDLIBS)
@@ -194,6 +194,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode $(BUILD)/examples/api
 	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
 	@bash tests/cli/test_args.sh $(BUILD)/posenc
 	@bash tests/cli/test_install.sh $(BUILD)/posenc
+	@bash tests/cli/test_layout.sh $(BUILD)/posenc
 	@$(BUILD)/examples/decode
 	@$(BUILD)/examples/api
 
@@ -291,7 +292,9 @@ bench-readme: $(BUILD)/posenc
 # install: header, libraries and pkg-config file under PREFIX
 install: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/include/posenc
 	install -m 644 include/posenc.h include/posenc_methods.def include/posenc_keys.def $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/posenc/*.h $(DESTDIR)$(PREFIX)/include/posenc/
 	install -m 644 $(BUILD)/libposenc.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(BUILD)/libposenc.so $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(VERSION)
 	ln -sf libposenc.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libposenc.so.$(SOVERSION)

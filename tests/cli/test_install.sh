@@ -18,9 +18,10 @@ readelf -d "$P/lib/libposenc.so" 2>/dev/null | grep -q "SONAME.*libposenc.so.0" 
 [ -L "$P/lib/libposenc.so" ] && [ -L "$P/lib/libposenc.so.0" ] && ok "libposenc.so -> .so.0 -> the versioned file" ||
     not_ok "the library's links" "$(ls -la "$P/lib")"
 # the shared library exports the public API and nothing else: every defined dynamic symbol is a
-# function that include/posenc.h declares, and every one it declares is there (src/libposenc.map)
+# function that include/posenc.h (and the parts it includes) declares, and every one it declares is
+# there (src/libposenc.map)
 nm -D --defined-only "$P/lib/libposenc.so" | awk '{ print $3 }' | sort -u > "$WORK/exported"
-grep -oE '\bpe_[a-z][a-z0-9_]*\(' "$ROOT/include/posenc.h" | tr -d '(' | sort -u > "$WORK/declared"
+cat "$ROOT"/include/posenc.h "$ROOT"/include/posenc/*.h | grep -oE '\bpe_[a-z][a-z0-9_]*\(' | tr -d '(' | sort -u > "$WORK/declared"
 if [ -s "$WORK/exported" ] && cmp -s "$WORK/exported" "$WORK/declared"; then
     ok "nm -D: the $(wc -l < "$WORK/exported") exported symbols are posenc.h's functions"
 else

@@ -1,0 +1,68 @@
+/* posenc's model front-ends: a layer's settings from a HuggingFace config.json, the positions
+ * of a vision-language sequence (M-RoPE), checkpoints between RoPE layouts. */
+#ifndef POSENC_MODELS_H
+#define POSENC_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- a model's layers from its HuggingFace config.json --------------------------------- */
+/* What a layer of the model needs beyond posenc's settings: the caller applies the window as
+ * an attn_mask (posenc's masks), and the model's qk-norm and MLA projections around the layer. */
+typedef struct pe_hf_layer_info {
+    int64_t n_layers, head_dim; /* num_hidden_layers; the qk head (MLA: nope + rope dims) */
+    char layer_type[40];        /* HF's: full_attention, sliding_attention, chunked_attention */
+    int64_t window;             /* sliding_window or attention_chunk_size of the layer; 0: none */
+    int chunked;                /* window is Llama 4's attention chunk (blocks of keys), not a slide */
+    int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
+    int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
+} pe_hf_layer_info;
+/* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings: method (rope, or
+ * none for a NoPE layer of Llama 4 or SmolLM3), heads, kv_heads, causal, the rope keys of the
+ * layer's type (HF v5 rope_parameters per layer type, Gemma 3's local base), the rotated slice
+ * (rotary_dim, rotary_offset), the softmax scale where the model sets one, and NoPE's
+ * temperature tuning. Keys already set in cfg keep their values. info may be NULL. The key
+ * hf_config (with hf_layer) does the same for a layer whose method and heads are given. */
+pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err);
+
+/* ---- multi-axis positions of a vision-language sequence --------------------------------- */
+/* One span of a sequence: `text` tokens of text (t, h, w unused), or (text = 0) an image or
+ * video of t x h x w patches, which the model's spatial merge turns into t x (h/merge) x
+ * (w/merge) tokens; seconds: a video's seconds per temporal patch (Qwen2.5-VL), 0 for images. */
+typedef struct pe_span {
+    int64_t text;
+    int64_t t, h, w;
+    double seconds;
+} pe_span;
+
+/* The (time, row, column) positions of every token, as Qwen2-VL's get_rope_index lays them
+ * out: a text token at p + 1 on all three axes after the largest position p so far (0 first);
+ * a grid's token (i, j, k) at s + (i', j, k), s the largest position so far + 1, with i' = i,
+ * or, tokens_per_second > 0 (Qwen2.5-VL), i' = floor(i seconds tokens_per_second).
+ *   pos   (N, 3) out, or NULL to count the tokens
+ *   n     out: N;  next: out, the position text resumes at (largest + 1; may be NULL), so the
+ *         k-th generated token sits at next + k on every axis (HF's rope_deltas = next - N) */
+pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, double tokens_per_second, int64_t *pos,
+                             int64_t *n, int64_t *next, pe_err *err);
+
+/* ---- checkpoints between RoPE layouts ------------------------------------------------- */
+/* Permutes the rows of a q or k projection in place so that rotating with layout `to`
+ * (PE_ROPE_HALF or PE_ROPE_INTERLEAVED) after the permutation gives the same attention as
+ * rotating with the other layout before it (Meta's checkpoints are interleaved, HF Llama's
+ * half). w is [heads*D, cols] (a weight, cols = C) or [heads*D] (a bias, cols = 1); only the
+ * first rotary_dim rows of each head move:
+ *   interleaved -> half:  new[t] = old[2t], new[r/2 + t] = old[2t + 1]   (t < r/2)
+ * Apply it to wq, bq (heads) and wk, bk (kv_heads) alike; wv and wo do not change. */
+pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
+                          pe_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POSENC_MODELS_H */
