@@ -341,6 +341,17 @@ pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
     return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
 }
 
+/* What a call's forward and backward both set up: the relative-row terms (rel_setup) and the
+ * attn_mask's tile census (mask_tiles); on failure nothing is left to free. */
+static pe_status call_setup(pe__ctx *ctx, const pe__method *m, int64_t dp, int64_t tkp, pe__frel *rel, float **relbuf,
+                            uint8_t **tiles, int64_t *nkb, pe_err *err) {
+    pe_status st = rel_setup(ctx, m, dp, tkp, rel, relbuf, err);
+    if (st) return st;
+    *tiles = mask_tiles(ctx, nkb, &st, err);
+    if (st) free(*relbuf);
+    return st;
+}
+
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
                          int64_t tkp, float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
@@ -370,14 +381,10 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     const int nth = pe__run_threads(run, (double)B * H * T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
-    pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
-    if (st) return st;
     int64_t nkb;
-    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
-    if (st) {
-        free(relbuf);
-        return st;
-    }
+    uint8_t *tiles;
+    pe_status st = call_setup(ctx, m, dp, tkp, &rel, &relbuf, &tiles, &nkb, err);
+    if (st) return st;
     const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0), np = (size_t)(B * Hkv * per);
     float *kt = pe__scratch_get(ctx->scratch, (rel.e ? 3 : 2) * np + sc * nth);
     if (!kt) {
@@ -495,14 +502,10 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     int nth = pe__run_threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
     pe__frel rel;
     float *relbuf;
-    pe_status st = rel_setup(ctx, m, dp, tkp, &rel, &relbuf, err);
-    if (st) return st;
     int64_t nkb;
-    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
-    if (st) {
-        free(relbuf);
-        return st;
-    }
+    uint8_t *tiles;
+    pe_status st = call_setup(ctx, m, dp, tkp, &rel, &relbuf, &tiles, &nkb, err);
+    if (st) return st;
     const int64_t Rp = rel.R ? rel.Rp : 0;
     const int priv_grads = m->bias_backward || m->rel; /* hooks that write d(tables) */
 
