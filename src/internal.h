@@ -182,6 +182,9 @@ typedef struct pe__method {
      * of the keys), beyond the core's causal mask and attn_mask. */
     int (*mask)(const pe__ctx *ctx, int64_t b, int64_t i, int64_t j);
 
+    /* Why a method whose transform stage is no rotation by one angle per pair, shared by the
+     * heads, has no rotation API (pe_attention_rotate refuses it with this), or NULL. */
+    const char *not_a_rotation;
     /* A rotary method's exact table after prepare, for rotations on caller buffers: the
      * (rows, rd/2, 2) cos, sin (scale included) of the queries (which 0) or keys (which 1),
      * rows in ctx->pos order; *rd and *layout say what it rotates. */

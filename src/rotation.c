@@ -10,7 +10,8 @@ static pe_status rotary_begin(pe_attention *a, const pe_weights *w, const int64_
                               int64_t hi, int which, pe__ctx *ctx, const float **cs, int64_t *rd, int *layout,
                               pe_err *err) {
     if (!a->m->rotary_table)
-        return pe_error(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)", a->m->name);
+        return pe_error(err, PE_EINVAL, "method %s has no rotation of caller buffers (rope with one position axis, xpos have)%s%s",
+                        a->m->name, a->m->not_a_rotation ? ": " : "", a->m->not_a_rotation ? a->m->not_a_rotation : "");
     if (n < 1 || !pos || (which != PE_ROTATE_Q && which != PE_ROTATE_K))
         return pe_error(err, PE_EINVAL, "rotate: need n >= 1 rows, their positions and which PE_ROTATE_Q or PE_ROTATE_K");
     for (int64_t r = 0; r < n; r++)

@@ -468,5 +468,6 @@ const pe__method pe__method_floater = {
     .release = release,
     .finish_backward = finish_backward,
     .rotate_forward = rotate_forward,
+    .not_a_rotation = "FLOATER adds its ODE's biases to q, k and v, no rotation",
     .rotate_backward = rotate_backward,
 };

@@ -60,6 +60,7 @@ static const pe__method none_tuned = {
     .flags = PE__GQA | PE__FUSED,
     .check = check,
     .rotate_forward = rotate_forward,
+    .not_a_rotation = "attn_temperature_tuning scales the queries by position, no rotation",
     .rotate_backward = rotate_backward,
 };
 

@@ -187,5 +187,7 @@ const pe__method pe__method_fope = {
     .prepare = prepare,
     .release = release,
     .rotate_forward = rotate_forward,
+    .not_a_rotation = "FoPE mixes each pair by learned Fourier coefficients per kv head (c^2 + s^2 is not 1), no rotation "
+                      "by one angle and no table shared by the heads",
     .rotate_backward = rotate_backward,
 };

@@ -143,5 +143,7 @@ const pe__method pe__method_rope_mixed = {
     .prepare = prepare,
     .release = release,
     .rotate_forward = rotate_forward,
+    .not_a_rotation = "RoPE-Mixed rotates each head by its own learned frequencies over the position axes, no table "
+                      "shared by the heads",
     .rotate_backward = rotate_backward,
 };

@@ -453,6 +453,19 @@ static void rotation_on_caller_buffers(void **state) {
         assert_int_equal(pe_attention_rotate(rot, &L.w, k, Tk, Ckv, Hkv, kpos, lo + 1, hi, PE_ROTATE_K, 0, &err), PE_EPOS);
         assert_int_equal(pe_attention_rotate(plain, NULL, k, Tk, Ckv, Hkv, kpos, lo, hi, PE_ROTATE_K, 0, &err), PE_EINVAL);
         assert_non_null(strstr(err.msg, "no rotation of caller buffers"));
+        /* the transforms that are no rotation say why */
+        static const char *const other[][2] = {{"method=fope", "Fourier"}, {"method=rope_mixed", "own learned"},
+                                               {"method=floater", "ODE"}, {"method=none attn_temperature_tuning=true", "scales"}};
+        for (int o = 0; o < 4; o++) {
+            pe_layer L2;
+            pe_attention *xa = layer_of(other[o][0], H, C, 1, 3, 64, &L2);
+            int64_t p1[1] = {0};
+            float row[32] = {0};
+            assert_int_equal(pe_attention_rotate(xa, &L2.w, row, 1, C, H, p1, 0, 0, PE_ROTATE_Q, 0, &err), PE_EINVAL);
+            assert_non_null(strstr(err.msg, other[o][1]));
+            pe_layer_free(&L2);
+            pe_attention_free(xa);
+        }
     }
     free(q), free(k), free(v), free(o1), free(o2), free(x), free(y), free(rx), free(ry);
     pe_layer_free(&L);
