@@ -11,7 +11,8 @@ pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err) {
                              .fused = (mt->flags & PE__FUSED) != 0, .gqa = (mt->flags & PE__GQA) != 0,
                              .projected = !(mt->flags & (PE__INPUT | PE__LAYER_INPUT)),
                              .memory = (mt->flags & PE__MEMORY) != 0, .multi_axis = mt->axes != NULL,
-                             .token_ids = (mt->flags & PE__COMPLEX) != 0, .relative_index = mt->rel_index != NULL};
+                             .token_ids = (mt->flags & PE__COMPLEX) != 0, .relative_index = mt->rel_index != NULL,
+                             .embedding = (mt->flags & PE__INPUT) && !(mt->flags & PE__COMPLEX)};
     return PE_OK;
 }
 

@@ -1,6 +1,8 @@
-/* The trainer's per-method conventions: where a method sits in the model (model.h:
- * tr_placement), which of its tensors the reference models share across layers, and the
- * reference clamps kept after updates; and which layer keys a method of a schedule takes. */
+/* The trainer's per-method choices: where a method sits in the model (model.h: tr_placement, from
+ * the method's description), the two methods it treats otherwise (t5's scale, rope_mixed), and
+ * which layer keys a method of a schedule takes. How a reference model holds a method's tensors
+ * (shared across layers, LayerNorm'ed, rows per token, clamps) is the method's word
+ * (pe_param_spec). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,24 +16,13 @@
  * layers, as the methods' reference models do. A method added to the library later needs a
  * row only when its reference shares tensors or places itself differently. */
 static const tr_convention CONVENTIONS[] = {
-    /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias.
-     * T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW
-     * and common initialisation it stalls at the bigram plateau for hundreds of steps, so the
-     * layers use 1/sqrt(D) like the others and the comparison measures the bias. */
-    {"t5", TR_PLACE_LAYER, "rel_bias", NULL, NULL, 1, 0},
-    /* guolinke/TUPE: the positional attention and the relative bias are computed once and
-     * added in every layer */
-    {"tupe", TR_PLACE_LAYER, "pos_table pos_ln_w pos_ln_b uq uq_b uk uk_b rel_bias", NULL, NULL, 0, 0},
-    /* HF DebertaV2: one rel_embeddings table in the encoder, LayerNorm'ed, shared by layers */
-    {"deberta", TR_PLACE_LAYER, "rel_embeddings", "rel_embeddings", NULL, 0, 0},
-    /* xuanqing94/FLOATER: one dynamics network, each layer its own initial value */
-    {"floater", TR_PLACE_LAYER, "floater_w1 floater_b1 floater_w2 floater_b2", NULL, NULL, 0, 0},
-    /* iclr-complex-order: the complex word embedding r e^{i(w p + theta)} feeds a complex
-     * Transformer; here one complex layer (the library's) is block 0's attention */
-    {"complex", TR_PLACE_IDS, NULL, NULL, NULL, 0, 1},
+    /* T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW and
+     * common initialisation it stalls at the bigram plateau for hundreds of steps, so the layers
+     * use 1/sqrt(D) like the others and the comparison measures the bias. */
+    {"t5", TR_PLACE_LAYER, NULL, 1},
     /* naver-ai/rope-vit: learned frequencies per axis of image patches (x, y); the trainer's
      * sequences have one axis, where it would be rope with learned frequencies */
-    {"rope_mixed", TR_PLACE_NONE, NULL, NULL, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0, 0},
+    {"rope_mixed", TR_PLACE_NONE, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0},
 };
 
 const tr_convention *tr_convention_of(const char *method) {
@@ -48,14 +39,19 @@ tr_placement tr_method_placement(const char *method, const char **why) {
         return c->place;
     }
     int m = pe_method_from_name(method);
-    if (m < 0) {
+    pe_method_info info;
+    if (m < 0 || pe_method_describe(m, &info, NULL)) {
         if (why) *why = "not a method of this library";
         return TR_PLACE_NONE;
     }
-    return pe_method_family(m) == PE_FAMILY_ABSOLUTE ? TR_PLACE_INPUT : TR_PLACE_LAYER;
+    /* a method on token ids (complex-order's complex word embedding feeding a complex
+     * Transformer) is block 0's attention; one on the input embedding sits once at the input
+     * (FLOATER, absolute too, acts on q, k and v: in every layer, each its own initial value) */
+    if (info.token_ids) return TR_PLACE_IDS;
+    return info.embedding ? TR_PLACE_INPUT : TR_PLACE_LAYER;
 }
 
-int tr_has_word(const char *list, const char *word) {
+static int has_word(const char *list, const char *word) {
     size_t n = strlen(word);
     for (const char *p = list; p && *p;) {
         while (*p == ' ') p++;
@@ -89,20 +85,10 @@ int tr_key_applies(const char *method, const char *key) {
     int m = pe_method_from_name(method);
     if (m < 0) return 0;
     pe_method_keys(m, keys, sizeof keys);
-    if (tr_has_word(keys, key)) return 1;
+    if (has_word(keys, key)) return 1;
     for (int k = 0; k < PE_METHOD_COUNT; k++) { /* a key that no method lists is common to all */
         pe_method_keys(k, keys, sizeof keys);
-        if (tr_has_word(keys, key)) return 0;
+        if (has_word(keys, key)) return 0;
     }
     return 1;
-}
-
-/* Lower bounds kept after every update (the references' in-place clamps). */
-static const struct { const char *tensor; float min; } BOUNDS[] = {
-    {"kerple_r1", 0.01f}, {"kerple_r2", 0.01f}};
-
-float tr_tensor_min(const char *name) {
-    for (size_t b = 0; b < sizeof BOUNDS / sizeof BOUNDS[0]; b++)
-        if (!strcmp(BOUNDS[b].tensor, name)) return BOUNDS[b].min;
-    return -INFINITY;
 }

@@ -64,8 +64,7 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
 }
 
 /* Adds the method tensors of att: per layer under prefix, shared/input ones under "pe.". */
-static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix,
-                                    const tr_convention *conv, int *idx, pe_err *err) {
+static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix, int *idx, pe_err *err) {
     pe_param_spec specs[PE_MAX_PARAMS];
     int np = pe_attention_params(att, specs);
     for (int i = 0; i < np; i++) {
@@ -74,11 +73,12 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
         int64_t shape[PE_MAX_DIMS];
         for (int d = 0; d < specs[i].ndim; d++) shape[d] = specs[i].shape[d];
         if (shape[0] == -1) /* TUPE reads row p + 1; complex's tables are per token */
-            shape[0] = conv && conv->vocab_rows ? m->cfg.V : m->cfg.max_pos + 1;
-        int shared = !prefix || (conv && tr_has_word(conv->shared, specs[i].name));
+            shape[0] = specs[i].token_rows ? m->cfg.V : m->cfg.max_pos + 1;
+        /* the reference model's own (pe_param_spec): one tensor for every layer, or per layer */
+        int shared = !prefix || specs[i].shared;
         char name[64];
-        if (shared && conv && m->cfg.schedule[0]) /* two methods of a schedule may name a tensor alike */
-            snprintf(name, sizeof name, "pe.%s.%s", conv->method, specs[i].name);
+        if (shared && prefix && m->cfg.schedule[0]) /* two methods of a schedule may name a tensor alike */
+            snprintf(name, sizeof name, "pe.%s.%s", pe_method_name(pe_attention_config(att)->method), specs[i].name);
         else snprintf(name, sizeof name, "%s%s", shared ? "pe." : prefix, specs[i].name);
         int t = find_tensor(m, name);
         if (t < 0) {
@@ -86,8 +86,8 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
             if (t < 0) return PE_EINVAL;
             m->t[t].method = 1;
             m->t[t].init = specs[i].init;
-            m->t[t].min = tr_tensor_min(specs[i].name);
-            if (shared && conv && tr_has_word(conv->layernormed, specs[i].name)) {
+            m->t[t].min = specs[i].clamped ? (float)specs[i].clamp_min : -INFINITY;
+            if (shared && specs[i].layernormed) {
                 tr_normed *z = &m->normed[m->n_normed++];
                 z->t = t;
                 z->cols = shape[specs[i].ndim - 1];
@@ -237,7 +237,6 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     if (!m) return pe_error(err, PE_ENOMEM, "out of memory");
     m->cfg = *cfg;
     m->place = place;
-    const tr_convention *conv0 = tr_convention_of(cfg->method);
     const int64_t Ly = cfg->layers, C = cfg->C, F = cfg->F, V = cfg->V;
     pe_status st = PE_OK;
     m->layer = calloc((size_t)Ly, sizeof(tr_layer));
@@ -254,7 +253,6 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         char lm[32];
         if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
         else snprintf(lm, sizeof lm, "%s", own ? cfg->method : "none");
-        const tr_convention *conv = nsched ? tr_convention_of(lm) : conv0;
         st = make_attention(&L->att, cfg, lm, cfg->heads, 1, err);
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {
@@ -282,13 +280,13 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
                 st = PE_EINVAL;
         }
         snprintf(pre, sizeof pre, "h.%lld.attn.", (long long)l);
-        if (!st) st = add_method_tensors(m, L->att, pre, conv, idx[l] + 16, err);
+        if (!st) st = add_method_tensors(m, L->att, pre, idx[l] + 16, err);
         m->has_mem = pe_attention_has_memory(L->att);
     }
     int pidx[PE_MAX_PARAMS];
     if (!st && place == TR_PLACE_INPUT) {
         st = make_attention(&m->probe, cfg, cfg->method, 1, 0, err);
-        if (!st) st = add_method_tensors(m, m->probe, NULL, conv0, pidx, err);
+        if (!st) st = add_method_tensors(m, m->probe, NULL, pidx, err);
     }
     if (!st && ((m->t_lnfw = add_tensor(m, "ln_f.weight", 1, sC, 0, err)) < 0 ||
                 (m->t_lnfb = add_tensor(m, "ln_f.bias", 1, sC, 0, err)) < 0))

@@ -73,17 +73,10 @@ struct tr_model {
 typedef struct tr_convention {
     const char *method;
     tr_placement place;
-    const char *shared;      /* space-separated tensor names shared by every layer */
-    const char *layernormed; /* shared tensors that pass through a model-level LayerNorm */
-    const char *why;         /* TR_PLACE_NONE: why */
-    int head_scale;          /* scale 1/sqrt(D) unless the user sets `scale` */
-    int vocab_rows;          /* tensors with free rows have one row per token (not position) */
+    const char *why; /* TR_PLACE_NONE: why */
+    int head_scale;  /* scale 1/sqrt(D) unless the user sets `scale` */
 } tr_convention;
 const tr_convention *tr_convention_of(const char *method);
-/* whether word is one of the space-separated list */
-int tr_has_word(const char *list, const char *word);
-/* the lower bound the reference keeps tensor `name` at after each update, or -INFINITY */
-float tr_tensor_min(const char *name);
 
 /* The input placement's encoding of positions pos (N) into m->P (model.c) */
 pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err);

@@ -82,6 +82,8 @@ typedef struct pe_method_info {
     int memory;     /* reads mems (Transformer-XL) */
     int multi_axis; /* positions with several axes (rope_sections, rope_mixed) */
     int token_ids;  /* reads token ids instead of x (complex) */
+    int embedding;  /* acts on the input embedding x + P[pos] (sinusoidal, learned): a model adds it
+                       once, at its input; every other method acts in each attention layer */
     int relative_index; /* pe_attention_relative_index answers (a table row per offset) */
 } pe_method_info;
 pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err);
@@ -218,13 +220,21 @@ typedef struct pe_init {
 } pe_init;
 
 /* What a method needs: name, shape (shape[0] == -1: any number of rows), whether it may be
- * absent, and its reference initialisation (N(0, 0.02) where the reference says nothing). */
+ * absent, and its reference initialisation (N(0, 0.02) where the reference says nothing);
+ * then how the method's reference model holds it, for a model of several layers (posenc's
+ * trainer): one tensor shared by every layer, read through a model-level LayerNorm, free rows
+ * per token id instead of per position, kept >= clamp_min after each optimiser step. */
 typedef struct pe_param_spec {
     const char *name;
     int ndim;
     int64_t shape[PE_MAX_DIMS];
     int optional;
     pe_init init;
+    int shared;      /* one tensor for every layer of the reference model */
+    int layernormed; /* shared, and read through a model-level LayerNorm over its last dimension */
+    int token_rows;  /* shape[0] == -1 counts token ids (a vocabulary), not positions */
+    int clamped;     /* the reference clamps it to >= clamp_min in place after each step */
+    double clamp_min;
 } pe_param_spec;
 
 /* The layer's weights and the method's tensors, all caller-owned; the layer only reads

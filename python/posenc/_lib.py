@@ -53,7 +53,9 @@ class PeInit(ctypes.Structure):
 
 class PeParamSpec(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int),
-                ("shape", ctypes.c_int64 * PE_MAX_DIMS), ("optional", ctypes.c_int), ("init", PeInit)]
+                ("shape", ctypes.c_int64 * PE_MAX_DIMS), ("optional", ctypes.c_int), ("init", PeInit),
+                ("shared", ctypes.c_int), ("layernormed", ctypes.c_int), ("token_rows", ctypes.c_int),
+                ("clamped", ctypes.c_int), ("clamp_min", ctypes.c_double)]
 
 
 # pe_init kinds (include/posenc.h): how a method's reference initialises a tensor

@@ -42,6 +42,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     s[AMP] = (pe_param_spec){"amp", 2, {-1, H * D}, 0, {PE_INIT_NORMAL, 1, 0}};
     s[FREQ] = (pe_param_spec){"freq", 2, {-1, H * D}, 0, {PE_INIT_COMPLEX_FREQ, 0, 0}};
     s[PHASE] = (pe_param_spec){"phase", 2, {-1, H * D}, 1, {PE_INIT_CONST, 0, 0}};
+    for (int i = AMP; i <= PHASE; i++) s[i].token_rows = 1; /* the word embeddings: a row per token id */
     return 3;
 }
 

@@ -75,6 +75,8 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     s[B1] = (pe_param_spec){"floater_b1", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
     s[W2] = (pe_param_spec){"floater_w2", 2, {C, C + 1}, 0, {PE_INIT_XAVIER, 0, 0}};
     s[B2] = (pe_param_spec){"floater_b2", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
+    /* xuanqing94/FLOATER: one dynamics network for the model, each layer its own initial value */
+    for (int i = W1; i <= B2; i++) s[i].shared = 1;
     return 5;
 }
 

@@ -15,6 +15,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     const int power = cfg->kerple == PE_KERPLE_POWER;
     s[R1] = (pe_param_spec){"kerple_r1", 1, {H}, 0, {PE_INIT_UNIFORM, 0, power ? 1 : 2}};
     s[R2] = (pe_param_spec){"kerple_r2", 1, {H}, 0, {PE_INIT_UNIFORM, 0, power ? 2 : 1}};
+    s[R1].clamped = s[R2].clamped = 1, s[R1].clamp_min = s[R2].clamp_min = 0.01; /* the reference's clamps */
     return 2;
 }
 

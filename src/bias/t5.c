@@ -51,7 +51,9 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)D;
-    s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets, H}, 0, {PE_INIT_NORMAL, 1.0 / sqrt((double)(H * D)), 0}};
+    /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias */
+    s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets, H}, 0, {PE_INIT_NORMAL, 1.0 / sqrt((double)(H * D)), 0},
+                                  .shared = 1};
     return 1;
 }
 

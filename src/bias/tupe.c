@@ -50,6 +50,9 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     s[UK] = (pe_param_spec){"uk", 2, {C, C}, 0, {0}};
     s[UK_B] = (pe_param_spec){"uk_b", 1, {C}, 0, {PE_INIT_CONST, 0, 0}};
     s[REL_BIAS] = (pe_param_spec){"rel_bias", 2, {cfg->num_buckets + 1, H}, 0, {0}};
+    /* guolinke/TUPE: the positional attention and the relative bias are computed once and
+     * added in every layer */
+    for (int i = POS_TABLE; i <= REL_BIAS; i++) s[i].shared = 1;
     return 8;
 }
 

@@ -80,7 +80,8 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     const int64_t C = H * D, R = 2 * span(cfg);
     int c2p = cfg->pos_att & PE_POS_ATT_C2P, p2c = cfg->pos_att & PE_POS_ATT_P2C;
-    s[REL_EMB] = (pe_param_spec){"rel_embeddings", 2, {R, C}, 0, {0}};
+    /* HF DebertaV2: one rel_embeddings table in the encoder, LayerNorm'ed, shared by the layers */
+    s[REL_EMB] = (pe_param_spec){"rel_embeddings", 2, {R, C}, 0, {0}, .shared = 1, .layernormed = 1};
     if (cfg->share_att_key) return 1;
     /* a projection the configuration does not use may still be given (its gradient is 0) */
     s[POS_KEY_W] = (pe_param_spec){"pos_key_w", 2, {C, C}, !c2p, {0}};

@@ -342,6 +342,53 @@ static void test_set_all_method_first(void **state) {
     }
 }
 
+/* What a method says of itself for tools (pe_method_describe) and of its tensors in a model
+ * of several layers (pe_param_spec: shared, LayerNorm'ed, rows per token, clamps). */
+static void test_method_descriptions(void **state) {
+    (void)state;
+    pe_method_info info;
+    pe_err err;
+    assert_int_equal(pe_method_describe(PE_METHOD_SINUSOIDAL, &info, &err), PE_OK);
+    assert_true(info.embedding && !info.projected && info.fused && info.family == PE_FAMILY_ABSOLUTE);
+    assert_int_equal(pe_method_describe(PE_METHOD_FLOATER, &info, &err), PE_OK);
+    assert_true(!info.embedding && info.projected && info.family == PE_FAMILY_ABSOLUTE);
+    assert_int_equal(pe_method_describe(PE_METHOD_COMPLEX, &info, &err), PE_OK);
+    assert_true(info.token_ids && !info.embedding && !info.projected);
+    assert_int_equal(pe_method_describe(PE_METHOD_T5, &info, &err), PE_OK);
+    assert_true(info.relative_index && info.gqa && !info.memory);
+    assert_int_equal(pe_method_describe(PE_METHOD_XL, &info, &err), PE_OK);
+    assert_true(info.memory && !info.fused);
+    assert_int_equal(pe_method_describe(PE_METHOD_COUNT, &info, &err), PE_EINVAL);
+    static const struct { const char *method, *tensor; int shared, layernormed, token_rows, clamped; } want[] = {
+        {"t5", "rel_bias", 1, 0, 0, 0},          {"deberta", "rel_embeddings", 1, 1, 0, 0},
+        {"floater", "floater_b1", 1, 0, 0, 0},   {"floater", "floater_w1", 1, 0, 0, 0},
+        {"floater", "floater_b0", 0, 0, 0, 0},   {"tupe", "pos_table", 1, 0, 0, 0},
+        {"complex", "amp", 0, 0, 1, 0},          {"kerple", "kerple_r2", 0, 0, 0, 1},
+        {"alibi", "alibi_slopes", 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        pe_config cfg;
+        pe_attention *att = NULL;
+        pe_config_init(&cfg);
+        if (pe_config_set(&cfg, "method", want[i].method, &err) || pe_config_set(&cfg, "heads", "2", &err) ||
+            pe_attention_init(&att, &cfg, 16, &err))
+            fail_msg("%s: %s", want[i].method, err.msg);
+        pe_param_spec sp[PE_MAX_PARAMS];
+        int n = pe_attention_params(att, sp), found = 0;
+        for (int k = 0; k < n; k++)
+            if (!strcmp(sp[k].name, want[i].tensor)) {
+                found = 1;
+                assert_int_equal(sp[k].shared, want[i].shared);
+                assert_int_equal(sp[k].layernormed, want[i].layernormed);
+                assert_int_equal(sp[k].token_rows, want[i].token_rows);
+                assert_int_equal(sp[k].clamped, want[i].clamped);
+                if (sp[k].clamped) assert_true(sp[k].clamp_min == 0.01);
+            }
+        if (!found) fail_msg("%s has no tensor %s", want[i].method, want[i].tensor);
+        pe_attention_free(att);
+    }
+}
+
 static void test_method_keys(void **state) {
     (void)state;
     char buf[512];
@@ -579,6 +626,7 @@ int main(void) {
         cmocka_unit_test(test_key_of_other_method_late),
         cmocka_unit_test(test_set_all_method_first),
         cmocka_unit_test(test_method_keys),
+        cmocka_unit_test(test_method_descriptions),
         cmocka_unit_test(test_init_errors),
         cmocka_unit_test(test_default_scale),
         cmocka_unit_test(test_t5_defaults),
