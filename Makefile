@@ -34,7 +34,7 @@ ALL_CFLAGS := $(BASE) $(CFLAGS)
 LDLIBS     := -ljansson $(LIBBLAS) -lm $(OMP)
 
 LIB_SRC := $(wildcard src/*.c src/exec/*.c src/absolute/*.c src/rotary/*.c src/bias/*.c src/relative/*.c)
-IO_SRC  := $(wildcard src/io/*.c)
+IO_SRC  := $(wildcard tools/*.c)
 CLI_SRC := $(wildcard cli/*.c)
 TRAIN_SRC := $(wildcard train/*.c)
 TEST_SRC:= $(wildcard tests/unit/test_*.c)
@@ -99,7 +99,7 @@ all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD
 
 # each object and test program depends on the headers it includes (-MMD: the .d files beside them)
 DEPFLAGS := -MMD -MP
--include $(wildcard $(BUILD)/obj/src/*.d $(BUILD)/obj/src/*/*.d $(BUILD)/obj/cli/*.d $(BUILD)/obj/train/*.d $(BUILD)/obj/tests/unit/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
+-include $(wildcard $(BUILD)/obj/src/*.d $(BUILD)/obj/src/*/*.d $(BUILD)/obj/cli/*.d $(BUILD)/obj/train/*.d $(BUILD)/obj/tools/*.d $(BUILD)/obj/tests/unit/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 #include "options.h"
 #include "posmat.h"

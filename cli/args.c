@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "posenc.h"
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 
 int cli_silent; /* the fuzzer sets it: messages are made, not printed */

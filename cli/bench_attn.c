@@ -8,7 +8,7 @@
 #include <cblas.h>
 #endif
 
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 #include "bench.h"
 #include "cli.h"
 

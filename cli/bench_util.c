@@ -14,7 +14,7 @@
 #endif
 
 #include "bench.h"
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 
 double bench_now(void) {
     struct timespec ts;

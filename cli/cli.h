@@ -2,7 +2,7 @@
 #define PE_CLI_H
 
 #include "posenc.h"
-#include "../src/io/safetensors.h"
+#include "../tools/safetensors.h"
 
 /* Subcommands: argc/argv after the command name; return the exit status. */
 int cli_attend(int argc, char **argv);

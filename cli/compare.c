@@ -21,7 +21,7 @@
 
 #include "../train/env.h"
 #include "../train/plot.h"
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 #include "compare.h"
 #include "options.h"

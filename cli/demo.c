@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 #include "cli.h"
 #include "options.h"
 

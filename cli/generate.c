@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 #include "../train/trainer.h"
 #include "cli.h"
 #include "options.h"

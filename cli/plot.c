@@ -14,11 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/safetensors.h"
+#include "../tools/safetensors.h"
 #include "../train/trainer.h"
 #include "posenc.h"
-#include "../src/io/layer.h"
-#include "../src/io/output.h"
+#include "../tools/layer.h"
+#include "../tools/output.h"
 #include "cli.h"
 #include "options.h"
 #include "draw.h"

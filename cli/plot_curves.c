@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 #include "draw.h"
 #include "plot.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/safetensors.h"
+#include "../tools/safetensors.h"
 #include "cli.h"
 #include "options.h"
 

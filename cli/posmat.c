@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/layer.h"
-#include "../src/io/safetensors.h"
+#include "../tools/layer.h"
+#include "../tools/safetensors.h"
 #include "../train/trainer.h"
 
 int pm_method(const pm_opts *o, pe_err *err) {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 
 int cli_readme_block(const char *cmd, const char *path, const char *tag, const char *block) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "../train/env.h"
 #include "cli.h"
 #include "compare.h"

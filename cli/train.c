@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "../train/trainer.h"
-#include "../src/io/output.h"
+#include "../tools/output.h"
 #include "cli.h"
 #include "options.h"
 #include "../train/env.h"

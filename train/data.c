@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/output.h"
-#include "../src/io/layer.h"
+#include "../tools/output.h"
+#include "../tools/layer.h"
 
 /* What cannot fail but for memory in the tasks' generators (one example's digits): stop there */
 #define TR_ASSERT(x)                                                                         \

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 #include "kernels.h"
 #include "model_impl.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/layer.h"
+#include "../tools/layer.h"
 
 /* ---- options ------------------------------------------------------------------------------ */
 enum { OPT_STR, OPT_INT, OPT_REAL, OPT_U64, OPT_LIST };

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/output.h"
+#include "../tools/output.h"
 
 double tr_nice_step(double range, int n) {
     if (!(range > 0) || n < 1) return 1;

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "posenc.h"
-#include "../src/io/layer.h"
-#include "../src/io/safetensors.h"
+#include "../tools/layer.h"
+#include "../tools/safetensors.h"
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 

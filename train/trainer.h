@@ -14,7 +14,7 @@
 #include "data.h"
 #include "model.h"
 #include "optim.h"
-#include "../src/io/layer.h" /* pe_rng */
+#include "../tools/layer.h" /* pe_rng */
 
 #define TR_MAX_EVAL 8
 /* upper bounds of the sizes (tr_options_check) */

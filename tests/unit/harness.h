@@ -9,8 +9,8 @@
 /* cmocka.h needs the four headers above first */
 #include <cmocka.h>
 
-#include "io/layer.h"
-#include "io/safetensors.h"
+#include "../../tools/layer.h"
+#include "../../tools/safetensors.h"
 #include "posenc.h"
 
 /* The fixture folder: $POSENC_FIXTURES, else tests/fixtures. */

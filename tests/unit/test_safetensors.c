@@ -1,4 +1,4 @@
-/* safetensors reader and writer (src/io/safetensors.c): a round trip of every kind of tensor
+/* safetensors reader and writer (tools/safetensors.c): a round trip of every kind of tensor
  * posenc writes, and one test per rule of the format, each on a file written byte by byte so
  * the test controls exactly what the reader sees. */
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/safetensors.h"
+#include "../../tools/safetensors.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 

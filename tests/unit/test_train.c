@@ -13,7 +13,7 @@
 #include "../../train/model.h"
 #include "../../train/optim.h"
 #include "../../train/trainer.h"
-#include "../../src/io/safetensors.h"
+#include "../../tools/safetensors.h"
 #include "harness.h"
 
 /* ---- finite differences on a tiny model --------------------------------------------------- */

@@ -14,7 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "posenc.h"
 #include "output.h"
 
 static int dtype_from_name(const char *s) {

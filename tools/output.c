@@ -13,7 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "posenc.h"
 
 /* Temporary names that exist right now, removed by the signal handler: a SIGINT between
  * creating a name and renaming it leaves nothing behind. (SIGKILL cannot be caught: the

@@ -4,7 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../internal.h"
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "posenc.h"
 
 uint64_t pe_rng_next(pe_rng *r) { /* splitmix64 */
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
