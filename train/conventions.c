@@ -51,18 +51,6 @@ tr_placement tr_method_placement(const char *method, const char **why) {
     return info.embedding ? TR_PLACE_INPUT : TR_PLACE_LAYER;
 }
 
-static int has_word(const char *list, const char *word) {
-    size_t n = strlen(word);
-    for (const char *p = list; p && *p;) {
-        while (*p == ' ') p++;
-        const char *e = p;
-        while (*e && *e != ' ') e++;
-        if ((size_t)(e - p) == n && !strncmp(p, word, n)) return 1;
-        p = e;
-    }
-    return 0;
-}
-
 int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n) {
     int count = 0;
     const char *names[64];
@@ -81,14 +69,11 @@ int tr_schedule_method(const char *schedule, int64_t l, char *buf, size_t n) {
 }
 
 int tr_key_applies(const char *method, const char *key) {
-    char keys[512];
-    int m = pe_method_from_name(method);
+    int m = pe_method_from_name(method), k = 0;
     if (m < 0) return 0;
-    pe_method_keys(m, keys, sizeof keys);
-    if (has_word(keys, key)) return 1;
-    for (int k = 0; k < PE_METHOD_COUNT; k++) { /* a key that no method lists is common to all */
-        pe_method_keys(k, keys, sizeof keys);
-        if (has_word(keys, key)) return 0;
-    }
+    while (pe_config_key_name(k) && strcmp(pe_config_key_name(k), key)) k++;
+    if (!pe_config_key_name(k) || pe_method_accepts(m, k)) return 1; /* not a key: pe_config_set says so */
+    for (int o = 0; o < PE_METHOD_COUNT; o++) /* a key that no method lists is common to all */
+        if (pe_method_accepts(o, k)) return 0;
     return 1;
 }
