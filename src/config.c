@@ -79,6 +79,8 @@ void pe_config_init(pe_config *c) {
     c->fope_sep_head = 1;
     c->floor_scale = 8192; /* Llama 4 */
     c->attn_scale = 0.1;
+    c->head_scale_init = 1; /* AntNLP/nope_head_scale args/model_args.py: softmax_scale = 1 */
+    c->head_scale_min = NAN; /* no clamp: their scale_lb defaults to None */
 }
 
 const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }

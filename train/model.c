@@ -38,8 +38,8 @@ static int find_tensor(const tr_model *m, const char *name) {
 }
 
 /* Configuration of one attention (layer or probe) from the model's. Without a schedule the
- * keys go to every layer that runs the model's method (none of them to the `none` layers of
- * absolute methods); with one, each key to the layers whose method takes it. */
+ * keys go to every layer that runs the model's method (none of them to the plain layers beside
+ * an absolute method's embedding); with one, each key to the layers whose method takes it. */
 static pe_status make_attention(pe_attention **att, const tr_model_config *c, const char *method,
                                 int64_t heads, int causal, pe_err *err) {
     pe_config cfg;
@@ -50,7 +50,7 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
     const char *vals[TR_MAX_KEYS + 3] = {method, hs, causal ? "true" : "false"};
     int n = 3;
     for (int i = 0; i < c->n_keys; i++)
-        if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, "none") != 0)
+        if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, c->method) == 0)
             keys[n] = c->key[i], vals[n++] = c->val[i];
     pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
     const tr_convention *conv = tr_convention_of(method);

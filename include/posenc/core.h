@@ -165,6 +165,9 @@ typedef struct pe_config {
     /* NoPE: Llama 4's attention-temperature tuning of the queries */
     int attn_temperature_tuning;
     double floor_scale, attn_scale;
+    /* NoPE: a learned temperature per query head (HeadScale) */
+    int head_scale;
+    double head_scale_init, head_scale_min;
     /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
      * short_factor / long_factor are not given. */
     int hf_factor_count;

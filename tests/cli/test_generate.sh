@@ -30,10 +30,12 @@ for m in $methods; do
     fi
 done
 
-# a per-layer schedule with NoPE temperature tuning, and randomized positions: the caches
-# follow each block's method, and the positions are the sorted draw of evaluation
+# a per-layer schedule with NoPE temperature tuning, randomized positions, and NoPE's learned
+# temperature per head (HeadScale): the caches follow each block's method, and the positions
+# are the sorted draw of evaluation
 for v in "mixed:--layers 4 --layers-methods rope,none,alibi --nope-temperature 4" "random:--method rope --random-positions 300" \
-         "mixed-random:--layers-methods none,rope --random-positions 300"; do
+         "mixed-random:--layers-methods none,rope --random-positions 300" \
+         "head-scale:--method none --head_scale true --head_scale_init 1.5 --head_scale_min 0.5"; do
     name=${v%%:*}
     # shellcheck disable=SC2086
     if ! "$POSENC" train ${v#*:} --steps 20 --width 32 --length 32 --eval 1 --eval-tokens 128 --quiet \

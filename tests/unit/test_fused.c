@@ -74,6 +74,7 @@ static const char *const SETTINGS[] = {
     "method=data_alibi post_log_scale=2.5 bias_init=0",
     "method=rope rotary_dim=4 rotary_offset=2",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
+    "method=none head_scale=true head_scale_init=0.7",
 };
 
 /* Creates the layer, or NULL when this configuration is not allowed (grouped-query attention

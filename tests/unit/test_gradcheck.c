@@ -30,7 +30,8 @@ static const char *method_keys(const char *method) {
     static const struct { const char *method, *keys; } K[] = {
         {"shaw", "max_rel=2"},
         {"t5", "num_buckets=8 max_distance=12"},
-        {"none", "|attn_temperature_tuning=true floor_scale=2 attn_scale=0.5"},
+        {"none", "|attn_temperature_tuning=true floor_scale=2 attn_scale=0.5|head_scale=true head_scale_init=1.5|"
+                 "head_scale=true attn_temperature_tuning=true floor_scale=2 attn_scale=0.5"},
         {"rope", "rotary_dim=2|rotary_dim=2 rotary_offset=2 rope_layout=interleaved|rope_scaling=longrope original_max_position_embeddings=4 "
                  "max_position_embeddings=16 rope_layout=interleaved|rope_scaling=yarn rope_factor=4 "
                  "original_max_position_embeddings=8|rope_sections=1,1|rope_sections=1,1 rope_section_layout=interleaved "
