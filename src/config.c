@@ -36,6 +36,10 @@ static size_t type_size(pe_key_type t) {
     }
 }
 
+_Static_assert(sizeof(pe_config) == PE_CONFIG_BYTES, "pe_config's fields outgrew PE_CONFIG_BYTES");
+
+size_t pe_config_size(void) { return sizeof(pe_config); }
+
 void pe_config_init(pe_config *c) {
     memset(c, 0, sizeof *c);
     c->method = -1;

@@ -120,63 +120,74 @@ enum { PE_KEY_WORDS = 4 }; /* pe_config.set: room for 256 keys */
 /* The settings of one layer. Field names are the contract's key names
  * (doc/spec/methods.md). Initialise with pe_config_init, set from text with
  * pe_config_set; `set` records which keys were given, so method defaults apply to the rest
- * when the layer is created. */
-typedef struct pe_config {
-    int method; /* pe_method */
-    int64_t heads, kv_heads;
-    int causal;
-    double scale;
-    pe_int_list window; /* sliding window (left, right) or n = 0: none */
-    /* absolute */
-    int sin_layout;
-    double sin_base;
-    int64_t shift;
-    double floater_dt, floater_step;
-    /* relative and bias */
-    int64_t max_rel, num_buckets, max_distance;
-    int bidirectional, tupe_cls;
-    int64_t clamp_len;
-    int same_length;
-    int64_t mem_len, position_buckets, max_relative_positions;
-    int pos_att, share_att_key, kerple;
-    double fire_init_L, xpos_scale_base, xpos_gamma;
-    int64_t npos_max; /* CoPE */
-    double post_log_scale, bias_init; /* data_alibi */
-    /* rotary */
-    int rope_layout;
-    double rope_base;
-    int64_t rotary_dim, rotary_offset;
-    int rope_scaling;
-    double rope_factor;
-    int64_t original_max_position_embeddings, max_position_embeddings;
-    double beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor;
-    int yarn_truncate;
-    double low_freq_factor, high_freq_factor;
-    /* multi-axis positions (rope): pair counts per axis, which axis a pair reads, its frequencies */
-    pe_int_list rope_sections;
-    int rope_section_layout, rope_section_freqs;
-    char hf_config[512];
-    int64_t hf_layer;
-    /* FoPE */
-    int64_t fope_num_freq;
-    int fope_sep_head;
-    /* PoPE */
-    int pope_bias_uniform_init;
-    /* NoPE: Llama 4's attention-temperature tuning of the queries */
-    int attn_temperature_tuning;
-    double floor_scale, attn_scale;
-    /* NoPE: a learned temperature per query head (HeadScale) */
-    int head_scale;
-    double head_scale_init, head_scale_min;
-    /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
-     * short_factor / long_factor are not given. */
-    int hf_factor_count;
-    float hf_factors[2][PE_MAX_ROPE_PAIRS];
-
-    uint64_t set[PE_KEY_WORDS]; /* bit k: key k (pe_key) was given */
+ * when the layer is created.
+ *
+ * Its size is fixed, PE_CONFIG_BYTES whatever keys a release adds (pe_config_size() says it at
+ * run time): the fields are a struct inside a union with bytes_, and a new key appends its field
+ * at the end of the struct, so no size and no offset of an existing field changes: a caller
+ * built against an older header passes a config the newer library reads and fills alike. */
+#define PE_CONFIG_BYTES 16384
+typedef union pe_config {
+    struct {
+        uint64_t set[PE_KEY_WORDS]; /* bit k: key k (pe_key) was given */
+        int method; /* pe_method */
+        int64_t heads, kv_heads;
+        int causal;
+        double scale;
+        pe_int_list window; /* sliding window (left, right) or n = 0: none */
+        /* absolute */
+        int sin_layout;
+        double sin_base;
+        int64_t shift;
+        double floater_dt, floater_step;
+        /* relative and bias */
+        int64_t max_rel, num_buckets, max_distance;
+        int bidirectional, tupe_cls;
+        int64_t clamp_len;
+        int same_length;
+        int64_t mem_len, position_buckets, max_relative_positions;
+        int pos_att, share_att_key, kerple;
+        double fire_init_L, xpos_scale_base, xpos_gamma;
+        int64_t npos_max; /* CoPE */
+        double post_log_scale, bias_init; /* data_alibi */
+        /* rotary */
+        int rope_layout;
+        double rope_base;
+        int64_t rotary_dim, rotary_offset;
+        int rope_scaling;
+        double rope_factor;
+        int64_t original_max_position_embeddings, max_position_embeddings;
+        double beta_fast, beta_slow, mscale, mscale_all_dim, attention_factor;
+        int yarn_truncate;
+        double low_freq_factor, high_freq_factor;
+        /* multi-axis positions (rope): pair counts per axis, which axis a pair reads, its frequencies */
+        pe_int_list rope_sections;
+        int rope_section_layout, rope_section_freqs;
+        char hf_config[512];
+        int64_t hf_layer;
+        /* FoPE */
+        int64_t fope_num_freq;
+        int fope_sep_head;
+        /* PoPE */
+        int pope_bias_uniform_init;
+        /* NoPE: Llama 4's attention-temperature tuning of the queries */
+        int attn_temperature_tuning;
+        double floor_scale, attn_scale;
+        /* LongRoPE factor tables read from hf_config (short, long); used when the tensors
+         * short_factor / long_factor are not given. */
+        int hf_factor_count;
+        float hf_factors[2][PE_MAX_ROPE_PAIRS];
+        /* fields of later keys: appended here, in the order they came */
+        /* NoPE: a learned temperature per query head (HeadScale) */
+        int head_scale;
+        double head_scale_init, head_scale_min;
+    };
+    unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;
 
 void pe_config_init(pe_config *cfg);
+/* sizeof(pe_config) of the library, PE_CONFIG_BYTES (for bindings that allocate it) */
+size_t pe_config_size(void);
 /* Sets one key from its text form ("16", "0.5", "true", "half", "c2p|p2c"). Setting
  * `method` first lets the key be checked against the method's own keys; otherwise that
  * check happens in pe_attention_init. */

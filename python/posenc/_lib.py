@@ -11,9 +11,8 @@ import sys
 import numpy as np
 
 PE_MAX_DIMS = 4  # include/posenc.h
-# Room for pe_config and pe_param_spec arrays, generous so that fields and methods added to
-# the library later never overrun what Python allocates.
-_CONFIG_BYTES = 1 << 16
+# Room for pe_param_spec arrays, generous so that methods added to the library later never
+# overrun what Python allocates (a pe_config's size the library says: pe_config_size).
 _MAX_SPECS = 64
 _MAX_PARAMS = 12  # PE_MAX_PARAMS
 
@@ -112,6 +111,7 @@ _sig = {
     "pe_method_from_name": (ctypes.c_int, [ctypes.c_char_p]),
     "pe_method_keys": (None, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
     "pe_config_init": (None, [_P]),
+    "pe_config_size": (ctypes.c_size_t, []),
     "pe_config_set": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(PeErr)]),
     "pe_attention_init": (ctypes.c_int, [ctypes.POINTER(_P), _P, ctypes.c_int64,
                                          ctypes.POINTER(PeErr)]),
@@ -405,7 +405,7 @@ class Config:
     """A pe_config filled from settings; raises PosencError on an unknown key or bad value."""
 
     def __init__(self, settings):
-        self.buf = ctypes.create_string_buffer(_CONFIG_BYTES)
+        self.buf = ctypes.create_string_buffer(lib.pe_config_size())
         lib.pe_config_init(self.buf)
         err = PeErr()
         items = list(settings.items())
@@ -505,7 +505,7 @@ def hf_layer_settings(path, layer=0):
     """The settings posenc reads for layer `layer` of a HuggingFace config.json at path
     (pe_config_from_hf), as text keys, and its pe_hf_layer_info as a dict. The LongRoPE factor
     tables are not keys: a caller loads short_factor / long_factor as tensors."""
-    cfg = ctypes.create_string_buffer(_CONFIG_BYTES)
+    cfg = ctypes.create_string_buffer(lib.pe_config_size())
     lib.pe_config_init(cfg)
     info, err = PeHfLayerInfo(), PeErr()
     check(lib.pe_config_from_hf(cfg, str(path).encode(), int(layer), ctypes.byref(info), ctypes.byref(err)), err)

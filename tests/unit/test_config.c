@@ -88,6 +88,13 @@ static void test_defaults_unset(void **state) {
     for (int w = 0; w < PE_KEY_WORDS; w++) assert_int_equal(c.set[w], 0);
     for (int k = 0; pe_config_key_name(k); k++) assert_false(pe_config_is_set(&c, pe_config_key_name(k)));
     assert_false(pe_config_is_set(&c, "no_such_key"));
+    /* a fixed size, whatever keys a release adds (include/posenc/core.h), and the oldest fields
+     * first: `set` then `method` (a new key's field goes at the end) */
+    assert_int_equal(sizeof c, PE_CONFIG_BYTES);
+    assert_int_equal(pe_config_size(), PE_CONFIG_BYTES);
+    assert_int_equal(offsetof(pe_config, set), 0);
+    assert_int_equal(offsetof(pe_config, method), sizeof c.set);
+    assert_true(offsetof(pe_config, head_scale_min) > offsetof(pe_config, hf_factors));
 }
 
 static void test_key_names(void **state) {
@@ -401,7 +408,8 @@ static void test_method_keys(void **state) {
     assert_msg_has(buf, "rotary_dim");
     assert_msg_has(buf, "rotary_offset");
     pe_method_keys(PE_METHOD_NONE, buf, sizeof buf);
-    assert_string_equal(buf, "attn_temperature_tuning floor_scale attn_scale hf_config hf_layer");
+    assert_string_equal(buf, "attn_temperature_tuning floor_scale attn_scale head_scale head_scale_init head_scale_min "
+                             "hf_config hf_layer");
 }
 
 /* ---- pe_attention_init: validation --------------------------------------------------- */
