@@ -332,19 +332,28 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         snprintf((char *)field, key->size, "%s", value);
         break;
     }
-    cfg->set[k / 64] |= (uint64_t)1 << (k % 64);
+    const uint64_t bit = (uint64_t)1 << (k % 64);
+    cfg->set[k / 64] |= bit;
+    if (k == PE_K_hf_config || (k == PE_K_hf_layer && pe_config_has(cfg, PE_K_hf_config)))
+        return pe__hf_config_read(cfg, err); /* the front-end: pe_attention_init reads no file */
+    cfg->hf_filled[k / 64] &= ~bit; /* given now: a new hf_layer keeps it */
     return PE_OK;
 }
 
+void pe__config_key_copy(pe_config *dst, const pe_config *src, int k) {
+    if (k >= 0 && k < N_KEYS) memcpy((char *)dst + KEYS[k].offset, (const char *)src + KEYS[k].offset, KEYS[k].size);
+}
+
+/* method first, hf_layer and then hf_config last: the file is read once, around every key given */
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(keys[i], "method") == 0) {
-            pe_status st = pe_config_set(cfg, keys[i], values[i], err);
-            if (st) return st;
-        }
-    for (int i = 0; i < n; i++)
-        if (strcmp(keys[i], "method") != 0) {
+    static const char *const FIRST[] = {"method", NULL, "hf_layer", "hf_config"};
+    for (int pass = 0; pass < 4; pass++)
+        for (int i = 0; i < n; i++) {
+            int rank = 1;
+            for (int r = 0; r < 4; r++)
+                if (FIRST[r] && !strcmp(keys[i], FIRST[r])) rank = r;
+            if (rank != pass) continue;
             pe_status st = pe_config_set(cfg, keys[i], values[i], err);
             if (st) return st;
         }
@@ -355,6 +364,9 @@ pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
  * keys; then the method's own defaults and checks. Used by pe_attention_init. */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe_error(err, PE_EKEY, "key 'method' is required");
+    if (pe_config_has(cfg, PE_K_hf_config) && cfg->hf_state != 1) return pe__hf_config_check(cfg, 0, err);
+    if (pe_config_has(cfg, PE_K_hf_config) && cfg->method != (cfg->hf_uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE))
+        return pe__hf_config_check(cfg, 0, err); /* the layer's kind before its keys */
     for (int k = 0; k < N_KEYS; k++)
         if (pe_config_has(cfg, (pe_key)k) && !method_accepts(cfg->method, k))
             return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,
@@ -381,7 +393,7 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     }
     if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D);
     if (pe_config_has(cfg, PE_K_hf_config)) {
-        pe_status st = pe__hf_config_apply(cfg, D, err);
+        pe_status st = pe__hf_config_check(cfg, D, err);
         if (st) return st;
     }
     if (m->defaults) m->defaults(cfg, H, D);

@@ -438,8 +438,14 @@ pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, c
 const pe__method *pe__attention_method(const pe_attention *a);
 const pe_run_options *pe__attention_run(const pe_attention *a);
 
-/* Fills unset keys of layer cfg->hf_layer from the config.json cfg->hf_config (rotary/hf_config.c). */
-pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err);
+/* hf_config as a front-end (rotary/hf_config.c): pe_config_set of hf_config or hf_layer reads
+ * layer cfg->hf_layer of the config.json cfg->hf_config into the keys not given (undoing what
+ * an earlier reading filled); pe__config_resolve then checks what the file said against the
+ * layer (its kind, head_dim) without reading it again. */
+pe_status pe__hf_config_read(pe_config *cfg, pe_err *err);
+pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err);
+/* Key k's field of src into dst (config.c) */
+void pe__config_key_copy(pe_config *dst, const pe_config *src, int k);
 
 /* Validation shared by rope and its relatives (rope_scaling.c), and by t5 and tupe (t5.c). */
 pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err);

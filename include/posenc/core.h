@@ -181,6 +181,16 @@ typedef union pe_config {
         /* NoPE: a learned temperature per query head (HeadScale) */
         int head_scale;
         double head_scale_init, head_scale_min;
+        /* What reading hf_config (on pe_config_set of hf_config or hf_layer) left for
+         * pe_attention_init, which reads no file: the layer's kind and head_dim to check, a
+         * partial_rotary_factor to apply where the file gives no head_dim, the keys the file
+         * filled (a new hf_layer reads afresh), or why the reading failed. */
+        int hf_state; /* 0: no file read, 1: read, 2: failed (hf_error) */
+        int hf_uses_rope;
+        int64_t hf_head_dim;
+        double hf_rotary_fraction;
+        uint64_t hf_filled[PE_KEY_WORDS];
+        char hf_error[512];
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;
@@ -190,9 +200,11 @@ void pe_config_init(pe_config *cfg);
 size_t pe_config_size(void);
 /* Sets one key from its text form ("16", "0.5", "true", "half", "c2p|p2c"). Setting
  * `method` first lets the key be checked against the method's own keys; otherwise that
- * check happens in pe_attention_init. */
+ * check happens in pe_attention_init. Setting hf_config (or hf_layer after it) reads that
+ * layer of the config.json into the keys not given, undoing an earlier reading's; keys set
+ * later override it. A failed reading is this call's error and pe_attention_init's. */
 pe_status pe_config_set(pe_config *cfg, const char *key, const char *value, pe_err *err);
-/* Sets many keys, `method` first whatever the order. */
+/* Sets many keys, `method` first and hf_layer, hf_config last whatever the order. */
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err);
 int pe_config_is_set(const pe_config *cfg, const char *key);
@@ -274,7 +286,8 @@ typedef struct pe_grads {
 typedef struct pe_attention pe_attention; /* opaque: config, hook table, saved activations */
 
 /* Creates a layer of width C with this configuration: resolves the method's defaults,
- * validates every key, reads hf_config. *out is owned by the caller (pe_attention_free). */
+ * validates every key (hf_config was read when it was set: pe_attention_init reads no file).
+ * *out is owned by the caller (pe_attention_free). */
 pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C, pe_err *err);
 void pe_attention_free(pe_attention *att);
 

@@ -106,7 +106,7 @@ static const pe__method none_tuned = {
     .check = check,
     .params = params,
     .rotate_forward = rotate_forward,
-    .not_a_rotation = "attn_temperature_tuning and head_scale scale the queries, no rotation",
+    .not_a_rotation = "NoPE's temperature (attn_temperature_tuning, head_scale) scales the queries, no rotation",
     .rotate_backward = rotate_backward,
 };
 

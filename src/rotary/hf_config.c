@@ -97,9 +97,9 @@ static pe_status read_factors(pe_config *cfg, json_t *arr, int which, const char
                               const char *path, pe_err *err) {
     if (!json_is_array(arr)) return pe_error(err, PE_EKEY, "hf_config %s: '%s' is not a list", path, name);
     size_t n = json_array_size(arr);
-    if ((int64_t)n != r / 2 || n > PE_MAX_ROPE_PAIRS)
+    if ((r >= 0 && (int64_t)n != r / 2) || n > PE_MAX_ROPE_PAIRS || (which == 1 && (int)n != cfg->hf_factor_count))
         return pe_error(err, PE_EKEY, "hf_config %s: '%s' has %zu entries, rotary_dim %lld needs %lld", path,
-                        name, n, (long long)r, (long long)(r / 2));
+                        name, n, (long long)r, (long long)(r >= 0 ? r / 2 : cfg->hf_factor_count));
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(arr, i);
         if (!json_is_number(e) || !(json_number_value(e) > 0))
@@ -252,10 +252,14 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     if (prf && !json_is_null(prf) && !pe_config_has(cfg, PE_K_rotary_dim)) {
         if (!json_is_number(prf) || !(json_number_value(prf) > 0 && json_number_value(prf) <= 1))
             return bad(L, err, "partial_rotary_factor must be in (0, 1]");
-        json_t *rd = json_integer((json_int_t)((double)D * json_number_value(prf))); /* HF: int(head_dim * f) */
-        st = fill(cfg, "rotary_dim", rd, path, err);
-        json_decref(rd);
-        if (st) return st;
+        if (D < 0) { /* the file gives no head_dim: the layer's, when it is made */
+            cfg->hf_rotary_fraction = json_number_value(prf);
+        } else {
+            json_t *rd = json_integer((json_int_t)((double)D * json_number_value(prf))); /* HF: int(head_dim * f) */
+            st = fill(cfg, "rotary_dim", rd, path, err);
+            json_decref(rd);
+            if (st) return st;
+        }
     }
 
     if (!sc) return PE_OK;
@@ -312,7 +316,8 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
                         path, err)))
         return st;
     if (scaling == PE_ROPE_LONGROPE) {
-        int64_t r = pe_config_has(cfg, PE_K_rotary_dim) ? cfg->rotary_dim : D;
+        /* the count against rotary_dim where it is known; rope's check compares it again */
+        int64_t r = pe_config_has(cfg, PE_K_rotary_dim) ? cfg->rotary_dim : cfg->hf_rotary_fraction > 0 ? -1 : D;
         json_t *sf = json_object_get(sc, "short_factor"), *lf = json_object_get(sc, "long_factor");
         if (!sf || !lf) return bad(L, err, "longrope needs short_factor and long_factor");
         if ((st = read_factors(cfg, sf, 0, "short_factor", r, path, err)) ||
@@ -350,27 +355,75 @@ static pe_status apply_nope(pe_config *cfg, const hf_layer *L, pe_err *err) {
     return st;
 }
 
-/* The layer's keys onto cfg, whose method must be the layer's. */
+/* The method a layer of this kind runs (method rope or none) */
+static int layer_method(int uses_rope) { return uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE; }
+
+static pe_status wrong_kind(const pe_config *cfg, const char *path, int64_t layer, int uses_rope, pe_err *err) {
+    return pe_error(err, PE_EKEY, "hf_config %s: layer %lld is a %s layer (method %s), not method %s", path,
+                    (long long)layer, uses_rope ? "RoPE" : "NoPE", pe_method_name(layer_method(uses_rope)),
+                    pe_method_name(cfg->method));
+}
+
+/* The layer's keys onto cfg (D: the head_dim, or -1 where the file does not say). */
 static pe_status apply_layer(pe_config *cfg, const hf_layer *L, int64_t D, pe_err *err) {
-    const int want = L->uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE;
-    if (cfg->method != want)
-        return pe_error(err, PE_EKEY, "hf_config %s: layer %lld is a %s layer (method %s), not method %s", L->path,
-                        (long long)L->layer, L->uses_rope ? "RoPE" : "NoPE", pe_method_name(want),
-                        pe_method_name(cfg->method));
-    if (L->head_dim > 0 && L->head_dim != D)
-        return pe_error(err, PE_EKEY, "hf_config %s: head_dim %lld does not match the layer's head_dim %lld", L->path,
-                        (long long)L->head_dim, (long long)D);
     pe_status st = L->uses_rope ? apply_rope(cfg, L, D, err) : apply_nope(cfg, L, err);
     return st ? st : apply_scale(cfg, L, D, err);
 }
 
-pe_status pe__hf_config_apply(pe_config *cfg, int64_t D, pe_err *err) {
+/* The keys hf_config filled back to their defaults, unset, as before the reading. */
+static void unfill(pe_config *cfg) {
+    pe_config def;
+    pe_config_init(&def);
+    for (int k = 0; pe_config_key_name(k); k++) {
+        const uint64_t bit = (uint64_t)1 << (k % 64);
+        if (!(cfg->hf_filled[k / 64] & bit)) continue;
+        pe__config_key_copy(cfg, &def, k);
+        cfg->set[k / 64] &= ~bit;
+    }
+    memset(cfg->hf_filled, 0, sizeof cfg->hf_filled);
+    cfg->hf_factor_count = 0;
+    cfg->hf_rotary_fraction = 0;
+    cfg->hf_state = 0;
+}
+
+pe_status pe__hf_config_read(pe_config *cfg, pe_err *err) {
+    unfill(cfg);
+    uint64_t before[PE_KEY_WORDS];
+    memcpy(before, cfg->set, sizeof before);
     hf_layer L;
     pe_status st = read_layer(&L, cfg->hf_config, cfg->hf_layer, err);
-    if (st) return st;
-    st = apply_layer(cfg, &L, D, err);
-    json_decref(L.root);
-    return st;
+    if (!st) {
+        cfg->hf_uses_rope = L.uses_rope, cfg->hf_head_dim = L.head_dim;
+        /* a layer of another kind than the method fills nothing: making it names the mismatch */
+        if (cfg->method < 0 || cfg->method == layer_method(L.uses_rope)) st = apply_layer(cfg, &L, L.head_dim, err);
+        json_decref(L.root);
+    }
+    for (int w = 0; w < PE_KEY_WORDS; w++) cfg->hf_filled[w] = cfg->set[w] & ~before[w];
+    if (st) {
+        unfill(cfg);
+        cfg->hf_state = 2;
+        snprintf(cfg->hf_error, sizeof cfg->hf_error, "%s", err ? err->msg : "hf_config: cannot read");
+        return st;
+    }
+    cfg->hf_state = 1;
+    return PE_OK;
+}
+
+pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err) {
+    if (cfg->hf_state != 1)
+        return cfg->hf_state == 2 ? pe_error(err, PE_EKEY, "%s", cfg->hf_error)
+                                  : pe_error(err, PE_EKEY, "hf_config %s: not read (set it with pe_config_set)", cfg->hf_config);
+    if (cfg->method != layer_method(cfg->hf_uses_rope))
+        return wrong_kind(cfg, cfg->hf_config, cfg->hf_layer, cfg->hf_uses_rope, err);
+    if (cfg->hf_head_dim > 0 && cfg->hf_head_dim != D)
+        return pe_error(err, PE_EKEY, "hf_config %s: head_dim %lld does not match the layer's head_dim %lld",
+                        cfg->hf_config, (long long)cfg->hf_head_dim, (long long)D);
+    if (cfg->hf_rotary_fraction > 0 && !pe_config_has(cfg, PE_K_rotary_dim)) {
+        char text[32]; /* HF: int(head_dim * partial_rotary_factor) */
+        snprintf(text, sizeof text, "%lld", (long long)((double)D * cfg->hf_rotary_fraction));
+        return pe_config_set(cfg, "rotary_dim", text, err);
+    }
+    return PE_OK;
 }
 
 pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err) {
@@ -389,6 +442,10 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
     if ((st = fill(cfg, "heads", nh, path, err))) goto done;
     if ((st = fill(cfg, "kv_heads", nkv, path, err))) goto done;
     if ((st = fill(cfg, "causal", json_true(), path, err))) goto done;
+    if (cfg->method != layer_method(L.uses_rope)) {
+        st = wrong_kind(cfg, path, layer, L.uses_rope, err);
+        goto done;
+    }
     if ((st = apply_layer(cfg, &L, L.head_dim, err))) goto done;
     if (info) {
         memset(info, 0, sizeof *info);

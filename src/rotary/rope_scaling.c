@@ -173,6 +173,9 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
         return pe_error(err, PE_EKEY, "keys 'beta_fast' and 'beta_slow' must be >= 0");
     if (cfg->rope_scaling == PE_ROPE_DYNAMIC && cfg->rope_factor < 1)
         return pe_error(err, PE_EKEY, "key 'rope_factor' must be >= 1 for dynamic scaling");
+    if (cfg->rope_scaling == PE_ROPE_LONGROPE && cfg->hf_factor_count && cfg->hf_factor_count != r / 2)
+        return pe_error(err, PE_EKEY, "hf_config %s: 'short_factor' and 'long_factor' have %d entries, rotary_dim %lld needs %lld",
+                        cfg->hf_config, cfg->hf_factor_count, (long long)r, (long long)(r / 2));
     return PE_OK;
 }
 

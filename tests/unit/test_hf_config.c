@@ -252,8 +252,68 @@ static void per_layer_schedules(void **state) {
     assert_non_null(strstr(err.msg, "layer 0 is a RoPE layer (method rope)"));
 }
 
+/* hf_config is a front-end: pe_config_set reads the file (a new hf_layer reads it afresh,
+ * keeping the keys given), pe_attention_init reads none; a failed reading stays an error. */
+static void read_on_set(void **state) {
+    (void)state;
+    pe_err err;
+    char tmp[] = "/tmp/posenc_hf_XXXXXX";
+    int fd = mkstemp(tmp);
+    assert_true(fd >= 0);
+    close(fd);
+    FILE *src = fopen("tests/hf/gemma3_27b.json", "rb"), *dst = fopen(tmp, "wb");
+    assert_non_null(src), assert_non_null(dst);
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, src)) > 0;) assert_int_equal(fwrite(buf, 1, n, dst), n);
+    fclose(src), fclose(dst);
+    pe_config k;
+    pe_config_init(&k);
+    assert_int_equal(pe_config_set(&k, "method", "rope", &err), PE_OK);
+    assert_int_equal(pe_config_set(&k, "heads", "32", &err), PE_OK);
+    assert_int_equal(pe_config_set(&k, "hf_config", tmp, &err), PE_OK); /* layer 0: sliding, local base */
+    assert_true(k.rope_base == 10000);
+    assert_int_equal(pe_config_set(&k, "rotary_dim", "64", &err), PE_OK); /* given after the reading */
+    assert_int_equal(pe_config_set(&k, "hf_layer", "5", &err), PE_OK);    /* global: the file's scaling */
+    assert_true(k.rope_base == 1000000);
+    assert_int_equal(k.rope_scaling, PE_ROPE_LINEAR);
+    assert_true(k.rope_factor == 8);
+    assert_int_equal(k.rotary_dim, 64); /* the key given stays */
+    assert_int_equal(pe_config_set(&k, "hf_layer", "0", &err), PE_OK); /* back: layer 5's keys undone */
+    assert_true(k.rope_base == 10000);
+    assert_false(pe_config_has(&k, PE_K_rope_scaling));
+    unlink(tmp); /* the layer is made from the config alone */
+    pe_attention *att;
+    if (pe_attention_init(&att, &k, 32 * 128, &err)) fail_msg("%s", err.msg);
+    assert_true(pe_attention_config(att)->rope_base == 10000);
+    assert_int_equal(pe_attention_config(att)->rotary_dim, 64);
+    pe_attention_free(att);
+    /* a reading that failed: pe_config_set says so, and so does pe_attention_init after it */
+    pe_config_init(&k);
+    assert_int_equal(pe_config_set(&k, "method", "rope", &err), PE_OK);
+    assert_int_equal(pe_config_set(&k, "heads", "2", &err), PE_OK);
+    assert_int_equal(pe_config_set(&k, "hf_config", tmp, &err), PE_EKEY);
+    assert_non_null(strstr(err.msg, "cannot open"));
+    memset(&err, 0, sizeof err);
+    assert_int_equal(pe_attention_init(&att, &k, 16, &err), PE_EKEY);
+    assert_non_null(strstr(err.msg, "cannot open"));
+    /* a file without head_dim: partial_rotary_factor takes the layer's when it is made */
+    FILE *f = fopen(tmp, "wb");
+    assert_non_null(f);
+    fputs("{\"rope_theta\": 5000, \"partial_rotary_factor\": 0.5}", f);
+    fclose(f);
+    pe_config_init(&k);
+    const char *keys[] = {"hf_config", "method", "heads"}, *vals[] = {tmp, "rope", "2"};
+    assert_int_equal(pe_config_set_all(&k, 3, keys, vals, &err), PE_OK);
+    unlink(tmp);
+    if (pe_attention_init(&att, &k, 2 * 24, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(pe_attention_config(att)->rotary_dim, 12);
+    assert_true(pe_attention_config(att)->rope_base == 5000);
+    pe_attention_free(att);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(read_on_set),
         cmocka_unit_test(example_configs_match_hf),
         cmocka_unit_test(bad_configs_are_errors),
         cmocka_unit_test(explicit_keys_override),
