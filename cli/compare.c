@@ -108,8 +108,10 @@ static int add_variant(cmp_variant *v, int *n, const char *name, char *why, size
         return snprintf(why, why_len, "%s: %s", x->method, reason), -1;
     if (x->shape && tr_method_placement(x->method, NULL) != TR_PLACE_INPUT)
         return snprintf(why, why_len, "'%s': SHAPE applies to absolute encodings", name), -1;
-    if (x->random && !strcmp(x->method, "xl"))
-        return snprintf(why, why_len, "'%s': xl places keys by token index over its memory, not by position", name), -1;
+    pe_method_info info;
+    if (x->random && !pe_method_describe(pe_method_from_name(x->method), &info, NULL) && info.memory)
+        return snprintf(why, why_len, "'%s': %s places keys by token index over its memory, not by position", name,
+                        x->method), -1;
     for (int i = 0; i < *n; i++)
         if (!strcmp(v[i].name, x->name)) return snprintf(why, why_len, "'%s' given twice", name), -1;
     (*n)++;

@@ -230,6 +230,8 @@ static pe_status bad_value(pe_err *err, const key_desc *key, const char *value, 
     return pe_error(err, PE_EKEY, "key '%s': value '%s' is not %s", key->name, value, want);
 }
 
+static pe_status set_value(pe_config *cfg, int k, const char *value, pe_err *err);
+
 pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_err *err) {
     int k = find_key(name);
     if (k < 0) {
@@ -245,6 +247,24 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s (its keys: %s)", name,
                         pe_method_name(cfg->method), keys[0] ? keys : "none");
     }
+    if (k == PE_K_hf_config || k == PE_K_hf_layer) { /* reads a file: all or nothing */
+        pe_config *before = malloc(sizeof *before);
+        if (!before) return pe_error(err, PE_ENOMEM, "out of memory for key '%s'", name);
+        *before = *cfg;
+        pe_status st = set_value(cfg, k, value, err);
+        if (!st && pe_config_has(cfg, PE_K_hf_config)) st = pe__hf_config_read(cfg, err);
+        if (st) *cfg = *before;
+        free(before);
+        return st;
+    }
+    pe_status st = set_value(cfg, k, value, err);
+    if (!st) cfg->hf_filled[k / 64] &= ~((uint64_t)1 << (k % 64)); /* given now: a new hf_layer keeps it */
+    return st;
+}
+
+/* Parses value into key k's field and marks it given. */
+static pe_status set_value(pe_config *cfg, int k, const char *value, pe_err *err) {
+    const key_desc *key = &KEYS[k];
     void *field = (char *)cfg + key->offset;
     char *end;
     switch (key->type) {
@@ -332,11 +352,16 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         snprintf((char *)field, key->size, "%s", value);
         break;
     }
-    const uint64_t bit = (uint64_t)1 << (k % 64);
-    cfg->set[k / 64] |= bit;
-    if (k == PE_K_hf_config || (k == PE_K_hf_layer && pe_config_has(cfg, PE_K_hf_config)))
-        return pe__hf_config_read(cfg, err); /* the front-end: pe_attention_init reads no file */
-    cfg->hf_filled[k / 64] &= ~bit; /* given now: a new hf_layer keeps it */
+    cfg->set[k / 64] |= (uint64_t)1 << (k % 64);
+    return PE_OK;
+}
+
+pe_status pe_config_fit_length(pe_config *cfg, int64_t length, pe_err *err) {
+    if (cfg->method < 0) return pe_error(err, PE_EKEY, "config_fit_length: key 'method' is required");
+    if (length < 1 || length > PE_MAX_KEY_INT)
+        return pe_error(err, PE_EINVAL, "config_fit_length: length %lld is not within 1 .. 2^31", (long long)length);
+    const pe__method *m = pe__method_get(cfg->method);
+    if (m->fit_length) m->fit_length(cfg, length);
     return PE_OK;
 }
 
@@ -364,7 +389,7 @@ pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
  * keys; then the method's own defaults and checks. Used by pe_attention_init. */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe_error(err, PE_EKEY, "key 'method' is required");
-    if (pe_config_has(cfg, PE_K_hf_config) && cfg->hf_state != 1) return pe__hf_config_check(cfg, 0, err);
+    if (pe_config_has(cfg, PE_K_hf_config) && !cfg->hf_read) return pe__hf_config_check(cfg, 0, err);
     if (pe_config_has(cfg, PE_K_hf_config) && cfg->method != (cfg->hf_uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE))
         return pe__hf_config_check(cfg, 0, err); /* the layer's kind before its keys */
     for (int k = 0; k < N_KEYS; k++)

@@ -125,6 +125,15 @@ typedef struct pe__method {
      * has (NoPE with temperature tuning rotates q); NULL: this one. */
     const struct pe__method *(*variant)(const pe_config *cfg);
 
+    /* The reference model's conventions beyond its tensors (pe_method_info): its scores are
+     * unscaled, 1/sqrt(d) folded into the query's initialisation (scale_in_init); its
+     * positions have at least axes_min axes (0: one). */
+    int scale_in_init;
+    int axes_min;
+    /* Sizes the keys it bounds by the longest training sequence, where not given
+     * (pe_config_fit_length), or NULL. */
+    void (*fit_length)(pe_config *cfg, int64_t length);
+
     /* Configuration: fill method defaults for keys not given (cfg->set), then validate. */
     void (*defaults)(pe_config *cfg, int64_t H, int64_t D);
     pe_status (*check)(const pe_config *cfg, int64_t H, int64_t D, pe_err *err);
@@ -258,6 +267,9 @@ void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m);
 void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m);
 
 /* Helpers shared by methods. */
+static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
+/* t5's and tupe's fit_length (t5.c) */
+void pe__t5_fit_length(pe_config *cfg, int64_t length);
 static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
 }

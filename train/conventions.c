@@ -1,8 +1,7 @@
-/* The trainer's per-method choices: where a method sits in the model (model.h: tr_placement, from
- * the method's description), the two methods it treats otherwise (t5's scale, rope_mixed), and
- * which layer keys a method of a schedule takes. How a reference model holds a method's tensors
- * (shared across layers, LayerNorm'ed, rows per token, clamps) is the method's word
- * (pe_param_spec). */
+/* Where a method sits in the model (model.h: tr_placement) and which layer keys a method of a
+ * schedule takes, both from the method's description (pe_method_describe, pe_method_accepts):
+ * how its reference model holds its tensors (pe_param_spec), scales its scores and sizes its
+ * keys by the training length (pe_config_fit_length) is the method's word, not the trainer's. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,38 +9,16 @@
 #include "posenc.h"
 #include "model_impl.h"
 
-/* ---- per-method conventions ---------------------------------------------------------------
- * The family decides the default (absolute: once at the input; the rest: in every layer);
- * this table names the exceptions and the tensors that are one model tensor shared by all
- * layers, as the methods' reference models do. A method added to the library later needs a
- * row only when its reference shares tensors or places itself differently. */
-static const tr_convention CONVENTIONS[] = {
-    /* T5's scale 1 leans on its own initialisation and Adafactor; with this trainer's AdamW and
-     * common initialisation it stalls at the bigram plateau for hundreds of steps, so the layers
-     * use 1/sqrt(D) like the others and the comparison measures the bias. */
-    {"t5", TR_PLACE_LAYER, NULL, 1},
-    /* naver-ai/rope-vit: learned frequencies per axis of image patches (x, y); the trainer's
-     * sequences have one axis, where it would be rope with learned frequencies */
-    {"rope_mixed", TR_PLACE_NONE, "rope_mixed is for positions with several axes (image patches); the trainer's tasks have one", 0},
-};
-
-const tr_convention *tr_convention_of(const char *method) {
-    for (size_t i = 0; i < sizeof CONVENTIONS / sizeof CONVENTIONS[0]; i++)
-        if (!strcmp(CONVENTIONS[i].method, method)) return &CONVENTIONS[i];
-    return NULL;
-}
-
 tr_placement tr_method_placement(const char *method, const char **why) {
     if (why) *why = NULL;
-    const tr_convention *c = tr_convention_of(method);
-    if (c) {
-        if (why) *why = c->why;
-        return c->place;
-    }
     int m = pe_method_from_name(method);
     pe_method_info info;
     if (m < 0 || pe_method_describe(m, &info, NULL)) {
         if (why) *why = "not a method of this library";
+        return TR_PLACE_NONE;
+    }
+    if (info.axes_min > 1) { /* on one axis it would be another method under its name */
+        if (why) *why = "its reference's positions have several axes (image patches); the trainer's tasks have one";
         return TR_PLACE_NONE;
     }
     /* a method on token ids (complex-order's complex word embedding feeding a complex

@@ -53,8 +53,13 @@ static pe_status make_attention(pe_attention **att, const tr_model_config *c, co
         if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, c->method) == 0)
             keys[n] = c->key[i], vals[n++] = c->val[i];
     pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
-    const tr_convention *conv = tr_convention_of(method);
-    if (!st && conv && conv->head_scale && !pe_config_has(&cfg, PE_K_scale)) {
+    if (!st && c->length > 0) st = pe_config_fit_length(&cfg, c->length, err);
+    /* A reference that leaves its scores unscaled leans on its own initialisation of q (T5's,
+     * with Adafactor); with this trainer's AdamW and common initialisation it stalls at the
+     * bigram plateau for hundreds of steps, so such layers use 1/sqrt(D) like the others and
+     * the comparison measures the encoding. */
+    pe_method_info info;
+    if (!st && !pe_method_describe(cfg.method, &info, NULL) && info.scale_in_init && !pe_config_has(&cfg, PE_K_scale)) {
         char sc[32];
         snprintf(sc, sizeof sc, "%.9g", 1.0 / sqrt((double)(c->C / heads)));
         st = pe_config_set(&cfg, "scale", sc, err);
@@ -221,7 +226,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
          * once at the input and complex-valued ones replace block 0, so neither is per layer */
         tr_placement p = tr_method_placement(lm, &why);
         if (p == TR_PLACE_NONE) return pe_error(err, PE_EINVAL, "schedule: method '%s': %s", lm, why);
-        if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
+        if (p != TR_PLACE_LAYER && pe_method_from_name(lm) != PE_METHOD_NONE)
             return pe_error(err, PE_EINVAL, "schedule: method '%s' is not one of the layers' (absolute and complex-valued encodings are not per layer; none is)", lm);
     }
     for (int k = 0; k < cfg->n_keys && nsched; k++) {
@@ -252,7 +257,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         int own = place == TR_PLACE_LAYER || (place == TR_PLACE_IDS && l == 0);
         char lm[32];
         if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
-        else snprintf(lm, sizeof lm, "%s", own ? cfg->method : "none");
+        else snprintf(lm, sizeof lm, "%s", own ? cfg->method : pe_method_name(PE_METHOD_NONE));
         st = make_attention(&L->att, cfg, lm, cfg->heads, 1, err);
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {

@@ -9,7 +9,7 @@
  * The token embedding is scaled by sqrt(C) at the input (Vaswani et al.; fairseq), wte and
  * learned position tables start as N(0, 1/C), other matrices as GPT-2's N(0, 0.02).
  *
- * Per-method model conventions (tr_convention, model.c; doc/methods.md "Training"):
+ * Per-method model conventions (the methods' descriptions, model.c; doc/methods.md "Training"):
  *   absolute encodings (embed hook only: none, sinusoidal, learned, ...) are added once to the
  *     token embedding, as in the Transformer and GPT-2; the layers then see no positions;
  *   tensors named in the sharing table are one model tensor used by every layer (T5's bias,
@@ -48,6 +48,7 @@ typedef struct tr_model_config {
      * method takes it (common keys such as scale to all), and shared tensors are named
      * `pe.<method>.<tensor>` (two methods may name a tensor alike). */
     char schedule[512];
+    int64_t length; /* the training length: keys a method sizes by it (pe_config_fit_length); 0: none */
     int n_keys; /* extra layer keys (sin_layout, num_buckets, ...) */
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
 } tr_model_config;

@@ -69,15 +69,6 @@ struct tr_model {
     int64_t probs_layer;
 };
 
-/* A method's conventions in the model (conventions.c): its row of the table, or NULL */
-typedef struct tr_convention {
-    const char *method;
-    tr_placement place;
-    const char *why; /* TR_PLACE_NONE: why */
-    int head_scale;  /* scale 1/sqrt(D) unless the user sets `scale` */
-} tr_convention;
-const tr_convention *tr_convention_of(const char *method);
-
 /* The input placement's encoding of positions pos (N) into m->P (model.c) */
 pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err);
 

@@ -193,11 +193,11 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
         tr_schedule_method(o->layers_methods, i, lm, sizeof lm);
         tr_placement p = tr_method_placement(lm, &why);
         if (p == TR_PLACE_NONE) return pe_error(err, PE_EKEY, "--layers-methods: method '%s': %s", lm, why);
-        if (p != TR_PLACE_LAYER && strcmp(lm, "none"))
+        if (p != TR_PLACE_LAYER && pe_method_from_name(lm) != PE_METHOD_NONE)
             return pe_error(err, PE_EKEY,
                             "--layers-methods: %s is not a method of the layers (absolute encodings enter once at the input, complex-valued ones replace block 0; none is allowed)",
                             lm);
-        has_none |= !strcmp(lm, "none");
+        has_none |= pe_method_from_name(lm) == PE_METHOD_NONE;
     }
     if (nsched > o->layers)
         return pe_error(err, PE_EKEY, "--layers-methods names %d methods for %lld layers", nsched, (long long)o->layers);

@@ -53,30 +53,12 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
         snprintf(mc.key[k], sizeof mc.key[k], "%s", r->o.key[k]);
         snprintf(mc.val[k], sizeof mc.val[k], "%s", r->o.val[k]);
     }
-    /* T5 trained at 512 tokens with max_distance 128, so its last, open-ended bucket is
-     * trained; the spec's default 128 would leave every bucket past a short training length at
-     * its initial value. Unless set, t5 and tupe take max_distance = half the training length. */
-    int t5 = 0, none = 0, cope = 0;
+    mc.length = ttrain; /* t5's max_distance, CoPE's npos_max (pe_config_fit_length) */
+    int none = 0; /* layers that take NoPE's temperature tuning */
     for (int64_t l = 0; l < r->o.layers; l++) {
         char lm[32];
         tr_options_layer_method(&r->o, l, lm, sizeof lm);
-        t5 |= !strcmp(lm, "t5") || !strcmp(lm, "tupe");
-        none |= !strcmp(lm, "none");
-        cope |= !strcmp(lm, "cope");
-    }
-    /* facebookresearch/RAM's CoPE takes npos = block_size + 1, the training length's positions
-     * 0 .. T (a count may reach T); past it positions clamp to the last column. Unless set, the
-     * trainer does the same, so pos_emb has no column that training never reaches. */
-    if (cope && !tr_options_key(&r->o, "npos_max") && mc.n_keys < TR_MAX_KEYS) {
-        snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "npos_max");
-        snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%lld", (long long)ttrain + 1);
-    }
-    if (t5 && !tr_options_key(&r->o, "max_distance") && mc.n_keys < TR_MAX_KEYS) {
-        /* but above the exact buckets (num_buckets / 2 for causal attention), as the key requires */
-        const char *nb = tr_options_key(&r->o, "num_buckets");
-        int64_t exact = (nb ? atoll(nb) : 32) / 2, md = ttrain / 2 > exact ? ttrain / 2 : exact + 1;
-        snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "max_distance");
-        snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%lld", (long long)md);
+        none |= pe_method_accepts(pe_method_from_name(lm), PE_K_attn_temperature_tuning);
     }
     /* --nope-temperature is the library's keys of method none, which the schedule gives to
      * its none layers alone */

@@ -85,6 +85,9 @@ typedef struct pe_method_info {
     int embedding;  /* acts on the input embedding x + P[pos] (sinusoidal, learned): a model adds it
                        once, at its input; every other method acts in each attention layer */
     int relative_index; /* pe_attention_relative_index answers (a table row per offset) */
+    /* The reference model's conventions beyond its tensors, for a model built on the method: */
+    int scale_in_init; /* scores unscaled (scale 1), 1/sqrt(d) folded into q's initialisation (t5) */
+    int axes_min;      /* positions of at least this many axes (rope_mixed: 2, image patches); 0: one */
 } pe_method_info;
 pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err);
 /* ALiBi's reference slopes m[H] (get_slopes of ofirpress/attention_with_linear_biases). */
@@ -184,13 +187,12 @@ typedef union pe_config {
         /* What reading hf_config (on pe_config_set of hf_config or hf_layer) left for
          * pe_attention_init, which reads no file: the layer's kind and head_dim to check, a
          * partial_rotary_factor to apply where the file gives no head_dim, the keys the file
-         * filled (a new hf_layer reads afresh), or why the reading failed. */
-        int hf_state; /* 0: no file read, 1: read, 2: failed (hf_error) */
+         * filled (a new hf_layer reads afresh). */
+        int hf_read;
         int hf_uses_rope;
         int64_t hf_head_dim;
         double hf_rotary_fraction;
         uint64_t hf_filled[PE_KEY_WORDS];
-        char hf_error[512];
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;
@@ -202,8 +204,12 @@ size_t pe_config_size(void);
  * `method` first lets the key be checked against the method's own keys; otherwise that
  * check happens in pe_attention_init. Setting hf_config (or hf_layer after it) reads that
  * layer of the config.json into the keys not given, undoing an earlier reading's; keys set
- * later override it. A failed reading is this call's error and pe_attention_init's. */
+ * later override it. A call that fails leaves cfg as it was. */
 pe_status pe_config_set(pe_config *cfg, const char *key, const char *value, pe_err *err);
+/* Sizes the keys the method bounds by the longest training sequence, length tokens, where not
+ * given, as a model trained on such sequences needs them: t5's and tupe's max_distance (half the
+ * length, above the exact buckets), CoPE's npos_max (length + 1). Needs `method`. */
+pe_status pe_config_fit_length(pe_config *cfg, int64_t length, pe_err *err);
 /* Sets many keys, `method` first and hf_layer, hf_config last whatever the order. */
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err);

@@ -49,6 +49,17 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     return pe__t5_check(cfg, cfg->bidirectional, err);
 }
 
+/* T5 trained at 512 tokens with max_distance 128, so its last, open-ended bucket is trained;
+ * at a shorter training length the default 128 leaves every bucket past it at its initial
+ * value. So max_distance = half the length, but above num_buckets / 2 (the exact buckets of
+ * a causal layer, more than a bidirectional one has), as the check requires. */
+void pe__t5_fit_length(pe_config *cfg, int64_t length) {
+    if (pe_config_has(cfg, PE_K_max_distance)) return;
+    const int64_t exact = cfg->num_buckets / 2;
+    cfg->max_distance = length / 2 > exact ? length / 2 : exact + 1;
+    pe__config_mark(cfg, PE_K_max_distance);
+}
+
 static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) {
     (void)D;
     /* HF T5: only the first layer owns relative_attention_bias, the others reuse its bias */
@@ -136,6 +147,10 @@ const pe__method pe__method_t5 = {
     .keys = "num_buckets max_distance bidirectional",
     .rel_index = rel_index,
     .flags = PE__GQA | PE__FUSED,
+    /* HF T5PreTrainedModel._init_weights: "Mesh TensorFlow attention initialization to avoid
+     * scaling before softmax", q ~ N(0, (d_model d_kv)^-1/2) */
+    .scale_in_init = 1,
+    .fit_length = pe__t5_fit_length,
     .defaults = defaults,
     .check = check,
     .params = params,

@@ -250,6 +250,7 @@ const pe__method pe__method_tupe = {
     .family = PE_FAMILY_BIAS,
     .keys = "num_buckets max_distance tupe_cls",
     .rel_index = rel_index,
+    .fit_length = pe__t5_fit_length,
     .defaults = defaults,
     .check = check,
     .params = params,

@@ -192,12 +192,22 @@ static void finish_backward(pe__ctx *ctx) {
     memset(st->dEt, 0, sizeof(double) * (size_t)(P * D));
 }
 
+/* facebookresearch/RAM's CoPE takes npos = block_size + 1, the training length's positions
+ * 0 .. T (a count may reach T); past it positions clamp to the last column. So pos_emb has no
+ * column that training never reaches. */
+static void fit_length(pe_config *cfg, int64_t length) {
+    if (pe_config_has(cfg, PE_K_npos_max)) return;
+    cfg->npos_max = length + 1;
+    pe__config_mark(cfg, PE_K_npos_max);
+}
+
 const pe__method pe__method_cope = {
     .name = "cope",
     .reference = "Golovneva et al. 2024, Contextual Position Encoding (facebookresearch/RAM projects/cope)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "npos_max",
     .flags = PE__GQA,
+    .fit_length = fit_length,
     .defaults = defaults,
     .check = check,
     .params = params,

@@ -383,7 +383,7 @@ static void unfill(pe_config *cfg) {
     memset(cfg->hf_filled, 0, sizeof cfg->hf_filled);
     cfg->hf_factor_count = 0;
     cfg->hf_rotary_fraction = 0;
-    cfg->hf_state = 0;
+    cfg->hf_read = 0;
 }
 
 pe_status pe__hf_config_read(pe_config *cfg, pe_err *err) {
@@ -399,20 +399,13 @@ pe_status pe__hf_config_read(pe_config *cfg, pe_err *err) {
         json_decref(L.root);
     }
     for (int w = 0; w < PE_KEY_WORDS; w++) cfg->hf_filled[w] = cfg->set[w] & ~before[w];
-    if (st) {
-        unfill(cfg);
-        cfg->hf_state = 2;
-        snprintf(cfg->hf_error, sizeof cfg->hf_error, "%s", err ? err->msg : "hf_config: cannot read");
-        return st;
-    }
-    cfg->hf_state = 1;
-    return PE_OK;
+    cfg->hf_read = !st; /* on an error pe_config_set restores cfg */
+    return st;
 }
 
 pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err) {
-    if (cfg->hf_state != 1)
-        return cfg->hf_state == 2 ? pe_error(err, PE_EKEY, "%s", cfg->hf_error)
-                                  : pe_error(err, PE_EKEY, "hf_config %s: not read (set it with pe_config_set)", cfg->hf_config);
+    if (!cfg->hf_read)
+        return pe_error(err, PE_EKEY, "hf_config %s: not read (set the key with pe_config_set)", cfg->hf_config);
     if (cfg->method != layer_method(cfg->hf_uses_rope))
         return wrong_kind(cfg, cfg->hf_config, cfg->hf_layer, cfg->hf_uses_rope, err);
     if (cfg->hf_head_dim > 0 && cfg->hf_head_dim != D)

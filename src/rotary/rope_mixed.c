@@ -136,6 +136,9 @@ const pe__method pe__method_rope_mixed = {
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_layout rotary_dim",
     .flags = PE__FUSED,
+    /* rope-vit's compute_mixed_cis: frequencies per axis of image patches (x, y); on one axis it
+     * is rope with learned frequencies */
+    .axes_min = 2,
     .defaults = defaults,
     .check = check,
     .params = params,

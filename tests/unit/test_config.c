@@ -231,8 +231,9 @@ static void test_paths(void **state) {
     (void)state;
     pe_config c;
     pe_config_init(&c);
-    set_ok(&c, "hf_config", "/some/config.json");
-    assert_string_equal(c.hf_config, "/some/config.json");
+    set_ok(&c, "hf_config", "tests/hf/llama31.json"); /* read as it is set (test_hf_config) */
+    assert_string_equal(c.hf_config, "tests/hf/llama31.json");
+    set_bad(&c, "hf_config", "/some/config.json", "hf_config /some/config.json: cannot open", (char *)NULL);
     set_bad(&c, "hf_config", "", "hf_config", (char *)NULL);
     char long_path[600];
     memset(long_path, 'a', sizeof long_path - 1);
@@ -618,6 +619,45 @@ static void test_shaw_defaults(void **state) {
     init_bad(&c, 8, PE_EKEY, PE_EKEY, "'max_rel'", (char *)NULL);
 }
 
+/* pe_config_fit_length: the keys a method sizes by the training length, where not given; and
+ * the conventions of the reference models beside it (pe_method_describe) */
+static void test_fit_length(void **state) {
+    (void)state;
+    pe_err err;
+    pe_config c;
+    pe_config_init(&c);
+    assert_int_equal(pe_config_fit_length(&c, 64, &err), PE_EKEY); /* no method */
+    set_ok(&c, "method", "t5");
+    assert_int_equal(pe_config_fit_length(&c, 64, &err), PE_OK);
+    assert_int_equal(c.max_distance, 32);
+    assert_true(pe_config_has(&c, PE_K_max_distance));
+    pe_config_init(&c);
+    set_ok(&c, "method", "tupe");
+    assert_int_equal(pe_config_fit_length(&c, 20, &err), PE_OK);
+    assert_int_equal(c.max_distance, 17); /* above the 16 exact buckets of 32 */
+    pe_config_init(&c);
+    set_ok(&c, "method", "t5");
+    set_ok(&c, "max_distance", "100");
+    assert_int_equal(pe_config_fit_length(&c, 64, &err), PE_OK);
+    assert_int_equal(c.max_distance, 100); /* given */
+    pe_config_init(&c);
+    set_ok(&c, "method", "cope");
+    assert_int_equal(pe_config_fit_length(&c, 48, &err), PE_OK);
+    assert_int_equal(c.npos_max, 49);
+    assert_int_equal(pe_config_fit_length(&c, 0, &err), PE_EINVAL);
+    pe_config_init(&c);
+    set_ok(&c, "method", "rope");
+    pe_config was = c;
+    assert_int_equal(pe_config_fit_length(&c, 64, &err), PE_OK);
+    assert_memory_equal(&was, &c, sizeof c); /* nothing it sizes */
+    pe_method_info info;
+    for (int m = 0; m < PE_METHOD_COUNT; m++) {
+        assert_int_equal(pe_method_describe(m, &info, &err), PE_OK);
+        assert_int_equal(info.scale_in_init, m == PE_METHOD_T5);
+        assert_int_equal(info.axes_min, m == PE_METHOD_ROPE_MIXED ? 2 : 0);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults_unset),
@@ -628,6 +668,7 @@ int main(void) {
         cmocka_unit_test(test_enums),
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_paths),
+        cmocka_unit_test(test_fit_length),
         cmocka_unit_test(test_unknown_key),
         cmocka_unit_test(test_methods),
         cmocka_unit_test(test_key_of_other_method),
