@@ -15,16 +15,19 @@
  *   (projections)
  *   rotate    q, k (and v) transformed      rotate_backward  dq, dk, dv back through it
  *   (or lift  q, k to W wide vectors        lift_backward    the transform stage's other form)
- *   score     s = scale q.k + terms         score_backward   dq, dk, d(tables) from ds
+ *   score     s = scale q.k + terms, one    score_backward   dq, dk, d(tables) from ds
+ *             (b, h) (xl, deberta, cope)
+ *   score_mod s of a tile, in place         score_mod_backward  ds, dq, dk, d(tables) (tile)
  *   bias      s += b[h, i, j] (tile)        bias_backward    d(tables) from ds (tile)
  *   mask      extra masked entries (causal by token index is the core's)
  *   (softmax)
- *   value     o += sum_j p_ij a_ij          value_backward   dp, d(tables) from do
+ *   value_mod o += sum_j p_ij u_ij (tile)   value_mod_backward  dp, d(tables) from do (tile)
  *                                           finish_backward  d(params) from d(tables) of prepare
  *
  * Every hook may be NULL. Backward hooks accumulate (+=) into gradients; the caller zeroes.
- * Bias hooks work on a tile [i0, i0+ni) x [j0, j0+nj) of one (b, h) so that a fused, tiled
- * path can call them without materialising T x Tk.
+ * The tile hooks (score_mod, value_mod, bias) work on a tile [i0, i0+ni) x [j0, j0+nj) of one
+ * (b, h), so that the fused path calls them per tile without materialising T x Tk, and the
+ * reference path calls the same hooks over the whole head: one implementation of the maths.
  */
 #ifndef PE_INTERNAL_H
 #define PE_INTERNAL_H
@@ -91,28 +94,33 @@ enum {
     PE__PERSIST = 8,
     /* Acts on the input embedding (x or token ids), not on q and k: no projected form. */
     PE__INPUT = 16,
-    /* The fused path computes it: no score or value hook but as relative-row terms (rel), bias
-     * hooks that run per tile from any thread (their backward writes only ctx->g), no mask hook,
-     * no memory, no walk of its own. test_fused holds every method with it to the reference. */
+    /* The fused path computes it: no per-(b, h) score or value hook, its score and value
+     * terms as tile hooks (score_mod, value_mod, bias) that run from any thread (their backward
+     * writes only ctx->g, t->dq and t->dk), no mask hook, no memory, no walk of its own.
+     * test_fused holds every method with it to the reference. */
     PE__FUSED = 32,
     /* Reads the layer's input x for terms of its own beyond the embedding (data_alibi's forget
      * gates): the embed hook sees x (x' = x) and keeps what the other hooks need, embed_backward
      * adds those terms' gradient into dx. q, k and v do not carry x: no projected form, no KV
      * cache (both refuse it). */
     PE__LAYER_INPUT = 64,
+    /* Its score_mod writes the whole score (huang3's elementwise product): the executors pass it
+     * zeros for the plain term, and take no gradient of the plain term from its backward. */
+    PE__SCORE_OWN = 128,
 };
 
-/* Relative-row terms (shaw, huang1 .. huang4), the method's description of what its
- * score and value hooks compute, so that the fused path can compute the same per tile. With
- * a = clip(sign (pos_j - pos_i), -K, K) and the table row r = |a| (abs) or a + K:
- *   s_ij = scale ((q_i * erow[r]).k_j w[r, h] + q_i.qrow[r] + k_j.krow[r]),   o_i += sum_j p_ij vrow[r]
- * w (rows, H), erow, qrow, krow, vrow (rows, D) are the method's tensors by parameter index;
- * -1: the term is absent (no w, no erow: 1). */
-typedef struct pe__rel {
-    int64_t K;
-    int sign, abs;
-    int w, q, k, v, e;
-} pe__rel;
+/* One tile of one (b, h)'s scores, as the score and value hooks see it in every executor:
+ * queries i0 .. i0+ni-1 and keys j0 .. j0+nj-1 of row b (positions ctx->pos[b T + i],
+ * ctx->kpos[b Tk + j]). q (ni rows, ldq), k (nj rows, ldk) and kt (D rows of nj keys, ldkt):
+ * the transformed q and k, unscaled. Backward: dq, dk, where the hook's own terms add their
+ * gradients (strides ldq, ldk). scratch: tile_scratch floats of the calling thread. */
+typedef struct pe__tile {
+    int64_t b, h, i0, ni, j0, nj;
+    const float *q, *k, *kt;
+    int64_t ldq, ldk, ldkt;
+    float *dq, *dk;
+    float *scratch;
+} pe__tile;
 
 typedef struct pe__method {
     const char *name;
@@ -211,13 +219,24 @@ typedef struct pe__method {
      * (its clipped offset or bucket), for tools that draw it (pe_attention_relative_index). */
     int64_t (*rel_index)(const pe_config *cfg, int64_t i, int64_t j);
 
-    /* The score and value hooks as relative-row terms (see pe__rel), or NULL. */
-    void (*rel)(const pe_config *cfg, pe__rel *r);
+    /* The score interface (FlexAttention's score_mod, with its backward): per tile (pe__tile),
+     * in every executor, from any thread.
+     *   score_mod: s (ni, nj; lds) holds the plain term scale q.k (zeros with PE__SCORE_OWN);
+     *     the hook applies its terms in place.
+     *   score_mod_backward: s_in the plain term as score_mod saw it (NULL with PE__SCORE_OWN);
+     *     ds the gradient of the scores on entry, of the plain term on return; the hook adds
+     *     its terms' gradients into t->dq, t->dk and ctx->g.
+     *   value_mod: o_i += sum_j p_ij u_ij for the tile's weights p (ni, nj; ldp), o (ni, D; ldo).
+     *   value_mod_backward: dp_ij += do_i . u_ij (dout (ni, D; ldd), dp (ni, nj; lddp)), and u's
+     *     tensors' gradients into ctx->g.
+     *   tile_scratch: floats of t->scratch a tile of rows x cols needs (NULL: none). */
+    void (*score_mod)(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds);
+    void (*score_mod_backward)(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds);
+    void (*value_mod)(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t ldp, float *o, int64_t ldo);
+    void (*value_mod_backward)(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t ldp, const float *dout,
+                               int64_t ldd, float *dp, int64_t lddp);
+    int64_t (*tile_scratch)(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols);
 
-    /* One (b, h): p (T, Tk), o and dout (T, D) row stride C, dp (T, Tk). */
-    void (*value_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, float *o);
-    void (*value_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *p, const float *dout,
-                           float *dp);
 
     /* A layer with a walk of its own (PE__COMPLEX: token ids, a second, imaginary stream):
      * the core set the context and ran prepare; walk_forward does the rest of the layer
@@ -267,6 +286,15 @@ void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m);
 void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m);
 
 /* Helpers shared by methods. */
+/* clip(a - b, -K, K) without overflow for any positions */
+static inline int64_t pe__clip_diff(int64_t a, int64_t b, int64_t K) {
+    const uint64_t d = a >= b ? (uint64_t)a - (uint64_t)b : (uint64_t)b - (uint64_t)a;
+    const int64_t m = d > (uint64_t)K ? K : (int64_t)d;
+    return a >= b ? m : -m;
+}
+/* The least and greatest clip(sign (kpos_j - pos_i), -K, K) of tile t (sign +1 or -1): a
+ * relative method's table rows of the tile lie between them. */
+void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi);
 static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
 /* t5's and tupe's fit_length (t5.c) */
 void pe__t5_fit_length(pe_config *cfg, int64_t length);
@@ -422,7 +450,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
 
 /* The decode path (exec/decode.c): few queries (H / Hkv * T <= 64) against keys and values read in
  * place, k and v of row b at k + b kv_stride (row stride Ckv), each loaded once per call: a
- * KV cache's attention. It takes fused methods without relative-row terms, lift or attn_mask,
+ * KV cache's attention. It takes fused methods without score_mod or value_mod, lift or attn_mask,
  * and without a rotate hook unless q and k are already transformed (pe__decode_eligible);
  * o (B, T, C). */
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked);

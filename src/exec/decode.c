@@ -7,7 +7,7 @@
 static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
 
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked) {
-    return pe__fused_eligible(m) && !m->rel && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
+    return pe__fused_eligible(m) && !m->score_mod && !m->value_mod && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
            decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
 }
 

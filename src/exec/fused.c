@@ -1,8 +1,8 @@
 /* The fused attention path: what the core (attention.c) runs in place of its per-(b, h)
  * score, bias, mask, softmax and value passes when no scores or probabilities are asked for
  * and the method's hooks allow it (pe__fused_eligible). Rotations ran before on the whole
- * q, k (and v); bias hooks are called per tile through their (i0, ni, j0, nj) interface, and
- * relative-row terms (pe__rel: shaw, huang) are computed per tile here (pe__frel_*).
+ * q, k (and v); the method's tile hooks (score_mod, value_mod, bias: internal.h) are called
+ * per tile, the same the reference path calls over a whole head.
  *
  * It takes the methods whose description says so (PE__FUSED).
  *
@@ -12,8 +12,8 @@
  *
  * Threads (OpenMP when the compiler has it; one thread otherwise, and inside another
  * parallel region): forward over (b, h, query block), backward over (b, kv head), each
- * thread owning the dk, dv rows of its kv head and the dq rows of its heads. The bias hooks'
- * and relative tables' parameter gradients go to private copies (through the thread's ctx->g) summed in a fixed
+ * thread owning the dk, dv rows of its kv head and the dq rows of its heads. The tile hooks'
+ * parameter gradients go to private copies (through the thread's ctx->g) summed in a fixed
  * order at the end, so results do not depend on scheduling.
  *
  * Denormals: exp gives 0 below -87, so no p is denormal, but products of tiny p with the
@@ -102,188 +102,19 @@ static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int6
     }
 }
 
-/* ---- relative-row terms (pe__rel) ------------------------------------------------------- */
-
-/* clip(pj - pi, -Ke, Ke) + Ke, without overflow for any positions */
-static inline int64_t rel_offset(int64_t pj, int64_t pi, int64_t Ke) {
-    uint64_t d = pj >= pi ? (uint64_t)pj - (uint64_t)pi : (uint64_t)pi - (uint64_t)pj;
-    int64_t a = d > (uint64_t)Ke ? Ke : (int64_t)d;
-    return pj >= pi ? Ke + a : Ke - a;
-}
-
-/* Resolves the method's terms for this call into f; buf (freed by the caller) holds the map,
- * the transposed and padded tables and, when the method has a krow term, kc (filled by rel_kc). */
-static pe_status rel_setup(const pe__ctx *ctx, const pe__method *m, int64_t dp, int64_t tkp, pe__frel *f,
-                           float **buf, pe_err *err) {
-    *f = (pe__frel){0};
-    *buf = NULL;
-    if (!m->rel) return PE_OK;
-    pe__rel d;
-    m->rel(ctx->cfg, &d);
-    const int64_t D = ctx->D, K = d.K;
-    const uint64_t span = (uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min;
-    const int64_t Ke = span < (uint64_t)K ? (int64_t)span : K;
-    f->Ke = Ke, f->H = ctx->H;
-    f->R = d.abs ? Ke + 1 : 2 * Ke + 1, f->Rp = pe__round_up(f->R, PE_DALIGN);
-    f->base = d.abs ? 0 : K - Ke;
-    f->iw = d.w, f->ia = d.q, f->ic = d.k, f->iv = d.v, f->ie = d.e;
-    const float *const *P = ctx->w->param;
-    f->w = d.w >= 0 ? P[d.w] + f->base * ctx->H : NULL;
-    f->a = d.q >= 0 ? P[d.q] + f->base * D : NULL;
-    f->c = d.k >= 0 ? P[d.k] + f->base * D : NULL;
-    f->v = d.v >= 0 ? P[d.v] + f->base * D : NULL;
-    f->e = d.e >= 0 ? P[d.e] + f->base * D : NULL;
-    const int64_t Rp = f->Rp;
-    const size_t nmap = (size_t)pe__round_up(2 * Ke + 1, PE_DALIGN), nt = (size_t)(dp * Rp);
-    const size_t nkc = f->c ? (size_t)(ctx->B * ctx->Hkv * tkp * Rp) : 0;
-    float *b = pe__falloc(nmap + 7 * nt + nkc);
-    if (!b) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's relative tables");
-    *buf = b;
-    int32_t *map = (int32_t *)b;
-    for (int64_t t = 0; t <= 2 * Ke; t++) /* t - Ke = clip(pos_j - pos_i) */
-        map[t] = (int32_t)(d.abs ? llabs(t - Ke) : d.sign > 0 ? t : 2 * Ke - t);
-    float *T6 = b + nmap;
-    memset(T6, 0, sizeof(float) * 7 * nt);
-    const float *src[3] = {f->a, f->v, f->c};
-    const float sc = (float)ctx->cfg->scale;
-    for (int k = 0; k < 3; k++) /* transposed at T6 + k nt, padded at T6 + (3 + k) nt; c scaled */
-        for (int64_t x = 0; src[k] && x < f->R; x++)
-            for (int64_t e = 0; e < D; e++) {
-                float v = (k == 2 ? sc : 1.0f) * src[k][x * D + e];
-                T6[k * nt + e * Rp + x] = v, T6[(3 + k) * nt + x * dp + e] = v;
-            }
-    f->map = map, f->aT = T6, f->vT = T6 + nt, f->cT = T6 + 2 * nt;
-    f->aP = T6 + 3 * nt, f->vP = T6 + 4 * nt, f->cP = T6 + 5 * nt;
-    f->eP = f->e ? T6 + 6 * nt : NULL; /* (R, D) padded */
-    for (int64_t x = 0; f->e && x < f->R; x++) memcpy(T6 + 6 * nt + x * dp, f->e + x * D, sizeof(float) * D);
-    f->kc = nkc ? T6 + 7 * nt : NULL;
-    return PE_OK;
-}
-
-/* kc of kv head bg from its packed kt (dp, tkp): scale k_j . c[x] */
-static void rel_kc(const pe__frel *f, const pe__kernels *K, const float *kt, int64_t dp, int64_t tkp, int64_t bg) {
-    if (!f->kc) return;
-    float *out = (float *)f->kc + bg * tkp * f->Rp;
-    memset(out, 0, sizeof(float) * tkp * f->Rp);
-    K->mm(out, f->Rp, kt, 1, tkp, f->cT, f->Rp, tkp, dp, f->Rp);
-}
-
-void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_t ni) {
-    const pe__frel *f = j->rel;
-    const int64_t Rp = f->Rp, dp = j->dp;
-    (void)ni; /* padding rows of qs, dos are zero */
-    memset(j->qa, 0, sizeof(float) * PE_BR * Rp);
-    if (f->a) j->mm(j->qa, Rp, qs, dp, 1, f->aT, Rp, PE_BR, dp, Rp);
-    if (!dos) return;
-    memset(j->dva, 0, sizeof(float) * PE_BR * Rp);
-    memset(j->wm, 0, sizeof(float) * PE_BR * Rp);
-    memset(j->gm, 0, sizeof(float) * PE_BR * Rp);
-    if (f->v) j->mm(j->dva, Rp, dos, dp, 1, f->vT, Rp, PE_BR, dp, Rp);
-}
-
-int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj) {
-    const pe__frel *f = j->rel;
-    const int64_t *pos = j->ctx->pos + j->b * j->ctx->T, *kpos = j->ctx->kpos + j->b * j->ctx->Tk, Ke = f->Ke;
-    int32_t same = f->map[rel_offset(kpos[j0], pos[i0], Ke)];
-    for (int64_t r = 0; r < ni; r++) {
-        const int64_t pi = pos[i0 + r];
-        int32_t *ix = j->idx + r * PE_BC;
-        for (int64_t c = 0; c < nj; c++) {
-            ix[c] = f->map[rel_offset(kpos[j0 + c], pi, Ke)];
-            if (ix[c] != same) same = -1;
-        }
-    }
-    return same;
-}
-
-void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s) {
-    const pe__frel *f = j->rel;
-    const int64_t Rp = f->Rp, H = f->H;
-    const float *w = f->w ? f->w + j->h : NULL, *kc = f->c ? j->kc + j0 * Rp : NULL;
-    if (!f->e) pe__frel_rows(j, i0, ni, j0, nj);
-    if (!w && !f->a && !kc) return;
-    for (int64_t r = 0; r < ni; r++) {
-        const int32_t *ix = j->idx + r * PE_BC;
-        float *sr = s + r * PE_BC, *ur = j->u + r * PE_BC;
-        const float *qa = f->a ? j->qa + r * Rp : NULL;
-        for (int64_t c = 0; c < nj; c++) {
-            const int32_t x = ix[c];
-            float v = sr[c];
-            if (w) ur[c] = v, v *= w[x * H];
-            if (qa) v += qa[x];
-            if (kc) v += kc[c * Rp + x];
-            sr[c] = v;
-        }
-    }
-}
-
-void pe__frel_mass(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *wm, int64_t ldw) {
-    for (int64_t r = 0; r < ni; r++)
-        for (int64_t c = 0; c < nj; c++) wm[r * ldw + j->idx[r * PE_BC + c]] += p[r * PE_BC + c];
-}
-
-void pe__frel_out(const pe__fjob *j, int64_t ni, float *acc) {
-    (void)ni;
-    j->mm(acc, j->dpa, acc + j->dp, j->dpa, 1, j->rel->vP, j->dp, PE_BR, j->rel->R, j->dp);
-}
-
-void pe__frel_dp(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *dp) {
-    const pe__frel *f = j->rel;
-    if (!f->v) return;
-    const int64_t Rp = f->Rp;
-    for (int64_t r = 0; r < ni; r++)
-        for (int64_t c = 0; c < nj; c++) {
-            const int32_t x = j->idx[r * PE_BC + c];
-            dp[r * PE_BC + c] += j->dva[r * Rp + x];
-            j->wm[r * Rp + x] += p[r * PE_BC + c];
-        }
-}
-
-void pe__frel_ds(const pe__fjob *j, int64_t ni, int64_t j0, int64_t nj, float *ds) {
-    const pe__frel *f = j->rel;
-    const int64_t Rp = f->Rp, H = f->H;
-    const float *w = f->w ? f->w + j->h : NULL;
-    float *dw = w && j->ctx->g->dparam[f->iw] ? j->ctx->g->dparam[f->iw] + f->base * H + j->h : NULL;
-    float *hc = f->c ? j->hc + j0 * Rp : NULL;
-    if (!w && !f->a && !hc) return; /* erow alone: the kernel's product takes ds */
-    for (int64_t r = 0; r < ni; r++)
-        for (int64_t c = 0; c < nj; c++) {
-            const int32_t x = j->idx[r * PE_BC + c];
-            float g = ds[r * PE_BC + c];
-            if (f->a) j->gm[r * Rp + x] += g;
-            if (hc) hc[c * Rp + x] += g;
-            if (dw) dw[x * H] += g * j->u[r * PE_BC + c];
-            if (w) ds[r * PE_BC + c] = g * w[x * H];
-        }
-}
-
-void pe__frel_block_end(const pe__fjob *j, int64_t ni, const float *qs, const float *dos, float *dqa) {
-    const pe__frel *f = j->rel;
-    const int64_t Rp = f->Rp, dp = j->dp;
-    (void)ni;
-    if (f->a) {
-        j->mm(dqa, dp, j->gm, Rp, 1, f->aP, dp, PE_BR, f->R, dp);
-        j->mm(j->dA, dp, j->gm, 1, Rp, qs, dp, Rp, PE_BR, dp);
-    }
-    if (f->v) j->mm(j->dV, dp, j->wm, 1, Rp, dos, dp, Rp, PE_BR, dp);
-}
-
-/* Adds the item's padded table gradient acc (R, dp) times f into the tensor i's rows from base */
-static void rel_flush(const pe__ctx *ctx, const pe__frel *f, int i, const float *acc, int64_t dp, float s) {
-    float *g = i >= 0 ? ctx->g->dparam[i] : NULL;
-    if (!g) return;
-    g += f->base * ctx->D;
-    for (int64_t x = 0; x < f->R; x++)
-        for (int64_t e = 0; e < ctx->D; e++) g[x * ctx->D + e] += s * acc[x * dp + e];
-}
-
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
-/* Scratch floats of a thread's job (rel: Rp > 0, see pe__fjob) */
-static size_t scratch_floats(int64_t dp, int64_t Rp) {
-    return (size_t)(3 * PE_BR * dp + 2 * PE_BR * PE_BC + 4 * PE_BR) +
-           (Rp ? (size_t)(PE_BR * Rp + 2 * PE_BR * PE_BC + 4 * PE_BR * Rp + 4 * Rp * dp + 2 * PE_BR * dp) : 0);
+/* Scratch floats of a thread's job (ms: the method's tile scratch; mod: it has tile hooks) */
+static size_t scratch_floats(int64_t dp, int64_t ms, int mod) {
+    return (size_t)(3 * PE_BR * dp + 2 * PE_BR * PE_BC + 4 * PE_BR) + (mod ? (size_t)(PE_BR * PE_BC + ms) : 0);
 }
+
+/* The method's tile scratch, floats per thread */
+static int64_t tile_scratch(const pe__ctx *ctx, const pe__method *m) {
+    return m->tile_scratch ? pe__round_up(m->tile_scratch(ctx->cfg, ctx->D, PE_BR, PE_BC), 16) : 0;
+}
+
+static int has_mod(const pe__method *m) { return m->score_mod || m->value_mod; }
 
 /* The attn_mask's tiles (B, ceil(T / PE_BR), ceil(Tk / PE_BC)): 0 every entry masked, 1 some,
  * 2 none; NULL without a mask (or out of memory: then *st is set). One pass over the mask per
@@ -341,33 +172,16 @@ pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
     return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
 }
 
-/* What a call's forward and backward both set up: the relative-row terms (rel_setup) and the
- * attn_mask's tile census (mask_tiles); on failure nothing is left to free. */
-static pe_status call_setup(pe__ctx *ctx, const pe__method *m, int64_t dp, int64_t tkp, pe__frel *rel, float **relbuf,
-                            uint8_t **tiles, int64_t *nkb, pe_err *err) {
-    pe_status st = rel_setup(ctx, m, dp, tkp, rel, relbuf, err);
-    if (st) return st;
-    *tiles = mask_tiles(ctx, nkb, &st, err);
-    if (st) free(*relbuf);
-    return st;
-}
-
-static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, const pe__frel *rel, int64_t dp,
-                         int64_t tkp, float *scratch) {
+static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, int64_t dp, int64_t tkp,
+                         float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
                   .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp, .ldm = ctx->Tk,
                   .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
                   .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
-                  .rel = rel->R ? rel : NULL, .dpa = dp + (rel->v ? rel->Rp : 0)};
-    const int64_t Rp = rel->R ? rel->Rp : 0;
-    j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * (dp + Rp);
+                  .mod = has_mod(m) ? m : NULL, .own = (m->flags & PE__SCORE_OWN) != 0};
+    j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * dp;
     j.s = j.e + PE_BR * dp, j.t = j.s + PE_BR * PE_BC, j.r = j.t + PE_BR * PE_BC;
-    if (Rp) {
-        j.u = j.r + 4 * PE_BR, j.idx = (int32_t *)(j.u + PE_BR * PE_BC);
-        j.qa = j.u + 2 * PE_BR * PE_BC, j.dva = j.qa + PE_BR * Rp, j.wm = j.dva + PE_BR * Rp;
-        j.gm = j.wm + PE_BR * Rp, j.dA = j.gm + PE_BR * Rp, j.dV = j.dA + Rp * dp, j.dC = j.dV + Rp * dp;
-        j.dE = j.dC + Rp * dp, j.qe = j.dE + Rp * dp, j.z = j.qe + PE_BR * dp;
-    }
+    if (j.mod) j.u = j.r + 4 * PE_BR, j.ms = j.u + PE_BR * PE_BC;
     return j;
 }
 
@@ -379,20 +193,16 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     const int64_t group = H / Hkv, dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC);
     const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
     const int nth = pe__run_threads(run, (double)B * H * T * ctx->Tk * D);
-    pe__frel rel;
-    float *relbuf;
     int64_t nkb;
-    uint8_t *tiles;
-    pe_status st = call_setup(ctx, m, dp, tkp, &rel, &relbuf, &tiles, &nkb, err);
+    pe_status st;
+    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
     if (st) return st;
-    const size_t sc = scratch_floats(dp, rel.R ? rel.Rp : 0), np = (size_t)(B * Hkv * per);
-    float *kt = pe__scratch_get(ctx->scratch, (rel.e ? 3 : 2) * np + sc * nth);
-    if (!kt) {
-        free(relbuf);
-        return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
-    }
-    float *vr = kt + np, *kr = rel.e ? vr + np : NULL; /* the erow product's pairs read k rows */
-    float *scratch = vr + (rel.e ? 2 : 1) * np;
+    const int mod = has_mod(m);
+    const size_t sc = scratch_floats(dp, tile_scratch(ctx, m), mod), np = (size_t)(B * Hkv * per);
+    float *kt = pe__scratch_get(ctx->scratch, (mod ? 3 : 2) * np + sc * nth);
+    if (!kt) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
+    float *vr = kt + np, *kr = mod ? vr + np : NULL; /* the tile hooks read k rows */
+    float *scratch = vr + (mod ? 2 : 1) * np;
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
@@ -400,9 +210,8 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < B * Hkv; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
-            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, NULL, vr + bg * per),
-            rel_kc(&rel, K, kt + bg * per, dp, tkp, bg);
-        pe__fjob j = job_init(ctx, m, K, &rel, dp, tkp, scratch + sc * omp_get_thread_num());
+            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, NULL, vr + bg * per);
+        pe__fjob j = job_init(ctx, m, K, dp, tkp, scratch + sc * omp_get_thread_num());
         /* the longest blocks of a head first: causal query blocks late in T see the most keys */
         PE_OMP(omp for schedule(dynamic, 1))
         for (int64_t it = 0; it < B * H * nq; it++) {
@@ -415,7 +224,6 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
             j.nkb = nkb, j.mask = tiles ? ctx->mask + b * T * ctx->Tk : NULL, j.tiles = tiles ? tiles + b * nq * nkb : NULL;
             j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
             j.kt = kt + kv * per, j.v = vr + kv * per, j.kr = kr ? kr + kv * per : NULL;
-            j.kc = rel.kc ? rel.kc + kv * tkp * rel.Rp : NULL;
             j.m = stats + bh * T, j.il = stats + (B * H + bh) * T;
             for (int64_t i = j.i0 + (j.ni > 0 ? j.ni : 0); i < j.i0 + nfull; i++) { /* padding queries: o = 0 */
                 memset(j.out + i * C, 0, sizeof(float) * D);
@@ -431,7 +239,6 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         pe__ftz_leave(run, csr);
     }
-    free(relbuf);
     return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, bad / T / H, bad % T, err);
 }
 
@@ -457,13 +264,8 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
     const int64_t T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, Tk = ctx->Tk, Ckv = ctx->Ckv;
     const int64_t b = bg / Hkv, g = bg % Hkv, group = H / Hkv, dp = t->j.dp, per = dp * t->j.tkp;
     pe__fjob *j = &t->j;
-    const pe__frel *f = j->rel;
     memset(t->dka, 0, sizeof(float) * 2 * per);
     j->kt = kt + bg * per, j->kr = kr + bg * per, j->vt = vt + bg * per;
-    if (f) {
-        memset(j->dA, 0, sizeof(float) * 4 * f->Rp * dp);
-        if (f->c) j->kc = f->kc + bg * j->tkp * f->Rp, memset(j->hc, 0, sizeof(float) * j->tkp * f->Rp);
-    }
     if (t->tiles) j->mask = ctx->mask + b * T * Tk, j->tiles = t->tiles + b * ((T + PE_BR - 1) / PE_BR) * j->nkb;
     pe__row_lens(ctx, b, &j->T, &j->Tk, &j->qoff); /* the kernel walks row b's own queries and keys */
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
@@ -472,16 +274,6 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
         j->q = q + at, j->o = o + at, j->dout = dout + at, j->dq = dq + at;
         j->m = (float *)stats + (b * H + h) * T, j->il = (float *)stats + (ctx->B * H + b * H + h) * T;
         K->backward(j);
-    }
-    if (f && f->c) { /* s_ij had k_j . cs[x] (cs = scale c): dk += hc cs, dc += scale hc^T k */
-        j->mm(t->dka, dp, j->hc, f->Rp, 1, f->cP, dp, j->tkp, f->R, dp);
-        j->mm(j->dC, dp, j->hc, 1, f->Rp, j->kr, dp, f->Rp, Tk, dp);
-    }
-    if (f) {
-        rel_flush(j->ctx, f, f->ia, j->dA, dp, 1.0f);
-        rel_flush(j->ctx, f, f->iv, j->dV, dp, 1.0f);
-        rel_flush(j->ctx, f, f->ic, j->dC, dp, j->scale);
-        rel_flush(j->ctx, f, f->ie, j->dE, dp, 1.0f);
     }
     float *dkb = dk + b * Tk * Ckv + g * D, *dvb = dv + b * Tk * Ckv + g * D;
     for (int64_t r = 0; r < Tk; r++)
@@ -500,14 +292,11 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
     const int64_t dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC), per = dp * tkp;
     int nth = pe__run_threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
-    pe__frel rel;
-    float *relbuf;
     int64_t nkb;
-    uint8_t *tiles;
-    pe_status st = call_setup(ctx, m, dp, tkp, &rel, &relbuf, &tiles, &nkb, err);
+    pe_status st;
+    uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
     if (st) return st;
-    const int64_t Rp = rel.R ? rel.Rp : 0;
-    const int priv_grads = m->bias_backward || m->rel; /* hooks that write d(tables) */
+    const int priv_grads = m->bias_backward || m->score_mod_backward || m->value_mod_backward; /* d(tables) */
 
     /* The bias tensors' gradients: a private copy per work item, summed in item order at the
      * end, so results depend neither on scheduling nor on the thread count; one copy per
@@ -523,13 +312,10 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const int per_item = priv_n > 0 && priv_n * items <= (1 << 24);
     if (!known) nth = 1;
     const int64_t copies = per_item ? items : nth > 1 ? nth : 0;
-    const size_t sc0 = scratch_floats(dp, Rp), sc = sc0 + (size_t)(2 * per + (rel.c ? tkp * Rp : 0));
+    const size_t sc0 = scratch_floats(dp, tile_scratch(ctx, m), has_mod(m)), sc = sc0 + (size_t)(2 * per);
     const size_t npk = (size_t)(3 * items * per), npriv = priv_n && copies ? (size_t)(priv_n * copies) : 0;
     float *packed = pe__scratch_get(ctx->scratch, npk + sc * nth + (npriv + 15) / 16 * 16);
-    if (!packed) {
-        free(relbuf);
-        return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's backward");
-    }
+    if (!packed) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     float *scratch = packed + npk, *priv = npriv ? scratch + sc * nth : NULL;
     if (priv) memset(priv, 0, sizeof(float) * npriv);
     float *kt = packed, *kr = packed + items * per, *vt = packed + 2 * items * per;
@@ -539,14 +325,13 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < items; bg++)
             pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
-            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, vt + bg * per, NULL),
-            rel_kc(&rel, K, kt + bg * per, dp, tkp, bg);
+            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, vt + bg * per, NULL);
         const int tid = omp_get_thread_num();
         pe__ctx tctx = *ctx;
         bwd_thread t = {.g = *ctx->g};
         tctx.g = &t.g;
-        t.j = job_init(&tctx, m, K, &rel, dp, tkp, scratch + sc * tid);
-        t.dka = scratch + sc * tid + sc0, t.dva = t.dka + per, t.j.hc = t.dva + per;
+        t.j = job_init(&tctx, m, K, dp, tkp, scratch + sc * tid);
+        t.dka = scratch + sc * tid + sc0, t.dva = t.dka + per;
         t.j.dk = t.dka, t.j.dv = t.dva;
         t.tiles = tiles, t.j.tiles = tiles, t.j.nkb = nkb;
 #define PE_PRIVATE(c)                                                                   \
@@ -571,7 +356,6 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         for (int64_t c = 0; c < copies; c++)
             for (int i = 0; i < nparams; i++)
                 for (int64_t e = 0; e < off[i + 1] - off[i]; e++) ctx->g->dparam[i][e] += priv[c * priv_n + off[i] + e];
-    free(relbuf);
     return PE_OK;
 }
 

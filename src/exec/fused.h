@@ -16,22 +16,6 @@ typedef void (*pe__bias_fwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, 
 typedef void (*pe__bias_bwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni,
                                 int64_t j0, int64_t nj, const float *ds, int64_t lds);
 
-/* A call's relative-row terms (pe__rel) as the kernels use them (fused.c). Only the rows the
- * call's offsets reach are used: offsets clip at Ke = min(K, pos_max - pos_min), so local row
- * x in [0, R) is table row base + x. */
-typedef struct pe__frel {
-    int64_t R, Rp, Ke, H; /* Rp: R rounded up to PE_DALIGN */
-    const int32_t *map;   /* (2 Ke + 1): local row of the offset clip(pos_j - pos_i, -Ke, Ke) + Ke */
-    const float *w;       /* (R, H) from row base, or NULL */
-    const float *a, *c, *v; /* qrow, krow, vrow (R, D) from row base, or NULL */
-    const float *e, *eP;  /* erow (R, D) from row base, and zero-padded (Rp, dp); or NULL */
-    const float *aT, *vT, *cT; /* (D, Rp) a, v, scale c transposed */
-    const float *aP, *vP, *cP; /* (Rp, dp) a, v, scale c zero-padded */
-    const float *kc;      /* (B Hkv, tkp, Rp) scale k_j . c[x] */
-    int iw, ia, ic, iv, ie; /* parameter indices of w, a, c, v, e */
-    int64_t base;
-} pe__frel;
-
 /* The key tiles [*j0, *j1) a block of ni queries from i0 visits: from the first query's first
  * key, rounded down to a tile, to the last query's last (the band's bounds rise with i) */
 static inline void pe__band_tiles(pe__band band, int64_t qoff, int64_t i0, int64_t ni, int64_t Tk, int64_t *j0,
@@ -72,38 +56,13 @@ typedef struct pe__fjob {
     int64_t i0, ni; /* forward: the query block */
     /* scratch, 64-byte aligned: a, e (PE_BR, dp); c (PE_BR, dpa); s, t (PE_BR, PE_BC); r (4 PE_BR) */
     float *a, *c, *e, *s, *t, *r;
-    /* relative-row terms (NULL: none). Forward accumulates the probability mass per row x in
-     * columns [dp, dpa) of c, rescaled with it by the online softmax; dpa = dp otherwise. */
-    const pe__frel *rel;
-    int64_t dpa;
-    const float *kc; /* the kv head's (Tk, Rp) of rel->kc */
-    /* rel scratch: idx, u (PE_BR, PE_BC) the tile's rows x and unweighted scores; qa, dva,
-     * wm, gm (PE_BR, Rp); hc (tkp, Rp) of the kv head (backward) */
-    int32_t *idx;
-    float *u, *qa, *dva, *wm, *gm, *hc;
-    float *dA, *dV, *dC, *dE; /* (Rp, dp) gradients of a, v, c, e of the current item (backward) */
-    float *qe, *z; /* erow: (PE_BR, dp) qs * e[x] for the block's last uniform row x, and ds k */
+    /* the method's tile hooks (internal.h: score_mod, value_mod), or NULL; own: PE__SCORE_OWN */
+    const pe__method *mod;
+    int own;
+    float *u;  /* scratch (PE_BR, PE_BC): the plain scores a backward score_mod_backward reads */
+    float *ms; /* the method's tile scratch (tile_scratch floats) */
     pe__mm_fn mm;
 } pe__fjob;
-
-/* The relative-row terms per tile (fused.c), called by the kernels when j->rel is set:
- * block:     qa = qs a^T, and in backward (dos) dva = do v^T; wm, gm zeroed
- * rows:      the rows x of the tile into idx; returns x when every pair has it, else -1
- * tile:      the rows (unless erow: the kernel's product took them); s = s w[x] + qa[x] + kc[x]
- *            (u = s before w)
- * mass:      wm[i][x] += p_ij (wm row stride ldw)
- * out:       acc_i += wm_i v (forward, before 1 / l)
- * dp:        dp_ij += dva[i][x]; wm[i][x] += p_ij
- * ds:        gm[i][x] += ds, hc[j][x] += ds, dw[x] += ds u; ds *= w[x]
- * block_end: dqa += gm a; dA += gm^T qs, dV += wm^T do */
-void pe__frel_block(const pe__fjob *j, const float *qs, const float *dos, int64_t ni);
-int32_t pe__frel_rows(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj);
-void pe__frel_tile(const pe__fjob *j, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s);
-void pe__frel_mass(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *wm, int64_t ldw);
-void pe__frel_out(const pe__fjob *j, int64_t ni, float *acc);
-void pe__frel_dp(const pe__fjob *j, int64_t ni, int64_t nj, const float *p, float *dp);
-void pe__frel_ds(const pe__fjob *j, int64_t ni, int64_t j0, int64_t nj, float *ds);
-void pe__frel_block_end(const pe__fjob *j, int64_t ni, const float *qs, const float *dos, float *dqa);
 
 /* One piece of a decode call (pe__decode_forward): keys [u0, u1) of row b, every kv head at
  * once so that K and V are read in place, in order, once. Rows: Rg per kv head g (group x T

@@ -7,14 +7,14 @@
  * depends on -ffp-contract. pe__kernels_pick chooses a set at run time from the CPU.
  *
  * Tiles (fused.h): a block of PE_BR queries against PE_BC keys of one (b, h).
- *   forward   s = q_s k^T (+ relative terms, bias hook, mask), online softmax into (m, l),
- *             acc += p v
- *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T (+ relative),
- *             ds = p (dp - delta), bias hook and relative backward, dq += ds k, dk += ds^T q_s
- * The relative-row terms (shaw, huang) gather from small tables per pair: scalar, in fused.c.
+ *   forward   s = q_s k^T (zero for PE__SCORE_OWN), the method's score_mod and bias hook,
+ *             mask, online softmax into (m, l), acc += p v and its value_mod
+ *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T (+ value_mod's),
+ *             ds = p (dp - delta), bias and score_mod backward, dq += ds k, dk += ds^T q_s
  * with q_s = scale q packed per block (so dk needs no further scale and dq takes it once).
- * huang3's elementwise row weight (erow) replaces q_s k^T: a tile product with q_s e[x] where
- * the tile has one row x, pair by pair on the band (erow_s, erow_grads).
+ * The method's tile hooks (internal.h: pe__tile) are its own code, the same the reference
+ * path calls over a whole head; they see the tile's unscaled q rows, packed k rows and
+ * transposed keys.
  * exp is a Cephes-style polynomial with 2^n built from two factors: inputs below `lo` give 0,
  * so with lo = -87 no result is denormal (doc/perf.md, item 1: far ALiBi logits), and with lo = -104 it
  * underflows gradually as IEEE expf. The RoPE rotation performs the same two products and
@@ -208,109 +208,36 @@ static void pack_rows(float *dst, const float *src, int64_t ld, int64_t n, int64
     }
 }
 
-/* The erow term (pe__rel, huang3): s_ij = sum_d qs_id e[x]_d k_jd, x the pair's table row. A
- * tile whose pairs share one row x (every tile off the band |offset| < K) is a plain product
- * with qe = qs * e[x], kept while x repeats (*qx); the band's tiles go pair by pair (rows of k
- * in kr). Returns x, or -1 for a tile of several rows. */
-static int32_t KN(erow_s)(const pe__fjob *j, const float *qs, int64_t i0, int64_t ni, int64_t j0, int64_t nj,
-                          float *s, int32_t *qx) {
-    const int64_t dp = j->dp;
-    const float *eP = j->rel->eP;
-    const int32_t x = pe__frel_rows(j, i0, ni, j0, nj);
-    if (x >= 0) {
-        if (x != *qx) {
-            const float *e = eP + x * dp;
-            for (int64_t r = 0; r < PE_BR; r++)
-                for (int64_t d = 0; d < dp; d += VEC) vst(j->qe + r * dp + d, vld(qs + r * dp + d) * vld(e + d));
-            *qx = x;
-        }
-        mm_nt(s, PE_BC, j->qe, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
-        return x;
-    }
-    memset(s, 0, sizeof(float) * PE_BR * PE_BC); /* padding rows 0, columns >= nj masked after */
-    for (int64_t r = 0; r < ni; r++)
-        for (int64_t c = 0; c < nj; c++) {
-            const float *q = qs + r * dp, *e = eP + j->idx[r * PE_BC + c] * dp, *k = j->kr + (j0 + c) * dp;
-            vf acc = vbc(0.0f);
-            for (int64_t d = 0; d < dp; d += VEC) acc = fmadd(vld(q + d) * vld(e + d), vld(k + d), acc);
-            s[r * PE_BC + c] = hsum_tree(acc);
-        }
-    return -1;
-}
-
-/* Its backward for ds t (x from erow_s, qe still qs * e[x] then): dqa_i += t_ij k_j * e[x]
- * (scale applied by the caller), dk_j += t_ij qs_i * e[x], dE[x] += t_ij qs_i * k_j. One row:
- * z = t k, dqa += z * e[x], dE[x] += sum_i qs_i * z_i, dk += t^T qe. */
-static void KN(erow_grads)(const pe__fjob *j, const float *qs, int64_t ni, int64_t j0, int64_t nj, const float *t,
-                           float *dqa, int32_t x) {
-    const int64_t dp = j->dp;
-    const float *eP = j->rel->eP;
-    if (x >= 0) {
-        const float *e = eP + x * dp;
-        float *z = j->z, *de = j->dE + x * dp;
-        memset(z, 0, sizeof(float) * PE_BR * dp);
-        mm_acc(z, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
-        mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, j->qe, dp, PE_BC, PE_BR, dp);
-        for (int64_t d = 0; d < dp; d += VEC) {
-            vf ev = vld(e + d), acc = vbc(0.0f);
-            for (int64_t r = 0; r < ni; r++) {
-                vf zv = vld(z + r * dp + d);
-                vst(dqa + r * dp + d, fmadd(zv, ev, vld(dqa + r * dp + d)));
-                acc = fmadd(zv, vld(qs + r * dp + d), acc);
-            }
-            vst(de + d, vld(de + d) + acc);
-        }
-        return;
-    }
-    for (int64_t r = 0; r < ni; r++)
-        for (int64_t c = 0; c < nj; c++) {
-            const float g = t[r * PE_BC + c];
-            if (g == 0.0f) continue; /* masked */
-            const int32_t xr = j->idx[r * PE_BC + c];
-            const float *q = qs + r * dp, *e = eP + xr * dp, *k = j->kr + (j0 + c) * dp;
-            float *dq = dqa + r * dp, *dk = j->dk + (j0 + c) * dp, *de = j->dE + xr * dp;
-            const vf gv = vbc(g);
-            for (int64_t d = 0; d < dp; d += VEC) {
-                vf qv = vld(q + d), ev = vld(e + d), kv = vld(k + d), ge = gv * ev;
-                vst(dq + d, fmadd(ge, kv, vld(dq + d)));
-                vst(dk + d, fmadd(ge, qv, vld(dk + d)));
-                vst(de + d, fmadd(gv * qv, kv, vld(de + d)));
-            }
-        }
-}
-
 static int64_t KN(forward)(const pe__fjob *j) {
-    const int64_t dp = j->dp, da = j->dpa, ni = j->ni, i0 = j->i0, D = j->D;
+    const int64_t dp = j->dp, ni = j->ni, i0 = j->i0, D = j->D;
     float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
+    const pe__method *mod = j->mod;
+    pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
+                   .ldkt = j->tkp, .scratch = j->ms};
     pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
-    memset(acc, 0, sizeof(float) * PE_BR * da);
-    if (j->rel) pe__frel_block(j, qs, NULL, ni);
+    memset(acc, 0, sizeof(float) * PE_BR * dp);
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
-    const int erow = j->rel && j->rel->e;
-    int32_t qx = -1;
     int64_t jbeg, jend;
     pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
     for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         if (tile_skipped(j, i0, j0)) continue;
-        if (erow)
-            KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
-        else
-            mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
-        if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
+        if (j->own) memset(s, 0, sizeof(float) * PE_BR * PE_BC);
+        else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        tl.j0 = j0, tl.nj = nj, tl.k = j->kr ? j->kr + j0 * dp : NULL, tl.kt = j->kt + j0;
+        if (mod && mod->score_mod) mod->score_mod(j->ctx, &tl, s, PE_BC);
         if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
         mask_tile(j, s, ni, i0, j0, nj);
-        online_softmax(s, ni, m, l, acc, da, j->lo);
-        mm_acc(acc, da, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
-        if (da > dp) pe__frel_mass(j, ni, nj, s, acc + dp, da);
+        online_softmax(s, ni, m, l, acc, dp, j->lo);
+        mm_acc(acc, dp, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
+        if (mod && mod->value_mod) mod->value_mod(j->ctx, &tl, s, PE_BC, acc, dp);
     }
-    if (da > dp) pe__frel_out(j, ni, acc);
     int64_t bad = -1;
     for (int64_t r = 0; r < ni; r++) {
         float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         if (!(l[r] > 0) && bad < 0) bad = r;
         float *o = j->out + (i0 + r) * j->ld;
-        for (int64_t d = 0; d < D; d++) o[d] = acc[r * da + d] * il;
+        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
         j->m[i0 + r] = m[r];
         j->il[i0 + r] = il;
     }
@@ -321,6 +248,7 @@ static void KN(backward)(const pe__fjob *j) {
     const int64_t dp = j->dp, D = j->D, T = j->T;
     float *qs = j->a, *dos = j->c, *dqa = j->e, *s = j->s, *t = j->t;
     float *delta = j->r, *mr = j->r + PE_BR, *ilr = j->r + 2 * PE_BR;
+    const pe__method *mod = j->mod;
     for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
         const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
         pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
@@ -341,19 +269,20 @@ static void KN(backward)(const pe__fjob *j) {
             ilr[r] = r < ni ? j->il[i0 + r] : 0.0f; /* padding rows: p = 0 */
         }
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
-        if (j->rel) pe__frel_block(j, qs, dos, ni);
-        const int erow = j->rel && j->rel->e;
-        int32_t qx = -1, x = -1;
+        pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
+                       .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .scratch = j->ms};
         int64_t jbeg, jend;
         pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
         for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
             if (tile_skipped(j, i0, j0)) continue;
-            if (erow)
-                x = KN(erow_s)(j, qs, i0, ni, j0, nj, s, &qx);
-            else
-                mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
-            if (j->rel) pe__frel_tile(j, i0, ni, j0, nj, s);
+            if (j->own) memset(s, 0, sizeof(float) * PE_BR * PE_BC);
+            else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+            tl.j0 = j0, tl.nj = nj, tl.k = j->kr + j0 * dp, tl.kt = j->kt + j0, tl.dk = j->dk + j0 * dp;
+            if (mod && mod->score_mod) {
+                if (mod->score_mod_backward && !j->own) memcpy(j->u, s, sizeof(float) * PE_BR * PE_BC);
+                mod->score_mod(j->ctx, &tl, s, PE_BC);
+            }
             if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
             mask_tile(j, s, ni, i0, j0, nj);
             for (int64_t r = 0; r < PE_BR; r++) { /* p = exp(s - m) / l */
@@ -364,23 +293,20 @@ static void KN(backward)(const pe__fjob *j) {
             /* dv += p^T do; dp = do v^T; ds = p (dp - delta) */
             mm_acc(j->dv + j0 * dp, dp, s, 1, PE_BC, dos, dp, PE_BC, PE_BR, dp);
             mm_nt(t, PE_BC, dos, dp, j->vt + j0, j->tkp, PE_BR, PE_BC, dp);
-            if (j->rel) pe__frel_dp(j, ni, nj, s, t);
+            if (mod && mod->value_mod_backward)
+                mod->value_mod_backward(j->ctx, &tl, s, PE_BC, j->dout + i0 * j->ld, j->ld, t, PE_BC);
             for (int64_t r = 0; r < PE_BR; r++) {
                 vf dl = vbc(delta[r]);
                 for (int c = 0; c < PE_BC; c += VEC)
                     vst(t + r * PE_BC + c, vld(s + r * PE_BC + c) * (vld(t + r * PE_BC + c) - dl));
             }
             if (j->bias_bwd) j->bias_bwd(j->ctx, j->b, j->h, i0, ni, j0, nj, t, PE_BC);
-            if (j->rel) pe__frel_ds(j, ni, j0, nj, t);
+            if (mod && mod->score_mod_backward) mod->score_mod_backward(j->ctx, &tl, j->own ? NULL : j->u, t, PE_BC);
+            if (j->own) continue; /* no plain term */
             /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
-            if (erow) {
-                KN(erow_grads)(j, qs, ni, j0, nj, t, dqa, x);
-                continue;
-            }
             mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
             mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
         }
-        if (j->rel) pe__frel_block_end(j, ni, qs, dos, dqa);
         const vf sv = vbc(j->scale);
         for (int64_t r = 0; r < ni; r++) {
             float *dq = j->dq + (i0 + r) * j->ld;

@@ -52,9 +52,34 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
 }
 
 
+/* The tile hooks' view of head (b, h) as one tile of T x Tk (pe__tile): kt (D, Tk) the keys
+ * transposed into a buffer. */
+static pe__tile whole_tile(const pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *kt,
+                           float *scratch) {
+    const int64_t D = ctx->D, Tk = ctx->Tk;
+    for (int64_t j = 0; j < Tk; j++)
+        for (int64_t d = 0; d < D; d++) kt[d * Tk + j] = k[j * ctx->Ckv + d];
+    return (pe__tile){.b = b, .h = h, .ni = ctx->T, .nj = Tk, .q = q, .k = k, .kt = kt, .ldq = ctx->C,
+                      .ldk = ctx->Ckv, .ldkt = Tk, .scratch = scratch};
+}
+
+/* Buffers of the tile hooks over a whole head: kt (D, Tk), the method's scratch, and with
+ * s_in the plain scores (T, Tk) for their backward; NULL when the method has no tile hook. */
+static float *tile_buffers(const pe__ctx *ctx, const pe__method *m, int s_in, float **kt, float **scratch,
+                           float **plain) {
+    if (!m->score_mod && !m->value_mod) return *kt = *scratch = *plain = NULL;
+    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D;
+    const int64_t ns = m->tile_scratch ? m->tile_scratch(ctx->cfg, D, T, Tk) : 0;
+    float *buf = malloc(sizeof(float) * (size_t)(D * Tk + ns + (s_in ? T * Tk : 0) + 1));
+    if (!buf) return *kt = *scratch = *plain = NULL;
+    *kt = buf, *scratch = buf + D * Tk, *plain = s_in ? *scratch + ns : NULL;
+    return buf;
+}
+
 /* The reference executor over one context (the call's, or a lifted method's: H heads of W):
- * per (b, h) the (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v
- * and the value hook; scores and probs copied out when asked for. */
+ * per (b, h) the (T, Tk) scores (score hook, or scale q.k and the tile hooks over the head as
+ * one tile), bias, mask, softmax, dropout, o = p v and the value hook; scores and probs copied
+ * out when asked for. */
 pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                 float *o, float *scores, float *probs, pe_err *err) {
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
@@ -63,18 +88,27 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
     float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
     if (a->drop_used > 0 && !probs && !drop)
         return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld dropped probabilities", (long long)T, (long long)Tk);
+    float *kt, *ts, *unused;
+    float *tbuf = tile_buffers(ctx, a->m, 0, &kt, &ts, &unused);
+    if ((a->m->score_mod || a->m->value_mod) && !tbuf) {
+        free(drop);
+        return pe_error(err, PE_ENOMEM, "out of memory for the method's %lld x %lld tile", (long long)T, (long long)Tk);
+    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;
             const float *kh = k + b * Tk * Ckv + (h / group) * D;
             const float *vh = v + b * Tk * Ckv + (h / group) * D;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
+            pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
             if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
+            else if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
             else pe__score_dot_forward(ctx, qh, kh, s);
+            if (a->m->score_mod) a->m->score_mod(ctx, &t, s, Tk);
             if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
-                free(drop);
+                free(drop), free(tbuf);
                 return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
             pe__softmax_forward(s, p, T, Tk);
@@ -86,9 +120,9 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
                 pv = pd;
             }
             pe__gemm(0, 0, T, D, Tk, 1.0f, pv, Tk, vh, Ckv, 0.0f, oh, C);
-            if (a->m->value_forward) a->m->value_forward(ctx, b, h, pv, oh);
+            if (a->m->value_mod) a->m->value_mod(ctx, &t, pv, Tk, oh, C);
         }
-    free(drop);
+    free(drop), free(tbuf);
     if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
     if (probs && !(a->drop_used > 0)) memcpy(probs, a->p, sizeof(float) * B * H * T * Tk);
     return PE_OK;
@@ -100,7 +134,12 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
                   group = H / ctx->Hkv;
     float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
-    if (!dp) return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+    float *kt, *ts, *plain;
+    float *tbuf = tile_buffers(ctx, a->m, !(a->m->flags & PE__SCORE_OWN), &kt, &ts, &plain);
+    if (!dp || ((a->m->score_mod || a->m->value_mod) && !tbuf)) {
+        free(dp), free(tbuf);
+        return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
+    }
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;
@@ -114,10 +153,12 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
             /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
              * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
             const float *pv = p;
+            pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
+            t.dq = dqh, t.dk = dkh;
             if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
             pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
             pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
-            if (a->m->value_backward) a->m->value_backward(ctx, b, h, pv, douth, dp);
+            if (a->m->value_mod_backward) a->m->value_mod_backward(ctx, &t, pv, Tk, douth, C, dp, Tk);
             if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
                                        where p = 0 the softmax's backward ignores dp */
                 const float scale = (float)(1.0 / (1.0 - a->drop_used));
@@ -125,10 +166,14 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
             }
             pe__softmax_backward(p, dp, ds, T, Tk);
             if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
+            if (a->m->score_mod_backward) {
+                if (plain) pe__score_dot_forward(ctx, qh, kh, plain);
+                a->m->score_mod_backward(ctx, &t, plain, ds, Tk);
+            }
             if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
-            else pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+            else if (!(a->m->flags & PE__SCORE_OWN)) pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
         }
-    free(dp);
+    free(dp), free(tbuf);
     return PE_OK;
 }
 

@@ -6,7 +6,8 @@
  *   huang4  s = scale (q_i.k_j + q_i.rel_vec[a+K] + k_j.rel_vec[a+K])   rel_vec (2K+1, D)
  * huang4 is HF BERT's relative_key_query (distance = i - j, row distance + max_pos - 1) when
  * K = max_position_embeddings - 1. Tables are shared by the heads (huang3, huang4) or hold one
- * column per head (huang1, huang2). All terms are gathered per pair, O(T^2 D) like q.k. */
+ * column per head (huang1, huang2). All terms are tile hooks (score_mod), the same in every
+ * executor, gathered per pair, O(T^2 D) like q.k. */
 #include "../internal.h"
 
 enum { REL };
@@ -48,18 +49,35 @@ static int params_vec(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec 
     return 1;
 }
 
-/* The table row of the pair (i, j): |a| for huang1, a + K otherwise. */
-static inline int64_t row(int v, int64_t K, const int64_t *pos, const int64_t *kpos, int64_t i, int64_t j) {
-    int64_t a = pe__clip(pos[i] - kpos[j], -K, K);
+/* The tile's table rows: [*lo, *hi] of its pairs' rows, and each pair's row (|a| for huang1,
+ * a + K otherwise) */
+static void tile_rows(const pe__ctx *ctx, const pe__tile *t, int v, int64_t *lo, int64_t *hi) {
+    const int64_t K = ctx->cfg->max_rel;
+    int64_t a0, a1;
+    pe__tile_offsets(ctx, t, -1, K, &a0, &a1);
+    if (v != HUANG1) {
+        *lo = a0 + K, *hi = a1 + K;
+        return;
+    }
+    const int64_t m0 = a0 < 0 ? -a0 : a0, m1 = a1 < 0 ? -a1 : a1;
+    *lo = a0 <= 0 && a1 >= 0 ? 0 : m0 < m1 ? m0 : m1;
+    *hi = m0 > m1 ? m0 : m1;
+}
+static inline int64_t pair_row(const pe__ctx *ctx, const pe__tile *t, int v, int64_t i, int64_t j) {
+    const int64_t K = ctx->cfg->max_rel;
+    const int64_t a = pe__clip_diff(ctx->pos[t->b * ctx->T + t->i0 + i], ctx->kpos[t->b * ctx->Tk + t->j0 + j], K);
     return v == HUANG1 ? (a < 0 ? -a : a) : a + K;
 }
 
-/* huang1, huang2: a (T, Tk) scratch of scale_backward, once per call (not on the fused path,
- * which takes the terms per tile). */
+/* huang4: rel_vec transposed (D, 2K+1), for the per-row products */
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    const int v = variant(ctx);
-    if ((v == HUANG1 || v == HUANG2) && !ctx->fused && !(ctx->state = malloc(sizeof(float) * (size_t)(ctx->T * ctx->Tk))))
-        return pe_error(err, PE_ENOMEM, "out of memory for a %lld x %lld score table", (long long)ctx->T, (long long)ctx->Tk);
+    if (variant(ctx) != HUANG4) return PE_OK;
+    const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
+    float *t = malloc(sizeof(float) * (size_t)(D * R));
+    if (!t) return pe_error(err, PE_ENOMEM, "out of memory for huang4's table");
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t d = 0; d < D; d++) t[d * R + r] = ctx->w->param[REL][r * D + d];
+    ctx->state = t;
     return PE_OK;
 }
 
@@ -70,72 +88,95 @@ static void release(pe__ctx *ctx) {
 
 /* ---- huang1, huang2: s = (scale q.k) w[row, h] ------------------------------------------ */
 
-static void scale_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                          float *s) {
-    const int64_t T = ctx->T, H = ctx->H, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *w = ctx->w->param[REL];
+static void scale_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t H = ctx->H;
+    const float *w = ctx->w->param[REL] + t->h;
     const int v = variant(ctx);
-    pe__score_dot_forward(ctx, q, k, s);
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) s[i * ctx->Tk + j] *= w[row(v, K, pos, kpos, i, j) * H + h];
+    for (int64_t i = 0; i < t->ni; i++)
+        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] *= w[pair_row(ctx, t, v, i, j) * H];
 }
 
-/* forward was s = c w[row, h] with c = scale q.k, so now: dw[row, h] += ds c, and c's own
- * backward takes ds w[row, h]. c is recomputed (one product) rather than saved. */
-static void scale_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                           const float *k, float *dq, float *dk) {
-    const int64_t T = ctx->T, H = ctx->H, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *w = ctx->w->param[REL];
-    float *dw = ctx->g->dparam[REL];
+/* forward was s = c w[row, h] with c = scale q.k (s_in), so now: dw[row, h] += ds c, and c's
+ * own gradient is ds w[row, h] */
+static void scale_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    const int64_t H = ctx->H;
+    const float *w = ctx->w->param[REL] + t->h;
+    float *dw = ctx->g->dparam[REL] ? ctx->g->dparam[REL] + t->h : NULL;
     const int v = variant(ctx);
-    float *t = ctx->state; /* (T, Tk) c, then ds w */
-    if (dw) {
-        pe__score_dot_forward(ctx, q, k, t);
-        for (int64_t i = 0; i < T; i++)
-            for (int64_t j = 0; j < ctx->Tk; j++) dw[row(v, K, pos, kpos, i, j) * H + h] += ds[i * ctx->Tk + j] * t[i * ctx->Tk + j];
-    }
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) t[i * ctx->Tk + j] = ds[i * ctx->Tk + j] * w[row(v, K, pos, kpos, i, j) * H + h];
-    pe__score_dot_backward(ctx, t, q, k, dq, dk);
+    for (int64_t i = 0; i < t->ni; i++)
+        for (int64_t j = 0; j < t->nj; j++) {
+            const int64_t r = pair_row(ctx, t, v, i, j) * H;
+            if (dw) dw[r] += ds[i * lds + j] * s_in[i * lds + j];
+            ds[i * lds + j] *= w[r];
+        }
 }
 
 /* ---- huang3: s = scale sum_d q_d k_d rel_vec[row, d] ------------------------------------ */
 
-static void vec3_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                         float *s) {
-    (void)h;
-    const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *rv = ctx->w->param[REL];
-    const float scale = (float)ctx->cfg->scale;
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) {
-            const float *qi = q + i * C, *kj = k + j * Ckv, *e = rv + row(HUANG3, K, pos, kpos, i, j) * D;
-            float t = 0;
-            for (int64_t d = 0; d < D; d++) t += qi[d] * kj[d] * e[d];
-            s[i * ctx->Tk + j] = scale * t;
+static int64_t vec3_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
+    (void)cfg, (void)rows;
+    return 2 * D + cols; /* q e and z of a query, and its pairs' rows (int32) */
+}
+
+/* The whole score (PE__SCORE_OWN). A tile of one row e (every tile off the band |a| < K) is a
+ * product with q * e; the band's go pair by pair. Sums run over d in the transposed keys. */
+static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t D = ctx->D;
+    const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
+    int64_t lo, hi;
+    tile_rows(ctx, t, HUANG3, &lo, &hi);
+    int32_t *rows = (int32_t *)(t->scratch + 2 * D); /* the pairs' rows of a query */
+    for (int64_t i = 0; i < t->ni; i++) {
+        float *si = s + i * lds;
+        memset(si, 0, sizeof(float) * (size_t)t->nj);
+        if (lo == hi) {
+            const float *e = rv + lo * D;
+            for (int64_t d = 0; d < D; d++) pe__axpy(si, scale * t->q[i * t->ldq + d] * e[d], t->kt + d * t->ldkt, t->nj);
+            continue;
         }
+        for (int64_t j = 0; j < t->nj; j++) rows[j] = (int32_t)pair_row(ctx, t, HUANG3, i, j);
+        for (int64_t d = 0; d < D; d++) {
+            const float qd = scale * t->q[i * t->ldq + d], *kd = t->kt + d * t->ldkt;
+            for (int64_t j = 0; j < t->nj; j++) si[j] += qd * rv[(int64_t)rows[j] * D + d] * kd[j];
+        }
+    }
 }
 
 /* forward was s_ij = scale sum_d q_id k_jd e_d (e = rel_vec[row]), so now, with g = scale ds_ij:
- * dq_id += g k_jd e_d, dk_jd += g q_id e_d, de_d += g q_id k_jd. */
-static void vec3_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                          const float *k, float *dq, float *dk) {
-    (void)h;
-    const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *rv = ctx->w->param[REL];
+ * dq_id += g k_jd e_d, dk_jd += g q_id e_d, de_d += g q_id k_jd. One row e: z_i = sum_j g_ij
+ * k_j, dq_i += z_i e, de += q_i z_i, dk_j += g_ij (q_i e). */
+static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t D = ctx->D;
+    const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
-    const float scale = (float)ctx->cfg->scale;
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) {
-            float g = scale * ds[i * ctx->Tk + j];
-            if (g == 0.0f) continue; /* masked entries */
-            int64_t r = row(HUANG3, K, pos, kpos, i, j);
-            const float *qi = q + i * C, *kj = k + j * Ckv, *e = rv + r * D;
-            float *dqi = dq + i * C, *dkj = dk + j * Ckv;
+    int64_t lo, hi;
+    tile_rows(ctx, t, HUANG3, &lo, &hi);
+    float *qe = t->scratch, *z = qe + D;
+    for (int64_t i = 0; i < t->ni; i++) {
+        const float *qi = t->q + i * t->ldq;
+        float *dqi = t->dq + i * t->ldq;
+        if (lo == hi) {
+            const float *e = rv + lo * D;
+            memset(z, 0, sizeof(float) * (size_t)D);
+            for (int64_t d = 0; d < D; d++) qe[d] = qi[d] * e[d];
+            for (int64_t j = 0; j < t->nj; j++) {
+                const float g = scale * ds[i * lds + j];
+                if (g == 0.0f) continue; /* masked */
+                pe__axpy(z, g, t->k + j * t->ldk, D);
+                pe__axpy(t->dk + j * t->ldk, g, qe, D);
+            }
+            for (int64_t d = 0; d < D; d++) dqi[d] += z[d] * e[d];
+            if (drv)
+                for (int64_t d = 0; d < D; d++) drv[lo * D + d] += qi[d] * z[d];
+            continue;
+        }
+        for (int64_t j = 0; j < t->nj; j++) {
+            const float g = scale * ds[i * lds + j];
+            if (g == 0.0f) continue; /* masked */
+            const int64_t r = pair_row(ctx, t, HUANG3, i, j);
+            const float *kj = t->k + j * t->ldk, *e = rv + r * D;
+            float *dkj = t->dk + j * t->ldk;
             for (int64_t d = 0; d < D; d++) {
                 dqi[d] += g * kj[d] * e[d];
                 dkj[d] += g * qi[d] * e[d];
@@ -143,83 +184,95 @@ static void vec3_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, c
             if (drv)
                 for (int64_t d = 0; d < D; d++) drv[r * D + d] += g * qi[d] * kj[d];
         }
+    }
 }
 
 /* ---- huang4: s = scale (q.k + q.e + k.e), e = rel_vec[row] ------------------------------ */
 
-static void vec4_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                         float *s) {
-    (void)h;
-    const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *rv = ctx->w->param[REL];
+static int64_t vec4_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
+    (void)D;
+    return (rows + cols) * (2 * cfg->max_rel + 1);
+}
+
+/* x (n, D; ldx) times the tile's rows lo .. lo + nr - 1 of the transposed table: out (n, nr) */
+static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D, int64_t lo,
+                         int64_t nr, float *out) {
+    memset(out, 0, sizeof(float) * (size_t)(n * nr));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
+}
+
+static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
     const float scale = (float)ctx->cfg->scale;
-    pe__score_dot_forward(ctx, q, k, s);
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) {
-            const float *e = rv + row(HUANG4, K, pos, kpos, i, j) * D;
-            s[i * ctx->Tk + j] += scale * (pe__dot(q + i * C, e, D) + pe__dot(k + j * Ckv, e, D));
+    int64_t lo, hi;
+    tile_rows(ctx, t, HUANG4, &lo, &hi);
+    const int64_t nr = hi - lo + 1;
+    float *qa = t->scratch, *ka = qa + t->ni * nr; /* q_i . e[lo + x], k_j . e[lo + x] */
+    row_products(t->q, t->ldq, t->ni, ctx->state, R, D, lo, nr, qa);
+    row_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
+    for (int64_t i = 0; i < t->ni; i++)
+        for (int64_t j = 0; j < t->nj; j++) {
+            const int64_t x = pair_row(ctx, t, HUANG4, i, j) - lo;
+            s[i * lds + j] += scale * (qa[i * nr + x] + ka[j * nr + x]);
         }
 }
 
-/* forward was s_ij += scale (q_i.e + k_j.e), so now, with g = scale ds_ij:
- * dq_i += g e, dk_j += g e, de += g (q_i + k_j). */
-static void vec4_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                          const float *k, float *dq, float *dk) {
-    (void)h;
-    const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, K = ctx->cfg->max_rel;
-    const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
-    const float *rv = ctx->w->param[REL];
+/* forward was s_ij += scale (q_i.e + k_j.e), so now, with gq[i, x], gk[j, x] the sums of
+ * g = scale ds_ij over the pairs of row lo + x: dq_i += gq[i] e, dk_j += gk[j] e,
+ * de += gq^T q + gk^T k; the plain term keeps ds */
+static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t D = ctx->D;
+    const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
-    const float scale = (float)ctx->cfg->scale;
-    pe__score_dot_backward(ctx, ds, q, k, dq, dk);
-    for (int64_t i = 0; i < T; i++)
-        for (int64_t j = 0; j < ctx->Tk; j++) {
-            float g = scale * ds[i * ctx->Tk + j];
-            if (g == 0.0f) continue; /* masked entries */
-            int64_t r = row(HUANG4, K, pos, kpos, i, j);
-            pe__axpy(dq + i * C, g, rv + r * D, D);
-            pe__axpy(dk + j * Ckv, g, rv + r * D, D);
-            if (drv) {
-                pe__axpy(drv + r * D, g, q + i * C, D);
-                pe__axpy(drv + r * D, g, k + j * Ckv, D);
-            }
+    int64_t lo, hi;
+    tile_rows(ctx, t, HUANG4, &lo, &hi);
+    const int64_t nr = hi - lo + 1;
+    float *gq = t->scratch, *gk = gq + t->ni * nr;
+    memset(gq, 0, sizeof(float) * (size_t)((t->ni + t->nj) * nr));
+    for (int64_t i = 0; i < t->ni; i++)
+        for (int64_t j = 0; j < t->nj; j++) {
+            const float g = scale * ds[i * lds + j];
+            const int64_t x = pair_row(ctx, t, HUANG4, i, j) - lo;
+            gq[i * nr + x] += g, gk[j * nr + x] += g;
         }
+    for (int64_t x = 0; x < nr; x++) {
+        const float *e = rv + (lo + x) * D;
+        float *de = drv ? drv + (lo + x) * D : NULL;
+        for (int64_t i = 0; i < t->ni; i++) {
+            const float c = gq[i * nr + x];
+            if (c == 0.0f) continue;
+            pe__axpy(t->dq + i * t->ldq, c, e, D);
+            if (de) pe__axpy(de, c, t->q + i * t->ldq, D);
+        }
+        for (int64_t j = 0; j < t->nj; j++) {
+            const float c = gk[j * nr + x];
+            if (c == 0.0f) continue;
+            pe__axpy(t->dk + j * t->ldk, c, e, D);
+            if (de) pe__axpy(de, c, t->k + j * t->ldk, D);
+        }
+    }
 }
 
-/* The same terms for the fused path (a = clip(i - j): sign -1); huang3's rel_vec is the
- * elementwise weight erow of q.k. */
-static void rel_scale_abs(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 1, .w = REL, .q = -1, .k = -1, .v = -1, .e = -1};
-}
-static void rel_scale(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = REL, .q = -1, .k = -1, .v = -1, .e = -1};
-}
-static void rel_vec3(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = -1, .k = -1, .v = -1, .e = REL};
-}
-static void rel_vec4(const pe_config *cfg, pe__rel *r) {
-    *r = (pe__rel){.K = cfg->max_rel, .sign = -1, .abs = 0, .w = -1, .q = REL, .k = REL, .v = -1, .e = -1};
-}
-
-#define HUANG_METHOD(n, params_fn, fwd, bwd, rel_fn)                                                  \
+#define HUANG_METHOD(n, params_fn, mod, mod_bwd, scratch_fn, own)                             \
     const pe__method pe__method_huang##n = {                                                  \
         .name = "huang" #n,                                                                   \
         .reference = "Huang et al. 2020, improve transformer models with better relative position embeddings", \
         .family = PE_FAMILY_RELATIVE,                                                         \
         .keys = "max_rel",                                                                    \
-        .flags = PE__FUSED,                                                                   \
+        .flags = PE__FUSED | (own),                                                           \
         .defaults = defaults,                                                                 \
         .check = check,                                                                       \
         .params = params_fn,                                                                  \
         .prepare = prepare,                                                                   \
         .release = release,                                                                   \
-        .score_forward = fwd,                                                                 \
-        .score_backward = bwd,                                                                \
-        .rel = rel_fn,                                                                        \
+        .score_mod = mod,                                                                     \
+        .score_mod_backward = mod_bwd,                                                        \
+        .tile_scratch = scratch_fn,                                                           \
     };
 
-HUANG_METHOD(1, params_scale_abs, scale_forward, scale_backward, rel_scale_abs)
-HUANG_METHOD(2, params_scale, scale_forward, scale_backward, rel_scale)
-HUANG_METHOD(3, params_vec, vec3_forward, vec3_backward, rel_vec3)
-HUANG_METHOD(4, params_vec, vec4_forward, vec4_backward, rel_vec4)
+HUANG_METHOD(1, params_scale_abs, scale_mod, scale_mod_backward, NULL, 0)
+HUANG_METHOD(2, params_scale, scale_mod, scale_mod_backward, NULL, 0)
+HUANG_METHOD(3, params_vec, vec3_mod, vec3_mod_backward, vec3_scratch, PE__SCORE_OWN)
+HUANG_METHOD(4, params_vec, vec4_mod, vec4_mod_backward, vec4_scratch, 0)

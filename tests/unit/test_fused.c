@@ -238,8 +238,8 @@ static void lift_threads(void **state) {
     pe_attention_free(att);
 }
 
-/* The methods the operator runs fused, and those it must not (score or value hooks that are
- * neither relative-row terms nor a lift, mask hooks, memory, complex-valued, or a bias
+/* The methods the operator runs fused, and those it must not (per-(b, h) score hooks rather
+ * than tile hooks, mask hooks, memory, complex-valued, or a bias
  * backward that gathers into state a finish hook reduces across heads; data_alibi's gathers by
  * head, which one work item owns): each method's own flag says so, and the flag agrees with its
  * hooks. PE_PATH_REFERENCE keeps one layer on the reference path while another runs fused. */
@@ -248,7 +248,7 @@ static void eligibility(void **state) {
     for (int m = 0; m < PE_METHOD_COUNT; m++) {
         const pe__method *d = pe__method_get(m);
         int hooks_allow = !(d->flags & (PE__MEMORY | PE__COMPLEX)) && !d->mask && !d->walk_forward &&
-                          (d->rel || d->lift_width || !(d->score_forward || d->score_backward || d->value_forward || d->value_backward)) &&
+                          !(d->score_forward || d->score_backward) &&
                           !(d->bias_backward && d->finish_backward);
         if (pe__fused_eligible(d) && !hooks_allow) fail_msg("%s is flagged fused but its hooks need the reference path", d->name);
     }

@@ -1,0 +1,13 @@
+/* The clipped offsets of a tile, shared by the relative methods whose tables are read per pair
+ * (shaw, huang1 .. huang4): the rows a tile reads lie between the offsets of its extreme
+ * positions, so a hook forms its per-row products for those rows alone. */
+#include "../internal.h"
+
+void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi) {
+    const int64_t *pos = ctx->pos + t->b * ctx->T + t->i0, *kpos = ctx->kpos + t->b * ctx->Tk + t->j0;
+    int64_t pmin = pos[0], pmax = pos[0], kmin = kpos[0], kmax = kpos[0];
+    for (int64_t i = 1; i < t->ni; i++) pmin = pos[i] < pmin ? pos[i] : pmin, pmax = pos[i] > pmax ? pos[i] : pmax;
+    for (int64_t j = 1; j < t->nj; j++) kmin = kpos[j] < kmin ? kpos[j] : kmin, kmax = kpos[j] > kmax ? kpos[j] : kmax;
+    if (sign > 0) *lo = pe__clip_diff(kmin, pmax, K), *hi = pe__clip_diff(kmax, pmin, K);
+    else *lo = pe__clip_diff(pmin, kmax, K), *hi = pe__clip_diff(pmax, kmin, K);
+}
