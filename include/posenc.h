@@ -16,7 +16,7 @@
  *   q   = x' wq^T + bq,  k = [mems; x'] wk^T + bk,  v = [mems; x'] wv^T + bv
  *   q,k = R(pos) q, R(pos) k               rotary methods (rotate hook)
  *   s   = scale * q.k                      or the method's content-position terms (score hook)
- *   s  += b[h, i, j]                       bias methods (bias hook)
+ *   s  += b[h, i, j]                       bias methods (score_mod)
  *   s   = -inf where masked;  p = softmax_j(s)
  *   o_i = sum_j p_ij (v_j + a_ij)          a: the method's value term (value hook)
  *   y   = o wo^T + bo

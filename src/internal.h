@@ -17,15 +17,15 @@
  *   (or lift  q, k to W wide vectors        lift_backward    the transform stage's other form)
  *   score     s = scale q.k + terms, one    score_backward   dq, dk, d(tables) from ds
  *             (b, h) (xl, deberta, cope)
- *   score_mod s of a tile, in place         score_mod_backward  ds, dq, dk, d(tables) (tile)
- *   bias      s += b[h, i, j] (tile)        bias_backward    d(tables) from ds (tile)
+ *   score_mod s of a tile, in place: a      score_mod_backward  ds, dq, dk, d(tables) (tile)
+ *             bias, a product, a gather
  *   mask      extra masked entries (causal by token index is the core's)
  *   (softmax)
  *   value_mod o += sum_j p_ij u_ij (tile)   value_mod_backward  dp, d(tables) from do (tile)
  *                                           finish_backward  d(params) from d(tables) of prepare
  *
  * Every hook may be NULL. Backward hooks accumulate (+=) into gradients; the caller zeroes.
- * The tile hooks (score_mod, value_mod, bias) work on a tile [i0, i0+ni) x [j0, j0+nj) of one
+ * The tile hooks (score_mod, value_mod) work on a tile [i0, i0+ni) x [j0, j0+nj) of one
  * (b, h), so that the fused path calls them per tile without materialising T x Tk, and the
  * reference path calls the same hooks over the whole head: one implementation of the maths.
  */
@@ -107,6 +107,11 @@ enum {
     /* Its score_mod writes the whole score (huang3's elementwise product): the executors pass it
      * zeros for the plain term, and take no gradient of the plain term from its backward. */
     PE__SCORE_OWN = 128,
+    /* Its score_mod reads the tile's q and k (t->q, t->k, t->kt; shaw, huang); without it the
+     * hook is a bias of positions and tensors alone, which the decode path calls too. */
+    PE__SCORE_QK = 256,
+    /* Its score_mod_backward reads the plain term it modified (s_in: huang1, huang2's product) */
+    PE__SCORE_PLAIN = 512,
 };
 
 /* One tile of one (b, h)'s scores, as the score and value hooks see it in every executor:
@@ -189,11 +194,6 @@ typedef struct pe__method {
     void (*lift_forward)(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw);
     void (*lift_backward)(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw,
                           float *dq, float *dk);
-
-    void (*bias_forward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds);
-    void (*bias_backward)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds);
 
     /* 1 when the method masks key j for query i (token indices: query i is token qoff + i
      * of the keys), beyond the core's causal mask and attn_mask. */
@@ -345,7 +345,7 @@ static inline int64_t pe__offset_table_span(const pe__ctx *ctx, int signed_offse
     return span < (1u << 22) && rows <= (double)ctx->B * ctx->T * ctx->Tk ? (int64_t)span : -1;
 }
 
-/* A tile's entries by diagonal, for bias hooks whose term is a function of the offset
+/* A tile's entries by diagonal, for biases (score_mod) whose term is a function of the offset
  * kpos_j - pos_i alone (t5, alibi, kerple). Where the row's query positions and key positions
  * each run consecutively over the tile, entry (i, j) has offset o0 + d on diagonal
  * d = j - i + ni - 1, so the term is evaluated ni + nj - 1 times instead of ni nj, and a
@@ -450,8 +450,9 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
 
 /* The decode path (exec/decode.c): few queries (H / Hkv * T <= 64) against keys and values read in
  * place, k and v of row b at k + b kv_stride (row stride Ckv), each loaded once per call: a
- * KV cache's attention. It takes fused methods without score_mod or value_mod, lift or attn_mask,
- * and without a rotate hook unless q and k are already transformed (pe__decode_eligible);
+ * KV cache's attention. It takes fused methods whose score_mod is a bias or a product with the
+ * plain term (no PE__SCORE_QK), without value_mod, lift or attn_mask, and without a rotate
+ * hook unless q and k are already transformed (pe__decode_eligible);
  * o (B, T, C). */
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked);
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,

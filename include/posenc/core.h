@@ -55,7 +55,7 @@ int pe_edit_distance(const char *a, const char *b);
 typedef enum {
     PE_FAMILY_ABSOLUTE, /* embed hook: x' = x + P[pos] */
     PE_FAMILY_ROTARY,   /* rotate hook: q, k <- R(pos) q, R(pos) k */
-    PE_FAMILY_BIAS,     /* bias hook: s[h,i,j] += b(h, i, j) */
+    PE_FAMILY_BIAS,     /* score_mod, a bias: s[h,i,j] += b(h, i, j) */
     PE_FAMILY_RELATIVE, /* score (+ value) hooks: content-position terms */
 } pe_family;
 

@@ -52,8 +52,8 @@ static inline float distance(int causal, int64_t i, int64_t j) {
     return (float)(causal ? d : d < 0 ? -d : d);
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const int causal = ctx->cfg->causal;
     float m = ((const float *)ctx->state)[h];
@@ -70,8 +70,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
 }
 
 /* forward was s -= m_h d_ij, so now: dm_h -= sum_ij ds_ij d_ij */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     float *dm = ctx->g->dparam[SLOPES];
     if (!dm || !ctx->w->param[SLOPES]) return;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
@@ -99,6 +100,6 @@ const pe__method pe__method_alibi = {
     .params = params,
     .prepare = prepare,
     .release = release,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

@@ -13,12 +13,12 @@
  * torch.nn.Linear's weight, the bias bias_init (5: gates sigmoid(5), almost no forgetting).
  *
  * The gates read x (PE__LAYER_INPUT): the embed hook leaves x as it is, keeps a copy and forms
- * z and F (logsigmoid and the sums in double); the bias hook adds the differences. No projected
- * form and no KV cache (neither holds x). Fused: the bias hook takes any tile, and the bias
+ * z and F (logsigmoid and the sums in double); the score_mod hook adds the differences. No projected
+ * form and no KV cache (neither holds x). Fused: the score_mod hook takes any tile, and the bias
  * backward gathers dF in the state by (b, token, gate of head h), which only the fused path's
  * work item of (b, h's kv head) writes, tiles in a fixed order: no race, the same bits for any
  * thread count.
- * Backward, in reverse: bias_backward dF[i] += sum_j ds_ij, dF[j] -= sum_i ds_ij per head (the
+ * Backward, in reverse: score_mod_backward dF[i] += sum_j ds_ij, dF[j] -= sum_i ds_ij per head (the
  * second gates the other way round above the diagonal); embed_backward df[t] = sum_{u >= t} dF[u],
  * dz = df post_log_scale sigmoid(-z), then the Linear's: dW += dz^T x, db += sum dz, dx += dz W. */
 #include "../internal.h"
@@ -31,7 +31,7 @@ typedef struct {
     float *z;   /* (B, T, G) x W^T + b */
     float *dz;  /* (B, T, G) its gradient */
     double *F;  /* (B, T, G) cumulative log gates */
-    double *dF; /* (B, T, G) their gradient, gathered by bias_backward, zero between calls */
+    double *dF; /* (B, T, G) their gradient, gathered by score_mod_backward, zero between calls */
 } dalibi_state;
 
 static int64_t n_gates(const pe_config *cfg, int64_t H) { return cfg->causal ? H : 2 * H; }
@@ -96,8 +96,8 @@ static inline double bias_of(const double *Fi, const double *Fj, int64_t h, int6
     return !bidir || tj <= ti ? Fi[h] - Fj[h] : Fj[H + h] - Fi[H + h];
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0, int64_t nj, float *s,
-                         int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const dalibi_state *st = ctx->state;
     const int64_t G = st->G, H = ctx->H;
     const int bidir = G > H;
@@ -113,8 +113,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
 
 /* forward was s_ij += F[i, h] - F[j, h] (or F[j, H + h] - F[i, H + h] above the diagonal when
  * not causal), so now: dF[i] += ds_ij, dF[j] -= ds_ij on the gate row the entry read */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0, int64_t nj,
-                          const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     dalibi_state *st = ctx->state;
     const int64_t G = st->G, H = ctx->H;
     const int bidir = G > H;
@@ -172,6 +173,6 @@ const pe__method pe__method_data_alibi = {
     .release = release,
     .embed_forward = embed_forward,
     .embed_backward = embed_backward,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

@@ -134,8 +134,8 @@ static inline double psi_at(const fire_state *st, int64_t i, int64_t j) {
     return log(fabs(st->c * ((double)i - (double)j)) + 1.0);
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const fire_state *st = ctx->state;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double *bias = st->psi ? st->bias + h * (st->span + 1) : NULL;
@@ -163,8 +163,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
  * The entries of the tabled rows share den and depend on |i - j| only, and all of this is
  * linear in g: their g are summed per offset first (when the tile's offsets are fewer than
  * its entries), then each offset runs once. */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const fire_state *st = ctx->state;
     float *const *G = ctx->g->dparam;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
@@ -243,6 +244,6 @@ const pe__method pe__method_fire = {
     .params = params,
     .prepare = prepare,
     .release = release,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

@@ -32,8 +32,8 @@ static inline double kernel(int power, double r2, double d, double *df) {
     return f;
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
     double r1 = ctx->w->param[R1][h], r2 = ctx->w->param[R2][h], df;
@@ -56,8 +56,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
 }
 
 /* forward was s -= r1_h f(d; r2_h), so now: dr1_h -= sum ds f, dr2_h -= sum ds r1_h df/dr2 */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     float *dr1 = ctx->g->dparam[R1], *dr2 = ctx->g->dparam[R2];
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     int power = ctx->cfg->kerple == PE_KERPLE_POWER;
@@ -94,6 +95,6 @@ const pe__method pe__method_kerple = {
     .keys = "kerple",
     .flags = PE__GQA | PE__FUSED,
     .params = params,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

@@ -100,8 +100,8 @@ static inline int64_t bucket_of(const pe__ctx *ctx, const t5_state *st, int64_t 
     return st->bucket ? st->bucket[rel + st->span] : pe__t5_bucket(rel, c->bidirectional, c->num_buckets, c->max_distance);
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const t5_state *st = ctx->state;
     const float *rel_bias = ctx->w->param[REL_BIAS];
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk, H = ctx->H;
@@ -118,8 +118,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
 }
 
 /* forward was s += rel_bias[bucket, h], so now: drel_bias[bucket, h] += ds */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const t5_state *st = ctx->state;
     float *drel = ctx->g->dparam[REL_BIAS];
     if (!drel) return;
@@ -156,6 +157,6 @@ const pe__method pe__method_t5 = {
     .params = params,
     .prepare = prepare,
     .release = release,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

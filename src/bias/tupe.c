@@ -24,9 +24,9 @@ typedef struct tupe_state {
     float *rstd;    /* (U) 1 / sqrt(var + eps) */
     float *pt;      /* (U, C) LayerNorm output */
     float *pq, *pk; /* (U, C) pt uq^T + uq_b, pt uk^T + uk_b */
-    float *dpq, *dpk; /* (U, C) their gradients, accumulated by bias_backward */
+    float *dpq, *dpk; /* (U, C) their gradients, accumulated by score_mod_backward */
     float *cls;     /* (2, H) A[0, 0] and A[1, 1] per head, scale included */
-    float *tile;    /* (T, Tk) scratch of the bias hooks: the pair terms, their gradients */
+    float *tile;    /* (T, Tk) scratch of the score_mod hooks: the pair terms, their gradients */
     float *dpt;     /* (U, C) scratch of finish_backward */
 } tupe_state;
 
@@ -146,8 +146,8 @@ static inline int64_t bucket_of(const pe__ctx *ctx, int kind, const int64_t *pos
     return rel_index(c, pos[i], kpos[j]);
 }
 
-static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                         int64_t nj, float *s, int64_t lds) {
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const tupe_state *st = ctx->state;
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
@@ -170,8 +170,9 @@ static void bias_forward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t
  * scale pq_r.pk_r of table row r), so now: drel_bias[b_ij, h] += ds_ij, and with
  * g_ij = scale ds_ij on pair entries: dpq_i += g pk, dpk_j += g^T pq; each [CLS] constant
  * sends scale sum(ds) pk_r to dpq_r and scale sum(ds) pq_r to dpk_r. */
-static void bias_backward(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni, int64_t j0,
-                          int64_t nj, const float *ds, int64_t lds) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    (void)s_in;
+    const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     tupe_state *st = ctx->state;
     const int64_t T = ctx->T, C = ctx->C, D = ctx->D, H = ctx->H, U = st->U;
     const int64_t *pos = ctx->pos + b * T, *kpos = ctx->kpos + b * ctx->Tk;
@@ -257,6 +258,6 @@ const pe__method pe__method_tupe = {
     .prepare = prepare,
     .release = release,
     .finish_backward = finish_backward,
-    .bias_forward = bias_forward,
-    .bias_backward = bias_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

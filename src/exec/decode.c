@@ -7,7 +7,7 @@
 static int64_t decode_rows(int64_t H, int64_t Hkv, int64_t T) { return Hkv * ((H / Hkv * T + 3) / 4 * 4); }
 
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked) {
-    return pe__fused_eligible(m) && !m->score_mod && !m->value_mod && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
+    return pe__fused_eligible(m) && !(m->flags & PE__SCORE_QK) && !m->value_mod && (transformed || !m->rotate_forward) && !m->lift_width && !masked &&
            decode_rows(H, Hkv, T) <= PE_DECODE_ROWS;
 }
 
@@ -33,7 +33,7 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
     {
         unsigned csr = pe__ftz_enter(run);
         float *w = scratch + sc * omp_get_thread_num();
-        pe__djob j = {.ctx = ctx, .bias = m->bias_forward, .Hkv = Hkv, .group = group, .D = D, .dp = dp, .Rg = Rg,
+        pe__djob j = {.ctx = ctx, .mod = m->score_mod ? m : NULL, .Hkv = Hkv, .group = group, .D = D, .dp = dp, .Rg = Rg,
                       .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
                       .lo = run->denormals ? -104.0f : -87.0f, .ld = C, .ldk = ctx->Ckv, .qs = w, .s = w + R * dp};
         PE_OMP(omp for schedule(dynamic, 1))

@@ -174,7 +174,7 @@ pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
 
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, int64_t dp, int64_t tkp,
                          float *scratch) {
-    pe__fjob j = {.ctx = ctx, .mm = K->mm, .bias = m->bias_forward, .bias_bwd = m->bias_backward, .T = ctx->T,
+    pe__fjob j = {.ctx = ctx, .mm = K->mm, .T = ctx->T,
                   .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp, .ldm = ctx->Tk,
                   .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
                   .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
@@ -197,12 +197,12 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     pe_status st;
     uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
     if (st) return st;
-    const int mod = has_mod(m);
-    const size_t sc = scratch_floats(dp, tile_scratch(ctx, m), mod), np = (size_t)(B * Hkv * per);
-    float *kt = pe__scratch_get(ctx->scratch, (mod ? 3 : 2) * np + sc * nth);
+    const int rows = (m->flags & PE__SCORE_QK) != 0; /* the tile hooks read k rows */
+    const size_t sc = scratch_floats(dp, tile_scratch(ctx, m), has_mod(m)), np = (size_t)(B * Hkv * per);
+    float *kt = pe__scratch_get(ctx->scratch, (rows ? 3 : 2) * np + sc * nth);
     if (!kt) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
-    float *vr = kt + np, *kr = mod ? vr + np : NULL; /* the tile hooks read k rows */
-    float *scratch = vr + (mod ? 2 : 1) * np;
+    float *vr = kt + np, *kr = rows ? vr + np : NULL;
+    float *scratch = vr + (rows ? 2 : 1) * np;
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
@@ -296,7 +296,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     pe_status st;
     uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
     if (st) return st;
-    const int priv_grads = m->bias_backward || m->score_mod_backward || m->value_mod_backward; /* d(tables) */
+    const int priv_grads = m->score_mod_backward || m->value_mod_backward; /* hooks that write d(tables) */
 
     /* The bias tensors' gradients: a private copy per work item, summed in item order at the
      * end, so results depend neither on scheduling nor on the thread count; one copy per

@@ -11,11 +11,6 @@
 
 enum { PE_BR = 64, PE_BC = 64, PE_DALIGN = 16 };
 
-typedef void (*pe__bias_fwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni,
-                                int64_t j0, int64_t nj, float *s, int64_t lds);
-typedef void (*pe__bias_bwd_fn)(pe__ctx *ctx, int64_t b, int64_t h, int64_t i0, int64_t ni,
-                                int64_t j0, int64_t nj, const float *ds, int64_t lds);
-
 /* The key tiles [*j0, *j1) a block of ni queries from i0 visits: from the first query's first
  * key, rounded down to a tile, to the last query's last (the band's bounds rise with i) */
 static inline void pe__band_tiles(pe__band band, int64_t qoff, int64_t i0, int64_t ni, int64_t Tk, int64_t *j0,
@@ -32,9 +27,7 @@ typedef void (*pe__mm_fn)(float *c, int64_t ldc, const float *a, int64_t ars, in
 
 /* One kernel call: forward of one query block, or backward of one (b, h). */
 typedef struct pe__fjob {
-    pe__ctx *ctx; /* what the bias hooks see (backward: the thread's copy, private gradients) */
-    pe__bias_fwd_fn bias;
-    pe__bias_bwd_fn bias_bwd;
+    pe__ctx *ctx; /* what the tile hooks see (backward: the thread's copy, private gradients) */
     int64_t b, h, T, Tk, qoff, D, dp, tkp; /* T, Tk, qoff: row b's own (per-row lengths), the rest padding */
     pe__band band; /* the keys each query sees (pe__band_range: causal, window) */
     /* attn_mask of row b (T, Tk), 0 = masked, or NULL; tiles (ceil(T/PE_BR), ceil(Tk/PE_BC)) of
@@ -59,7 +52,7 @@ typedef struct pe__fjob {
     /* the method's tile hooks (internal.h: score_mod, value_mod), or NULL; own: PE__SCORE_OWN */
     const pe__method *mod;
     int own;
-    float *u;  /* scratch (PE_BR, PE_BC): the plain scores a backward score_mod_backward reads */
+    float *u;  /* scratch (PE_BR, PE_BC): the plain scores score_mod_backward reads (PE__SCORE_PLAIN) */
     float *ms; /* the method's tile scratch (tile_scratch floats) */
     pe__mm_fn mm;
 } pe__fjob;
@@ -72,7 +65,7 @@ typedef struct pe__fjob {
 enum { PE_DECODE_ROWS = 256 }; /* Hkv Rg at most */
 typedef struct pe__djob {
     pe__ctx *ctx;
-    pe__bias_fwd_fn bias;
+    const pe__method *mod; /* its score_mod, a bias (no PE__SCORE_QK), or NULL */
     int64_t b, Hkv, group, T, Tk, qoff, D, dp, Rg; /* T, Tk, qoff: row b's own */
     int64_t u0, u1;
     pe__band band;

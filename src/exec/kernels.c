@@ -7,10 +7,10 @@
  * depends on -ffp-contract. pe__kernels_pick chooses a set at run time from the CPU.
  *
  * Tiles (fused.h): a block of PE_BR queries against PE_BC keys of one (b, h).
- *   forward   s = q_s k^T (zero for PE__SCORE_OWN), the method's score_mod and bias hook,
- *             mask, online softmax into (m, l), acc += p v and its value_mod
+ *   forward   s = q_s k^T (zero for PE__SCORE_OWN), the method's score_mod (a bias, a
+ *             product, a gather), mask, online softmax into (m, l), acc += p v and its value_mod
  *   backward  s as forward, p = exp(s - m) / l, dv += p^T do, dp = do v^T (+ value_mod's),
- *             ds = p (dp - delta), bias and score_mod backward, dq += ds k, dk += ds^T q_s
+ *             ds = p (dp - delta), score_mod's backward, dq += ds k, dk += ds^T q_s
  * with q_s = scale q packed per block (so dk needs no further scale and dq takes it once).
  * The method's tile hooks (internal.h: pe__tile) are its own code, the same the reference
  * path calls over a whole head; they see the tile's unscaled q rows, packed k rows and
@@ -226,7 +226,6 @@ static int64_t KN(forward)(const pe__fjob *j) {
         else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
         tl.j0 = j0, tl.nj = nj, tl.k = j->kr ? j->kr + j0 * dp : NULL, tl.kt = j->kt + j0;
         if (mod && mod->score_mod) mod->score_mod(j->ctx, &tl, s, PE_BC);
-        if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
         mask_tile(j, s, ni, i0, j0, nj);
         online_softmax(s, ni, m, l, acc, dp, j->lo);
         mm_acc(acc, dp, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
@@ -280,10 +279,9 @@ static void KN(backward)(const pe__fjob *j) {
             else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
             tl.j0 = j0, tl.nj = nj, tl.k = j->kr + j0 * dp, tl.kt = j->kt + j0, tl.dk = j->dk + j0 * dp;
             if (mod && mod->score_mod) {
-                if (mod->score_mod_backward && !j->own) memcpy(j->u, s, sizeof(float) * PE_BR * PE_BC);
+                if (mod->flags & PE__SCORE_PLAIN) memcpy(j->u, s, sizeof(float) * PE_BR * PE_BC);
                 mod->score_mod(j->ctx, &tl, s, PE_BC);
             }
-            if (j->bias) j->bias(j->ctx, j->b, j->h, i0, ni, j0, nj, s, PE_BC);
             mask_tile(j, s, ni, i0, j0, nj);
             for (int64_t r = 0; r < PE_BR; r++) { /* p = exp(s - m) / l */
                 vf mv = vbc(mr[r]);
@@ -300,8 +298,8 @@ static void KN(backward)(const pe__fjob *j) {
                 for (int c = 0; c < PE_BC; c += VEC)
                     vst(t + r * PE_BC + c, vld(s + r * PE_BC + c) * (vld(t + r * PE_BC + c) - dl));
             }
-            if (j->bias_bwd) j->bias_bwd(j->ctx, j->b, j->h, i0, ni, j0, nj, t, PE_BC);
-            if (mod && mod->score_mod_backward) mod->score_mod_backward(j->ctx, &tl, j->own ? NULL : j->u, t, PE_BC);
+            if (mod && mod->score_mod_backward)
+                mod->score_mod_backward(j->ctx, &tl, mod->flags & PE__SCORE_PLAIN ? j->u : NULL, t, PE_BC);
             if (j->own) continue; /* no plain term */
             /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
             mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
@@ -318,7 +316,7 @@ static void KN(backward)(const pe__fjob *j) {
 }
 
 /* A piece of a decode call (pe__djob): per chunk of keys, s = q_s k^T for every row (each key
- * row, all its kv heads, loaded once), the bias hook per head, the band (causal, window), the online
+ * row, all its kv heads, loaded once), the method's bias (score_mod) per head, the band (causal, window), the online
  * softmax, then acc += p v with each value row loaded once. Keys are walked in memory order:
  * memory-bound by design. */
 static void KN(decode)(const pe__djob *j) {
@@ -359,8 +357,10 @@ static void KN(decode)(const pe__djob *j) {
                     for (int x = 0; x < 4; x++) s[(g * Rg + x0 + x) * PE_BC + c] = t[x];
                 }
         }
-        for (int64_t h = 0; h < G * j->group && j->bias; h++)
-            j->bias(j->ctx, j->b, h, 0, T, j0, nj, s + ((h / j->group) * Rg + (h % j->group) * T) * PE_BC, PE_BC);
+        for (int64_t h = 0; h < G * j->group && j->mod; h++) { /* a bias: no q or k in the tile */
+            const pe__tile tl = {.b = j->b, .h = h, .ni = T, .j0 = j0, .nj = nj};
+            j->mod->score_mod(j->ctx, &tl, s + ((h / j->group) * Rg + (h % j->group) * T) * PE_BC, PE_BC);
+        }
         for (int64_t r = 0; r < R; r++) { /* past the chunk, padding rows, or outside the query's band */
             const int64_t x = r % Rg;
             int64_t to = 0, from = 0;

@@ -105,7 +105,6 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             else if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->score_mod) a->m->score_mod(ctx, &t, s, Tk);
-            if (a->m->bias_forward) a->m->bias_forward(ctx, b, h, 0, T, 0, Tk, s, Tk);
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
                 free(drop), free(tbuf);
@@ -135,7 +134,7 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
                   group = H / ctx->Hkv;
     float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
     float *kt, *ts, *plain;
-    float *tbuf = tile_buffers(ctx, a->m, !(a->m->flags & PE__SCORE_OWN), &kt, &ts, &plain);
+    float *tbuf = tile_buffers(ctx, a->m, (a->m->flags & PE__SCORE_PLAIN) != 0, &kt, &ts, &plain);
     if (!dp || ((a->m->score_mod || a->m->value_mod) && !tbuf)) {
         free(dp), free(tbuf);
         return pe_error(err, PE_ENOMEM, "out of memory for %lld x %lld score gradients", (long long)T, (long long)Tk);
@@ -165,7 +164,6 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
                 for (int64_t e = 0; e < T * Tk; e++) dp[e] = pd[e] != 0.0f ? dp[e] * scale : 0.0f;
             }
             pe__softmax_backward(p, dp, ds, T, Tk);
-            if (a->m->bias_backward) a->m->bias_backward(ctx, b, h, 0, T, 0, Tk, ds, Tk);
             if (a->m->score_mod_backward) {
                 if (plain) pe__score_dot_forward(ctx, qh, kh, plain);
                 a->m->score_mod_backward(ctx, &t, plain, ds, Tk);

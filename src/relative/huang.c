@@ -255,13 +255,13 @@ static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in
     }
 }
 
-#define HUANG_METHOD(n, params_fn, mod, mod_bwd, scratch_fn, own)                             \
+#define HUANG_METHOD(n, params_fn, mod, mod_bwd, scratch_fn, reads)                             \
     const pe__method pe__method_huang##n = {                                                  \
         .name = "huang" #n,                                                                   \
         .reference = "Huang et al. 2020, improve transformer models with better relative position embeddings", \
         .family = PE_FAMILY_RELATIVE,                                                         \
         .keys = "max_rel",                                                                    \
-        .flags = PE__FUSED | (own),                                                           \
+        .flags = PE__FUSED | (reads),                                                         \
         .defaults = defaults,                                                                 \
         .check = check,                                                                       \
         .params = params_fn,                                                                  \
@@ -272,7 +272,7 @@ static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in
         .tile_scratch = scratch_fn,                                                           \
     };
 
-HUANG_METHOD(1, params_scale_abs, scale_mod, scale_mod_backward, NULL, 0)
-HUANG_METHOD(2, params_scale, scale_mod, scale_mod_backward, NULL, 0)
-HUANG_METHOD(3, params_vec, vec3_mod, vec3_mod_backward, vec3_scratch, PE__SCORE_OWN)
-HUANG_METHOD(4, params_vec, vec4_mod, vec4_mod_backward, vec4_scratch, 0)
+HUANG_METHOD(1, params_scale_abs, scale_mod, scale_mod_backward, NULL, PE__SCORE_PLAIN)
+HUANG_METHOD(2, params_scale, scale_mod, scale_mod_backward, NULL, PE__SCORE_PLAIN)
+HUANG_METHOD(3, params_vec, vec3_mod, vec3_mod_backward, vec3_scratch, PE__SCORE_OWN | PE__SCORE_QK)
+HUANG_METHOD(4, params_vec, vec4_mod, vec4_mod_backward, vec4_scratch, PE__SCORE_QK)

@@ -249,7 +249,7 @@ static void eligibility(void **state) {
         const pe__method *d = pe__method_get(m);
         int hooks_allow = !(d->flags & (PE__MEMORY | PE__COMPLEX)) && !d->mask && !d->walk_forward &&
                           !(d->score_forward || d->score_backward) &&
-                          !(d->bias_backward && d->finish_backward);
+                          !(d->score_mod_backward && d->finish_backward);
         if (pe__fused_eligible(d) && !hooks_allow) fail_msg("%s is flagged fused but its hooks need the reference path", d->name);
     }
     static const char *const yes[] = {"none", "sinusoidal", "learned", "floater", "rope", "xpos", "alibi",
