@@ -47,8 +47,8 @@ static int attn_measure(const char *method, int64_t T, int causal, int reference
         pe_attention_free(att);
         return cli_fail("bench: %s: %s", method, err.msg);
     }
-    for (int i = 0; i < L.np; i++)
-        if (!strcmp(L.specs[i].name, "alibi_slopes")) L.w.param[i] = NULL, L.g.dparam[i] = NULL;
+    for (int i = 0; i < L.np; i++) /* optional tensors as the method's defaults (ALiBi's reference slopes) */
+        if (L.specs[i].optional) L.w.param[i] = NULL, L.g.dparam[i] = NULL;
     float *x = bench_rand(T * C, 5), *dy = bench_rand(T * C, 6), *y = calloc((size_t)(T * C), 4), *dx = calloc((size_t)(T * C), 4);
     if (!x || !dy || !y || !dx) return cli_fail("bench: out of memory");
     memset(y, 0, sizeof(float) * T * C), memset(dx, 0, sizeof(float) * T * C);

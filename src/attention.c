@@ -167,7 +167,7 @@ static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err 
  * whose q, k, v have passed it is then plain attention, needing neither the method's tables
  * (prepare) nor its tensors. */
 static int transform_only(const pe__method *m) {
-    return !m->score_forward && !m->score_mod && !m->value_mod && !m->mask && !m->lift_width &&
+    return !m->score_mod && !m->value_mod && !m->mask && !m->lift_width &&
            !m->walk_forward;
 }
 

@@ -15,10 +15,9 @@
  *   (projections)
  *   rotate    q, k (and v) transformed      rotate_backward  dq, dk, dv back through it
  *   (or lift  q, k to W wide vectors        lift_backward    the transform stage's other form)
- *   score     s = scale q.k + terms, one    score_backward   dq, dk, d(tables) from ds
- *             (b, h) (xl, deberta, cope)
  *   score_mod s of a tile, in place: a      score_mod_backward  ds, dq, dk, d(tables) (tile)
- *             bias, a product, a gather
+ *             bias, a product, a gather,
+ *             or a whole head's score
  *   mask      extra masked entries (causal by token index is the core's)
  *   (softmax)
  *   value_mod o += sum_j p_ij u_ij (tile)   value_mod_backward  dp, d(tables) from do (tile)
@@ -112,6 +111,10 @@ enum {
     PE__SCORE_QK = 256,
     /* Its score_mod_backward reads the plain term it modified (s_in: huang1, huang2's product) */
     PE__SCORE_PLAIN = 512,
+    /* Its score_mod takes only a whole head as its tile (terms over every key of a query:
+     * xl's relative shift over [memory; segment], deberta's two-sided gathers, cope's gates,
+     * cumulative over keys): the reference path, which calls it so. */
+    PE__SCORE_HEAD = 1024,
 };
 
 /* One tile of one (b, h)'s scores, as the score and value hooks see it in every executor:
@@ -176,12 +179,6 @@ typedef struct pe__method {
     void (*rotate_backward)(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
                             const float *k_in);
 
-    /* One (b, h): q (T, D) row stride C, k (Tk, D) row stride Ckv (the head's kv head),
-     * s (T, Tk). Writes all of s (pe__score_dot_* is the plain term). */
-    void (*score_forward)(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                          float *s);
-    void (*score_backward)(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                           const float *k, float *dq, float *dk);
 
     /* The transform stage of a method whose vectors change width: a score that is the plain
      * product of lifted vectors, s = scale q'.k' with q', k' of width W = lift_width (PoPE:
@@ -189,7 +186,7 @@ typedef struct pe__method {
      * (B, T, H W) and kw (B, Tk, H W), a key per *query* head (the lift of a key may read the
      * query head's tensors); lift_backward adds to dq, dk and the method's gradients from dqw,
      * dkw. Both executors attend over the lifted vectors (the values padded to W): the lift is
-     * the method's one implementation, it has no score hooks. */
+     * the method's one implementation, it has no score_mod. */
     int64_t (*lift_width)(const pe_config *cfg, int64_t D);
     void (*lift_forward)(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw);
     void (*lift_backward)(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw,

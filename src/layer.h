@@ -60,7 +60,7 @@ pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err 
 pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err);
 
 /* The reference executor over one context's q, k, v (exec/reference.c): per (b, h) the
- * (T, Tk) scores (score hook or scale q.k), bias, mask, softmax, dropout, o = p v, value hook,
+ * (T, Tk) scores (scale q.k, score_mod), mask, softmax, dropout, o = p v, value_mod,
  * into a->s, a->p; and its backward (dq, dk, dv added). */
 pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                 float *o, float *scores, float *probs, pe_err *err);

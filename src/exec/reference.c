@@ -1,5 +1,5 @@
 /* The reference executor: the (B, H, T, Tk) scores and probabilities materialised, every hook
- * per (b, h) (score, bias, mask, value), dropout; the oracle the fused path is held to, and the
+ * per (b, h) (the tile hooks over the whole head, mask), dropout; the oracle the fused path is held to, and the
  * path of scores, probs, dropout and the methods no tile can hold (xl, deberta, tupe, cope). */
 #include "../layer.h"
 
@@ -77,8 +77,8 @@ static float *tile_buffers(const pe__ctx *ctx, const pe__method *m, int s_in, fl
 }
 
 /* The reference executor over one context (the call's, or a lifted method's: H heads of W):
- * per (b, h) the (T, Tk) scores (score hook, or scale q.k and the tile hooks over the head as
- * one tile), bias, mask, softmax, dropout, o = p v and the value hook; scores and probs copied
+ * per (b, h) the (T, Tk) scores (scale q.k and the score_mod over the head as one tile), mask,
+ * softmax, dropout, o = p v and the value_mod; scores and probs copied
  * out when asked for. */
 pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                 float *o, float *scores, float *probs, pe_err *err) {
@@ -101,8 +101,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             const float *vh = v + b * Tk * Ckv + (h / group) * D;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
             pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
-            if (a->m->score_forward) a->m->score_forward(ctx, b, h, qh, kh, s);
-            else if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
+            if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
             else pe__score_dot_forward(ctx, qh, kh, s);
             if (a->m->score_mod) a->m->score_mod(ctx, &t, s, Tk);
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
@@ -168,8 +167,7 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
                 if (plain) pe__score_dot_forward(ctx, qh, kh, plain);
                 a->m->score_mod_backward(ctx, &t, plain, ds, Tk);
             }
-            if (a->m->score_backward) a->m->score_backward(ctx, b, h, ds, qh, kh, dqh, dkh);
-            else if (!(a->m->flags & PE__SCORE_OWN)) pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
+            if (!(a->m->flags & PE__SCORE_OWN)) pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
         }
     free(dp), free(tbuf);
     return PE_OK;

@@ -120,7 +120,11 @@ static void positions(pe__ctx *ctx, cope_state *st, int64_t b, const float *q, c
     }
 }
 
-static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *s) {
+/* the whole score of head (t->b, t->h): the tile is the head (PE__SCORE_HEAD) */
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    (void)lds, (void)b, (void)h;
     (void)h;
     cope_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C;
@@ -138,8 +142,11 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
         }
 }
 
-static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q, const float *k,
-                           float *dq, float *dk) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    float *dq = t->dq, *dk = t->dk;
+    (void)s_in, (void)lds, (void)b, (void)h;
     (void)h;
     cope_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C;
@@ -206,7 +213,7 @@ const pe__method pe__method_cope = {
     .reference = "Golovneva et al. 2024, Contextual Position Encoding (facebookresearch/RAM projects/cope)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "npos_max",
-    .flags = PE__GQA,
+    .flags = PE__GQA | PE__SCORE_OWN | PE__SCORE_QK | PE__SCORE_HEAD,
     .fit_length = fit_length,
     .defaults = defaults,
     .check = check,
@@ -214,6 +221,6 @@ const pe__method pe__method_cope = {
     .prepare = prepare,
     .release = release,
     .finish_backward = finish_backward,
-    .score_forward = score_forward,
-    .score_backward = score_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

@@ -155,8 +155,11 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 
 /* One (b, h): s (T, Tk) = scale (q k^T + c2p + p2c). The position terms are gathered per pair
  * (O(T^2 D), like q k^T) rather than through a (T, 2S) table, so a wide span costs nothing. */
-static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                          float *s) {
+/* the whole score of head (t->b, t->h): the tile is the head (PE__SCORE_HEAD) */
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    (void)lds, (void)b, (void)h;
     const deberta_state *st = ctx->state;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv;
     const int32_t *idx = st->idx + b * T * ctx->Tk;
@@ -166,17 +169,20 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
     for (int64_t i = 0; i < T; i++)
         for (int64_t j = 0; j < ctx->Tk; j++) {
             int64_t r = idx[i * ctx->Tk + j];
-            float t = 0;
-            if (Kr) t += pe__dot(q + i * C, Kr + r * C, D);
-            if (Qr) t += pe__dot(k + j * Ckv, Qr + r * C, D);
-            s[i * ctx->Tk + j] += scale * t;
+            float acc = 0;
+            if (Kr) acc += pe__dot(q + i * C, Kr + r * C, D);
+            if (Qr) acc += pe__dot(k + j * Ckv, Qr + r * C, D);
+            s[i * ctx->Tk + j] += scale * acc;
         }
 }
 
 /* forward was s_ij += scale (q_i.Kr[r] + k_j.Qr[r]), so now, with g = scale ds_ij:
  * dq_i += g Kr[r], dKr[r] += g q_i, dk_j += g Qr[r], dQr[r] += g k_j (head h's columns). */
-static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                           const float *k, float *dq, float *dk) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    float *dq = t->dq, *dk = t->dk;
+    (void)s_in, (void)lds, (void)b, (void)h;
     deberta_state *st = ctx->state;
     const int64_t T = ctx->T, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv;
     const int32_t *idx = st->idx + b * T * ctx->Tk;
@@ -229,12 +235,13 @@ const pe__method pe__method_deberta = {
     .family = PE_FAMILY_RELATIVE,
     .keys = "position_buckets max_relative_positions pos_att share_att_key",
     .rel_index = rel_index,
+    .flags = PE__SCORE_OWN | PE__SCORE_QK | PE__SCORE_HEAD,
     .defaults = defaults,
     .check = check,
     .params = params,
     .prepare = prepare,
     .release = release,
     .finish_backward = finish_backward,
-    .score_forward = score_forward,
-    .score_backward = score_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
 };

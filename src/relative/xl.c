@@ -20,8 +20,8 @@ typedef struct xl_state {
     int64_t NR;     /* hi - lo + 1 */
     float *R;       /* (NR, C) R_m */
     float *Rk;      /* (NR, C) R wr^T; head h owns columns h*D .. h*D+D-1 */
-    float *dRk;     /* (NR, C) gradient of Rk, accumulated by score_backward */
-    float *G;       /* (T, NR) scratch of the score hooks: q_i . Rk_h[r], then its gradient g */
+    float *dRk;     /* (NR, C) gradient of Rk, accumulated by score_mod_backward */
+    float *G;       /* (T, NR) scratch of score_mod: q_i . Rk_h[r], then its gradient g */
     float *uk;      /* (Tk) r_w_bias_h . k_j */
     float *vr;      /* (NR) r_r_bias_h . Rk_h[r], then gs */
 } xl_state;
@@ -111,8 +111,11 @@ static inline int64_t dist_index(const pe__ctx *ctx, const xl_state *st, int64_t
     return (m < st->hi ? m : st->hi) - st->lo;
 }
 
-static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k,
-                          float *s) {
+/* the whole score of head (t->b, t->h): the tile is the head (PE__SCORE_HEAD) */
+static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    (void)lds, (void)b, (void)h;
     const xl_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C, NR = st->NR;
     const float *u = ctx->w->param[R_W_BIAS] + h * D, *v = ctx->w->param[R_R_BIAS] + h * D;
@@ -144,8 +147,11 @@ static void score_forward(pe__ctx *ctx, int64_t b, int64_t h, const float *q, co
  *   dq_i += scale sum_j ds_ij k_j + g[i] Rk      dk_j += scale sum_i ds_ij q_i + c_j u
  *   du   += sum_j c_j k_j                        dv   += sum_r gs[r] Rk[r]
  *   dRk[r] += sum_i g[i, r] q_i + gs[r] v        (to wr in finish_backward) */
-static void score_backward(pe__ctx *ctx, int64_t b, int64_t h, const float *ds, const float *q,
-                           const float *k, float *dq, float *dk) {
+static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+    const int64_t b = t->b, h = t->h;
+    const float *q = t->q, *k = t->k;
+    float *dq = t->dq, *dk = t->dk;
+    (void)s_in, (void)lds, (void)b, (void)h;
     xl_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv, NR = st->NR;
     const float *u = ctx->w->param[R_W_BIAS] + h * D, *v = ctx->w->param[R_R_BIAS] + h * D;
@@ -203,14 +209,14 @@ const pe__method pe__method_xl = {
     .reference = "Dai et al. 2019, Transformer-XL (kimiyoung/transformer-xl)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "clamp_len same_length mem_len",
-    .flags = PE__MEMORY,
+    .flags = PE__MEMORY | PE__SCORE_OWN | PE__SCORE_QK | PE__SCORE_HEAD,
     .defaults = defaults,
     .check = check,
     .params = params,
     .prepare = prepare,
     .release = release,
     .finish_backward = finish_backward,
-    .score_forward = score_forward,
-    .score_backward = score_backward,
+    .score_mod = score_mod,
+    .score_mod_backward = score_mod_backward,
     .mask = mask,
 };

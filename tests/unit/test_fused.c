@@ -248,7 +248,7 @@ static void eligibility(void **state) {
     for (int m = 0; m < PE_METHOD_COUNT; m++) {
         const pe__method *d = pe__method_get(m);
         int hooks_allow = !(d->flags & (PE__MEMORY | PE__COMPLEX)) && !d->mask && !d->walk_forward &&
-                          !(d->score_forward || d->score_backward) &&
+                          !(d->flags & PE__SCORE_HEAD) &&
                           !(d->score_mod_backward && d->finish_backward);
         if (pe__fused_eligible(d) && !hooks_allow) fail_msg("%s is flagged fused but its hooks need the reference path", d->name);
     }
