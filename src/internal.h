@@ -115,6 +115,11 @@ enum {
      * xl's relative shift over [memory; segment], deberta's two-sided gathers, cope's gates,
      * cumulative over keys): the reference path, which calls it so. */
     PE__SCORE_HEAD = 1024,
+    /* Its hooks gather per query block (products of the block's queries with a table, formed
+     * once for all its key tiles): the executors call score_mod with a BEGIN tile (the block's
+     * rows, no keys) before a block's tiles, forward and backward, and score_mod_backward with
+     * BEGIN and END tiles around them in backward, which the scratch (per thread) spans. */
+    PE__SCORE_BLOCK = 2048,
 };
 
 /* One tile of one (b, h)'s scores, as the score and value hooks see it in every executor:
@@ -127,8 +132,12 @@ typedef struct pe__tile {
     const float *q, *k, *kt;
     int64_t ldq, ldk, ldkt;
     float *dq, *dk;
+    const float *dout; /* backward: the tile's rows of the output's gradient (stride ldd) */
+    int64_t ldd;
     float *scratch;
+    int phase; /* PE__TILE_PAIRS, or (PE__SCORE_BLOCK) a query block's BEGIN or END: no keys */
 } pe__tile;
+enum { PE__TILE_PAIRS, PE__TILE_BEGIN, PE__TILE_END };
 
 typedef struct pe__method {
     const char *name;
@@ -281,6 +290,16 @@ void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m);
 /* ds = p * (dp - sum_j p dp), row-wise. */
 void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m);
+
+/* A tile hook whose loops the compiler vectorises, built also for AVX2 and chosen by the CPU
+ * when the library loads (GCC's target_clones, an ifunc): the kernels' width for the methods'
+ * own loops. Their sums keep a fixed order (lanes written out), so both builds give the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define PE_TILE_SIMD __attribute__((target_clones("avx2", "default")))
+#else
+#define PE_TILE_SIMD
+#endif
 
 /* Helpers shared by methods. */
 /* clip(a - b, -K, K) without overflow for any positions */

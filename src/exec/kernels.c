@@ -219,6 +219,8 @@ static int64_t KN(forward)(const pe__fjob *j) {
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t jbeg, jend;
     pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
+    const int block = mod && (mod->flags & PE__SCORE_BLOCK);
+    if (block) tl.phase = PE__TILE_BEGIN, mod->score_mod(j->ctx, &tl, NULL, 0), tl.phase = PE__TILE_PAIRS;
     for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         if (tile_skipped(j, i0, j0)) continue;
@@ -269,9 +271,17 @@ static void KN(backward)(const pe__fjob *j) {
         }
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
         pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
-                       .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .scratch = j->ms};
+                       .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .dout = j->dout + i0 * j->ld, .ldd = j->ld,
+                       .scratch = j->ms};
         int64_t jbeg, jend;
         pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
+        const int block = mod && (mod->flags & PE__SCORE_BLOCK);
+        if (block) {
+            tl.phase = PE__TILE_BEGIN;
+            mod->score_mod(j->ctx, &tl, NULL, 0);
+            mod->score_mod_backward(j->ctx, &tl, NULL, NULL, 0);
+            tl.phase = PE__TILE_PAIRS;
+        }
         for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
             if (tile_skipped(j, i0, j0)) continue;
@@ -305,6 +315,7 @@ static void KN(backward)(const pe__fjob *j) {
             mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
             mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
         }
+        if (block) tl.phase = PE__TILE_END, tl.nj = 0, mod->score_mod_backward(j->ctx, &tl, NULL, NULL, 0);
         const vf sv = vbc(j->scale);
         for (int64_t r = 0; r < ni; r++) {
             float *dq = j->dq + (i0 + r) * j->ld;

@@ -63,6 +63,16 @@ static pe__tile whole_tile(const pe__ctx *ctx, int64_t b, int64_t h, const float
                       .ldk = ctx->Ckv, .ldkt = Tk, .scratch = scratch};
 }
 
+/* A BEGIN or END tile of the head's one query block (PE__SCORE_BLOCK) to score_mod or its backward */
+static void block_phase(pe__ctx *ctx, void (*fwd)(pe__ctx *, const pe__tile *, float *, int64_t),
+                        void (*bwd)(pe__ctx *, const pe__tile *, const float *, float *, int64_t), const pe__tile *t,
+                        int phase) {
+    pe__tile e = *t;
+    e.phase = phase, e.nj = 0;
+    if (fwd) fwd(ctx, &e, NULL, 0);
+    if (bwd) bwd(ctx, &e, NULL, NULL, 0);
+}
+
 /* Buffers of the tile hooks over a whole head: kt (D, Tk), the method's scratch, and with
  * s_in the plain scores (T, Tk) for their backward; NULL when the method has no tile hook. */
 static float *tile_buffers(const pe__ctx *ctx, const pe__method *m, int s_in, float **kt, float **scratch,
@@ -103,6 +113,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
             if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
             else pe__score_dot_forward(ctx, qh, kh, s);
+            if (a->m->flags & PE__SCORE_BLOCK) block_phase(ctx, a->m->score_mod, NULL, &t, PE__TILE_BEGIN);
             if (a->m->score_mod) a->m->score_mod(ctx, &t, s, Tk);
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
@@ -152,7 +163,8 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
              * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
             const float *pv = p;
             pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
-            t.dq = dqh, t.dk = dkh;
+            t.dq = dqh, t.dk = dkh, t.dout = douth, t.ldd = C;
+            if (a->m->flags & PE__SCORE_BLOCK) block_phase(ctx, NULL, a->m->score_mod_backward, &t, PE__TILE_BEGIN);
             if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
             pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
             pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
@@ -167,6 +179,7 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
                 if (plain) pe__score_dot_forward(ctx, qh, kh, plain);
                 a->m->score_mod_backward(ctx, &t, plain, ds, Tk);
             }
+            if (a->m->flags & PE__SCORE_BLOCK) block_phase(ctx, NULL, a->m->score_mod_backward, &t, PE__TILE_END);
             if (!(a->m->flags & PE__SCORE_OWN)) pe__score_dot_backward(ctx, ds, qh, kh, dqh, dkh);
         }
     free(dp), free(tbuf);

@@ -114,18 +114,39 @@ static void scale_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
 /* ---- huang3: s = scale sum_d q_d k_d rel_vec[row, d] ------------------------------------ */
 
 static int64_t vec3_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
-    (void)cfg, (void)rows;
-    return 2 * D + cols; /* q e and z of a query, and its pairs' rows (int32) */
+    (void)cfg, (void)rows, (void)cols;
+    return 2 * D; /* q e and z of a query */
+}
+
+/* A pair's gradients in one pass over q, k, e: dq += g k e, dk += g q e, de += g q k (de may be
+ * a sink: the rows are distinct, restrict lets the loop vectorise) */
+static inline void grads3(float *restrict dq, float *restrict dk, float *restrict de, const float *restrict q,
+                          const float *restrict k, const float *restrict e, float g, int64_t D) {
+    for (int64_t d = 0; d < D; d++) {
+        const float ge = g * e[d];
+        dq[d] += ge * k[d];
+        dk[d] += ge * q[d];
+        de[d] += g * q[d] * k[d];
+    }
+}
+
+/* sum_d a_d b_d c_d in eight lanes (a form the compiler vectorises without reassociating) */
+static inline float dot3(const float *a, const float *b, const float *c, int64_t n) {
+    float acc[8] = {0};
+    int64_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        for (int u = 0; u < 8; u++) acc[u] += a[d + u] * b[d + u] * c[d + u];
+    for (; d < n; d++) acc[0] += a[d] * b[d] * c[d];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 /* The whole score (PE__SCORE_OWN). A tile of one row e (every tile off the band |a| < K) is a
  * product with q * e; the band's go pair by pair. Sums run over d in the transposed keys. */
-static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
+PE_TILE_SIMD static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t D = ctx->D;
     const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG3, &lo, &hi);
-    int32_t *rows = (int32_t *)(t->scratch + 2 * D); /* the pairs' rows of a query */
     for (int64_t i = 0; i < t->ni; i++) {
         float *si = s + i * lds;
         memset(si, 0, sizeof(float) * (size_t)t->nj);
@@ -134,18 +155,16 @@ static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
             for (int64_t d = 0; d < D; d++) pe__axpy(si, scale * t->q[i * t->ldq + d] * e[d], t->kt + d * t->ldkt, t->nj);
             continue;
         }
-        for (int64_t j = 0; j < t->nj; j++) rows[j] = (int32_t)pair_row(ctx, t, HUANG3, i, j);
-        for (int64_t d = 0; d < D; d++) {
-            const float qd = scale * t->q[i * t->ldq + d], *kd = t->kt + d * t->ldkt;
-            for (int64_t j = 0; j < t->nj; j++) si[j] += qd * rv[(int64_t)rows[j] * D + d] * kd[j];
-        }
+        const float *qi = t->q + i * t->ldq;
+        for (int64_t j = 0; j < t->nj; j++)
+            si[j] = scale * dot3(qi, rv + pair_row(ctx, t, HUANG3, i, j) * D, t->k + j * t->ldk, D);
     }
 }
 
 /* forward was s_ij = scale sum_d q_id k_jd e_d (e = rel_vec[row]), so now, with g = scale ds_ij:
  * dq_id += g k_jd e_d, dk_jd += g q_id e_d, de_d += g q_id k_jd. One row e: z_i = sum_j g_ij
  * k_j, dq_i += z_i e, de += q_i z_i, dk_j += g_ij (q_i e). */
-static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+PE_TILE_SIMD static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
     (void)s_in;
     const int64_t D = ctx->D;
     const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
@@ -175,84 +194,91 @@ static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in
             const float g = scale * ds[i * lds + j];
             if (g == 0.0f) continue; /* masked */
             const int64_t r = pair_row(ctx, t, HUANG3, i, j);
-            const float *kj = t->k + j * t->ldk, *e = rv + r * D;
-            float *dkj = t->dk + j * t->ldk;
-            for (int64_t d = 0; d < D; d++) {
-                dqi[d] += g * kj[d] * e[d];
-                dkj[d] += g * qi[d] * e[d];
-            }
-            if (drv)
-                for (int64_t d = 0; d < D; d++) drv[r * D + d] += g * qi[d] * kj[d];
+            grads3(dqi, t->dk + j * t->ldk, drv ? drv + r * D : z, qi, t->k + j * t->ldk, rv + r * D, g, D);
         }
     }
 }
 
 /* ---- huang4: s = scale (q.k + q.e + k.e), e = rel_vec[row] ------------------------------ */
 
+/* Per thread: a header, the block's q products and their gradient (rows, 2K+1) each, then the
+ * tile's k products and theirs (cols, 2K+1) each */
+enum { HEAD = 16 };
 static int64_t vec4_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
     (void)D;
-    return (rows + cols) * (2 * cfg->max_rel + 1);
+    return HEAD + 2 * (rows + cols) * (2 * cfg->max_rel + 1);
 }
 
 /* x (n, D; ldx) times the tile's rows lo .. lo + nr - 1 of the transposed table: out (n, nr) */
-static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D, int64_t lo,
-                         int64_t nr, float *out) {
+PE_TILE_SIMD static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
+                                      int64_t lo, int64_t nr, float *out) {
     memset(out, 0, sizeof(float) * (size_t)(n * nr));
     for (int64_t i = 0; i < n; i++)
         for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
 }
 
+/* BEGIN: qa = q rel_vec^T of the block's queries, once for its key tiles; per tile the k
+ * products of its rows */
 static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
+    float *qa = t->scratch + HEAD, *ka = qa + 2 * t->ni * R;
+    if (t->phase == PE__TILE_BEGIN) {
+        row_products(t->q, t->ldq, t->ni, ctx->state, R, D, 0, R, qa);
+        return;
+    }
     const float scale = (float)ctx->cfg->scale;
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG4, &lo, &hi);
     const int64_t nr = hi - lo + 1;
-    float *qa = t->scratch, *ka = qa + t->ni * nr; /* q_i . e[lo + x], k_j . e[lo + x] */
-    row_products(t->q, t->ldq, t->ni, ctx->state, R, D, lo, nr, qa);
     row_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
-            const int64_t x = pair_row(ctx, t, HUANG4, i, j) - lo;
-            s[i * lds + j] += scale * (qa[i * nr + x] + ka[j * nr + x]);
+            const int64_t r = pair_row(ctx, t, HUANG4, i, j);
+            s[i * lds + j] += scale * (qa[i * R + r] + ka[j * nr + r - lo]);
         }
 }
 
-/* forward was s_ij += scale (q_i.e + k_j.e), so now, with gq[i, x], gk[j, x] the sums of
- * g = scale ds_ij over the pairs of row lo + x: dq_i += gq[i] e, dk_j += gk[j] e,
- * de += gq^T q + gk^T k; the plain term keeps ds */
-static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
+/* forward was s_ij += scale (q_i.e + k_j.e), so now, with gq[i, r], gk[j, r] the sums of
+ * g = scale ds_ij over the pairs of row r: dk_j += gk[j] e, de += gk^T k per tile, and at END
+ * dq_i += gq[i] e, de += gq^T q; the plain term keeps ds */
+PE_TILE_SIMD static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
     (void)s_in;
-    const int64_t D = ctx->D;
-    const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
+    const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
+    const float *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
+    float *gq = t->scratch + HEAD + t->ni * R, *gk = gq + t->ni * R + t->nj * R;
+    if (t->phase == PE__TILE_BEGIN) {
+        memset(gq, 0, sizeof(float) * (size_t)(t->ni * R));
+        return;
+    }
+    if (t->phase == PE__TILE_END) {
+        for (int64_t i = 0; i < t->ni; i++)
+            for (int64_t r = 0; r < R; r++) {
+                const float c = gq[i * R + r];
+                if (c == 0.0f) continue;
+                pe__axpy(t->dq + i * t->ldq, c, rv + r * D, D);
+                if (drv) pe__axpy(drv + r * D, c, t->q + i * t->ldq, D);
+            }
+        return;
+    }
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG4, &lo, &hi);
     const int64_t nr = hi - lo + 1;
-    float *gq = t->scratch, *gk = gq + t->ni * nr;
-    memset(gq, 0, sizeof(float) * (size_t)((t->ni + t->nj) * nr));
+    memset(gk, 0, sizeof(float) * (size_t)(t->nj * nr));
+    const float scale = (float)ctx->cfg->scale;
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
             const float g = scale * ds[i * lds + j];
-            const int64_t x = pair_row(ctx, t, HUANG4, i, j) - lo;
-            gq[i * nr + x] += g, gk[j * nr + x] += g;
+            const int64_t r = pair_row(ctx, t, HUANG4, i, j);
+            gq[i * R + r] += g, gk[j * nr + r - lo] += g;
         }
-    for (int64_t x = 0; x < nr; x++) {
-        const float *e = rv + (lo + x) * D;
-        float *de = drv ? drv + (lo + x) * D : NULL;
-        for (int64_t i = 0; i < t->ni; i++) {
-            const float c = gq[i * nr + x];
-            if (c == 0.0f) continue;
-            pe__axpy(t->dq + i * t->ldq, c, e, D);
-            if (de) pe__axpy(de, c, t->q + i * t->ldq, D);
-        }
-        for (int64_t j = 0; j < t->nj; j++) {
+    for (int64_t j = 0; j < t->nj; j++)
+        for (int64_t x = 0; x < nr; x++) {
             const float c = gk[j * nr + x];
             if (c == 0.0f) continue;
-            pe__axpy(t->dk + j * t->ldk, c, e, D);
-            if (de) pe__axpy(de, c, t->k + j * t->ldk, D);
+            pe__axpy(t->dk + j * t->ldk, c, rv + (lo + x) * D, D);
+            if (drv) pe__axpy(drv + (lo + x) * D, c, t->k + j * t->ldk, D);
         }
-    }
 }
 
 #define HUANG_METHOD(n, params_fn, mod, mod_bwd, scratch_fn, reads)                             \
@@ -275,4 +301,4 @@ static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in
 HUANG_METHOD(1, params_scale_abs, scale_mod, scale_mod_backward, NULL, PE__SCORE_PLAIN)
 HUANG_METHOD(2, params_scale, scale_mod, scale_mod_backward, NULL, PE__SCORE_PLAIN)
 HUANG_METHOD(3, params_vec, vec3_mod, vec3_mod_backward, vec3_scratch, PE__SCORE_OWN | PE__SCORE_QK)
-HUANG_METHOD(4, params_vec, vec4_mod, vec4_mod_backward, vec4_scratch, PE__SCORE_QK)
+HUANG_METHOD(4, params_vec, vec4_mod, vec4_mod_backward, vec4_scratch, PE__SCORE_QK | PE__SCORE_BLOCK)

@@ -3,9 +3,9 @@
  *   s_ij = scale q_i . (k_j + rel_k[r])
  *   o_i  = sum_j p_ij (v_j + rel_v[r])
  * Tables rel_k, rel_v (2K+1, D) are shared by the heads. Both terms are tile hooks, the same
- * in every executor: a tile reads the rows between its extreme offsets (x = r - lo), whose
- * products with its queries (qa = q rel_k^T, and in backward dva = do rel_v^T) it forms once
- * and gathers per pair, as the reference's efficient form does per sequence. */
+ * in every executor: the products of a query block with the tables (qa = q rel_k^T, and in
+ * backward dva = do rel_v^T) are formed once per block (PE__SCORE_BLOCK) and gathered per pair,
+ * as the reference's efficient form does per sequence; their gradients gather per block too. */
 #include "../internal.h"
 
 enum { REL_K, REL_V };
@@ -42,100 +42,117 @@ static void release(pe__ctx *ctx) {
     ctx->state = NULL;
 }
 
-/* a tile's products with its rows: two (rows, 2K+1) tables */
+/* Per thread: a header, then four (rows, 2K+1) tables of the query block: qa = q rel_k^T, its
+ * gradient g, dva = do rel_v^T and the probability mass w of each row (forward: the tile's) */
+enum { HEAD = 16 };
 static int64_t tile_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
     (void)D, (void)cols;
-    return 2 * rows * (2 * cfg->max_rel + 1);
+    return HEAD + 4 * rows * (2 * cfg->max_rel + 1);
+}
+typedef struct block {
+    int64_t R;
+    float *qa, *g, *dva, *w;
+} block;
+static block block_of(const pe__ctx *ctx, const pe__tile *t) {
+    const int64_t R = 2 * ctx->cfg->max_rel + 1, n = t->ni * R;
+    block k = {.R = R, .qa = t->scratch + HEAD};
+    k.g = k.qa + n, k.dva = k.g + n, k.w = k.dva + n;
+    return k;
 }
 
 /* the clipped offset j - i the tables are read by (row it + K) */
 static int64_t rel_index(const pe_config *cfg, int64_t i, int64_t j) { return pe__clip_diff(j, i, cfg->max_rel); }
 
-/* The tile's rows lo .. lo + n - 1 (n = *nr) and its pairs' local rows x = r - lo into ix (ni, nj) */
-static int64_t tile_rows(const pe__ctx *ctx, const pe__tile *t, int64_t *nr) {
+/* pair (i, j)'s table row */
+static inline int64_t pair_row(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t j) {
     const int64_t K = ctx->cfg->max_rel;
-    int64_t lo, hi;
-    pe__tile_offsets(ctx, t, 1, K, &lo, &hi);
-    *nr = hi - lo + 1;
-    return lo + K;
-}
-static inline int64_t local_row(const pe__ctx *ctx, const pe__tile *t, int64_t lo, int64_t i, int64_t j) {
-    const int64_t K = ctx->cfg->max_rel;
-    return pe__clip_diff(ctx->kpos[t->b * ctx->Tk + t->j0 + j], ctx->pos[t->b * ctx->T + t->i0 + i], K) + K - lo;
+    return pe__clip_diff(ctx->kpos[t->b * ctx->Tk + t->j0 + j], ctx->pos[t->b * ctx->T + t->i0 + i], K) + K;
 }
 
-/* out (ni, nr) = x (ni, D; ldx) times the transposed table tt (D, R) at rows lo .. lo + nr - 1 */
-static void row_products(const float *x, int64_t ldx, int64_t ni, const float *tt, int64_t R, int64_t D, int64_t lo,
-                         int64_t nr, float *out) {
-    memset(out, 0, sizeof(float) * (size_t)(ni * nr));
-    for (int64_t i = 0; i < ni; i++)
+/* out (n, nr) = x (n, D; ldx) times the transposed table tt (D, R) at rows lo .. lo + nr - 1 */
+PE_TILE_SIMD static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
+                                      int64_t lo, int64_t nr, float *out) {
+    memset(out, 0, sizeof(float) * (size_t)(n * nr));
+    for (int64_t i = 0; i < n; i++)
         for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
 }
 
+/* BEGIN: qa of the block's queries, once for its key tiles; then per pair s += scale qa[i, r] */
 static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
-    const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
+    const block k = block_of(ctx, t);
+    if (t->phase == PE__TILE_BEGIN) {
+        row_products(t->q, t->ldq, t->ni, ctx->state, k.R, ctx->D, 0, k.R, k.qa);
+        return;
+    }
     const float scale = (float)ctx->cfg->scale;
-    int64_t nr, lo = tile_rows(ctx, t, &nr);
-    float *qa = t->scratch; /* (ni, nr) q_i . rel_k[lo + x] */
-    row_products(t->q, t->ldq, t->ni, ctx->state, R, D, lo, nr, qa);
     for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] += scale * qa[i * nr + local_row(ctx, t, lo, i, j)];
+        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] += scale * k.qa[i * k.R + pair_row(ctx, t, i, j)];
 }
 
-/* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, x] = scale sum_{j: r_ij = lo + x} ds_ij:
- * dq_i += g[i] rel_k, drel_k += g^T q; ds is the plain term's as it was */
+/* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, r] = scale sum_{j: r_ij = r} ds_ij
+ * over the block's tiles: at END dq_i += g[i] rel_k, drel_k += g^T q, and the value terms'
+ * drel_v += w^T do (value_mod_backward); ds is the plain term's as it was */
 static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
     (void)s_in;
     const int64_t D = ctx->D;
-    const float scale = (float)ctx->cfg->scale, *rk = ctx->w->param[REL_K];
-    float *drk = ctx->g->dparam[REL_K];
-    int64_t nr, lo = tile_rows(ctx, t, &nr);
-    float *g = t->scratch; /* (ni, nr) */
-    memset(g, 0, sizeof(float) * (size_t)(t->ni * nr));
+    const block k = block_of(ctx, t);
+    if (t->phase == PE__TILE_BEGIN) {
+        memset(k.g, 0, sizeof(float) * (size_t)(t->ni * k.R));
+        t->scratch[0] = 0; /* dva not formed yet */
+        return;
+    }
+    if (t->phase == PE__TILE_PAIRS) {
+        const float scale = (float)ctx->cfg->scale;
+        for (int64_t i = 0; i < t->ni; i++)
+            for (int64_t j = 0; j < t->nj; j++) k.g[i * k.R + pair_row(ctx, t, i, j)] += scale * ds[i * lds + j];
+        return;
+    }
+    const float *rk = ctx->w->param[REL_K];
+    float *drk = ctx->g->dparam[REL_K], *drv = ctx->g->dparam[REL_V];
     for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) g[i * nr + local_row(ctx, t, lo, i, j)] += scale * ds[i * lds + j];
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t x = 0; x < nr; x++) {
-            const float c = g[i * nr + x];
-            if (c == 0.0f) continue; /* masked pairs, rows no pair reads */
-            pe__axpy(t->dq + i * t->ldq, c, rk + (lo + x) * D, D);
-            if (drk) pe__axpy(drk + (lo + x) * D, c, t->q + i * t->ldq, D);
+        for (int64_t r = 0; r < k.R; r++) {
+            const float c = k.g[i * k.R + r], m = t->scratch[0] != 0 ? k.w[i * k.R + r] : 0.0f;
+            if (c != 0.0f) { /* masked pairs, rows no pair reads: 0 */
+                pe__axpy(t->dq + i * t->ldq, c, rk + r * D, D);
+                if (drk) pe__axpy(drk + r * D, c, t->q + i * t->ldq, D);
+            }
+            if (m != 0.0f && drv) pe__axpy(drv + r * D, m, t->dout + i * t->ldd, D);
         }
 }
 
+/* per tile, the rows between its extreme offsets: o_i += sum_x w[i, x] rel_v[lo + x] */
 static void value_mod(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t ldp, float *o, int64_t ldo) {
-    const int64_t D = ctx->D;
+    const int64_t D = ctx->D, K = ctx->cfg->max_rel;
     const float *rv = ctx->w->param[REL_V];
-    int64_t nr, lo = tile_rows(ctx, t, &nr);
-    float *w = t->scratch; /* (ni, nr) the weight of each row */
+    int64_t lo, hi;
+    pe__tile_offsets(ctx, t, 1, K, &lo, &hi);
+    lo += K, hi += K;
+    const int64_t nr = hi - lo + 1;
+    float *w = block_of(ctx, t).w; /* (ni, nr) the weight of each row */
     memset(w, 0, sizeof(float) * (size_t)(t->ni * nr));
     for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) w[i * nr + local_row(ctx, t, lo, i, j)] += p[i * ldp + j];
+        for (int64_t j = 0; j < t->nj; j++) w[i * nr + pair_row(ctx, t, i, j) - lo] += p[i * ldp + j];
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t x = 0; x < nr; x++)
             if (w[i * nr + x] != 0.0f) pe__axpy(o + i * ldo, w[i * nr + x], rv + (lo + x) * D, D);
 }
 
-/* forward was o_i += sum_j p_ij rel_v[r_ij], so now: dp_ij += do_i . rel_v[r_ij],
- * drel_v[r] += sum_i w[i, r] do_i */
+/* forward was o_i += sum_j p_ij rel_v[r_ij], so now dp_ij += do_i . rel_v[r_ij] (dva, formed
+ * once per block), and the block's mass w[i, r] += p_ij, which END turns into drel_v */
 static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t ldp, const float *dout,
                                int64_t ldd, float *dp, int64_t lddp) {
-    const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
-    float *drv = ctx->g->dparam[REL_V];
-    int64_t nr, lo = tile_rows(ctx, t, &nr);
-    float *dva = t->scratch, *w = dva + t->ni * nr; /* (ni, nr) do_i . rel_v[lo + x], and the weights */
-    row_products(dout, ldd, t->ni, (const float *)ctx->state + D * R, R, D, lo, nr, dva);
-    memset(w, 0, sizeof(float) * (size_t)(t->ni * nr));
+    const block k = block_of(ctx, t);
+    if (t->scratch[0] == 0) {
+        row_products(dout, ldd, t->ni, (const float *)ctx->state + ctx->D * k.R, k.R, ctx->D, 0, k.R, k.dva);
+        memset(k.w, 0, sizeof(float) * (size_t)(t->ni * k.R));
+        t->scratch[0] = 1;
+    }
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
-            const int64_t x = local_row(ctx, t, lo, i, j);
-            dp[i * lddp + j] += dva[i * nr + x];
-            w[i * nr + x] += p[i * ldp + j];
+            const int64_t r = pair_row(ctx, t, i, j);
+            dp[i * lddp + j] += k.dva[i * k.R + r];
+            k.w[i * k.R + r] += p[i * ldp + j];
         }
-    if (drv)
-        for (int64_t i = 0; i < t->ni; i++)
-            for (int64_t x = 0; x < nr; x++)
-                if (w[i * nr + x] != 0.0f) pe__axpy(drv + (lo + x) * D, w[i * nr + x], dout + i * ldd, D);
 }
 
 const pe__method pe__method_shaw = {
@@ -144,7 +161,7 @@ const pe__method pe__method_shaw = {
     .family = PE_FAMILY_RELATIVE,
     .keys = "max_rel",
     .rel_index = rel_index,
-    .flags = PE__FUSED | PE__SCORE_QK,
+    .flags = PE__FUSED | PE__SCORE_QK | PE__SCORE_BLOCK,
     .check = check,
     .params = params,
     .prepare = prepare,
