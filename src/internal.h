@@ -127,6 +127,10 @@ enum {
  * ctx->kpos[b Tk + j]). q (ni rows, ldq), k (nj rows, ldk) and kt (D rows of nj keys, ldkt):
  * the transformed q and k, unscaled. Backward: dq, dk, where the hook's own terms add their
  * gradients (strides ldq, ldk). scratch: tile_scratch floats of the calling thread. */
+/* c (rows, n; ldc) += A B with A(r, l) = a[r ars + l als] (rows, L), B (L, n; ldb): the fused
+ * kernels' register-blocked product (rows % 4 == 0, n % 16 == 0) */
+typedef void (*pe__mm_fn)(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
+                          int64_t ldb, int64_t rows, int64_t L, int64_t n);
 typedef struct pe__tile {
     int64_t b, h, i0, ni, j0, nj;
     const float *q, *k, *kt;
@@ -136,6 +140,11 @@ typedef struct pe__tile {
     int64_t ldd;
     float *scratch;
     int phase; /* PE__TILE_PAIRS, or (PE__SCORE_BLOCK) a query block's BEGIN or END: no keys */
+    /* The fused path's product, or NULL (the reference path): with it the tile is padded with
+     * zeros to pr x pc, ldk (the k rows' stride, padded too) is a multiple of 16 and the
+     * transposed keys reach pc columns; s and ds are (pr, pc) with stride pc. */
+    pe__mm_fn mm;
+    int64_t pr, pc;
 } pe__tile;
 enum { PE__TILE_PAIRS, PE__TILE_BEGIN, PE__TILE_END };
 

@@ -21,9 +21,7 @@ static inline void pe__band_tiles(pe__band band, int64_t qoff, int64_t i0, int64
     *j0 = lo / PE_BC * PE_BC, *j1 = hi1;
 }
 
-/* c (rows, dp; ldc) += A b, the kernels' mm_acc (kernels.c) */
-typedef void (*pe__mm_fn)(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
-                          int64_t ldb, int64_t rows, int64_t L, int64_t dp);
+/* the kernels' mm_acc (kernels.c) is pe__mm_fn (internal.h) */
 
 /* One kernel call: forward of one query block, or backward of one (b, h). */
 typedef struct pe__fjob {

@@ -213,7 +213,7 @@ static int64_t KN(forward)(const pe__fjob *j) {
     float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
     const pe__method *mod = j->mod;
     pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
-                   .ldkt = j->tkp, .scratch = j->ms};
+                   .ldkt = j->tkp, .scratch = j->ms, .mm = j->mm, .pr = PE_BR, .pc = PE_BC};
     pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
     memset(acc, 0, sizeof(float) * PE_BR * dp);
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
@@ -272,7 +272,7 @@ static void KN(backward)(const pe__fjob *j) {
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
         pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
                        .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .dout = j->dout + i0 * j->ld, .ldd = j->ld,
-                       .scratch = j->ms};
+                       .scratch = j->ms, .mm = j->mm, .pr = PE_BR, .pc = PE_BC};
         int64_t jbeg, jend;
         pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
         const int block = mod && (mod->flags & PE__SCORE_BLOCK);

@@ -64,8 +64,8 @@ static void tile_rows(const pe__ctx *ctx, const pe__tile *t, int v, int64_t *lo,
     *hi = m0 > m1 ? m0 : m1;
 }
 static inline int64_t pair_row(const pe__ctx *ctx, const pe__tile *t, int v, int64_t i, int64_t j) {
-    const int64_t K = ctx->cfg->max_rel;
-    const int64_t a = pe__clip_diff(ctx->pos[t->b * ctx->T + t->i0 + i], ctx->kpos[t->b * ctx->Tk + t->j0 + j], K);
+    const int64_t K = ctx->cfg->max_rel; /* a call's positions lie within +-2^53: no overflow */
+    const int64_t a = pe__clip(ctx->pos[t->b * ctx->T + t->i0 + i] - ctx->kpos[t->b * ctx->Tk + t->j0 + j], -K, K);
     return v == HUANG1 ? (a < 0 ? -a : a) : a + K;
 }
 
@@ -92,8 +92,10 @@ static void scale_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t H = ctx->H;
     const float *w = ctx->w->param[REL] + t->h;
     const int v = variant(ctx);
+    int64_t lo, hi;
+    tile_rows(ctx, t, v, &lo, &hi);
     for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] *= w[pair_row(ctx, t, v, i, j) * H];
+        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] *= w[(lo == hi ? lo : pair_row(ctx, t, v, i, j)) * H];
 }
 
 /* forward was s = c w[row, h] with c = scale q.k (s_in), so now: dw[row, h] += ds c, and c's
@@ -103,9 +105,11 @@ static void scale_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
     const float *w = ctx->w->param[REL] + t->h;
     float *dw = ctx->g->dparam[REL] ? ctx->g->dparam[REL] + t->h : NULL;
     const int v = variant(ctx);
+    int64_t lo, hi;
+    tile_rows(ctx, t, v, &lo, &hi);
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
-            const int64_t r = pair_row(ctx, t, v, i, j) * H;
+            const int64_t r = (lo == hi ? lo : pair_row(ctx, t, v, i, j)) * H;
             if (dw) dw[r] += ds[i * lds + j] * s_in[i * lds + j];
             ds[i * lds + j] *= w[r];
         }
@@ -114,8 +118,19 @@ static void scale_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
 /* ---- huang3: s = scale sum_d q_d k_d rel_vec[row, d] ------------------------------------ */
 
 static int64_t vec3_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
-    (void)cfg, (void)rows, (void)cols;
-    return 2 * D; /* q e and z of a query */
+    (void)cfg, (void)cols;
+    return 2 * D + 2 * rows * (D + 16); /* q e and z of a query; of a tile (the fused path's, padded) */
+}
+
+/* A tile of one row e on the fused path, through its product: s = (scale q * e) k^T, qe
+ * (pr, ldk) zero-padded */
+static void vec3_uniform(const pe__ctx *ctx, const pe__tile *t, const float *e, float *qe, float *s) {
+    const int64_t D = ctx->D, ld = t->ldk;
+    const float scale = (float)ctx->cfg->scale;
+    memset(qe, 0, sizeof(float) * (size_t)(t->pr * ld));
+    for (int64_t i = 0; i < t->ni; i++)
+        for (int64_t d = 0; d < D; d++) qe[i * ld + d] = scale * t->q[i * t->ldq + d] * e[d];
+    t->mm(s, t->pc, qe, ld, 1, t->kt, t->ldkt, t->pr, ld, t->pc);
 }
 
 /* A pair's gradients in one pass over q, k, e: dq += g k e, dk += g q e, de += g q k (de may be
@@ -147,6 +162,10 @@ PE_TILE_SIMD static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int
     const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG3, &lo, &hi);
+    if (lo == hi && t->mm) { /* s is zero (PE__SCORE_OWN) */
+        vec3_uniform(ctx, t, rv + lo * D, t->scratch + 2 * D, s);
+        return;
+    }
     for (int64_t i = 0; i < t->ni; i++) {
         float *si = s + i * lds;
         memset(si, 0, sizeof(float) * (size_t)t->nj);
@@ -172,6 +191,24 @@ PE_TILE_SIMD static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG3, &lo, &hi);
     float *qe = t->scratch, *z = qe + D;
+    if (lo == hi && t->mm) { /* through the product: Z = G k, dk += G^T (q * e), g = scale ds */
+        const int64_t ld = t->ldk;
+        const float *e = rv + lo * D;
+        float *QE = t->scratch + 2 * D, *Z = QE + t->pr * ld;
+        memset(QE, 0, sizeof(float) * (size_t)(2 * t->pr * ld));
+        for (int64_t i = 0; i < t->ni; i++)
+            for (int64_t d = 0; d < D; d++) QE[i * ld + d] = scale * t->q[i * t->ldq + d] * e[d];
+        t->mm(Z, ld, ds, lds, 1, t->k, ld, t->pr, t->pc, ld);
+        t->mm(t->dk, ld, ds, 1, lds, QE, ld, t->pc, t->pr, ld);
+        for (int64_t i = 0; i < t->ni; i++) {
+            const float *qi = t->q + i * t->ldq, *zi = Z + i * ld;
+            float *dqi = t->dq + i * t->ldq;
+            for (int64_t d = 0; d < D; d++) dqi[d] += scale * zi[d] * e[d];
+            if (drv)
+                for (int64_t d = 0; d < D; d++) drv[lo * D + d] += scale * qi[d] * zi[d];
+        }
+        return;
+    }
     for (int64_t i = 0; i < t->ni; i++) {
         const float *qi = t->q + i * t->ldq;
         float *dqi = t->dq + i * t->ldq;
@@ -233,7 +270,7 @@ static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     row_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
-            const int64_t r = pair_row(ctx, t, HUANG4, i, j);
+            const int64_t r = lo == hi ? lo : pair_row(ctx, t, HUANG4, i, j);
             s[i * lds + j] += scale * (qa[i * R + r] + ka[j * nr + r - lo]);
         }
 }
@@ -269,7 +306,7 @@ PE_TILE_SIMD static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
             const float g = scale * ds[i * lds + j];
-            const int64_t r = pair_row(ctx, t, HUANG4, i, j);
+            const int64_t r = lo == hi ? lo : pair_row(ctx, t, HUANG4, i, j);
             gq[i * R + r] += g, gk[j * nr + r - lo] += g;
         }
     for (int64_t j = 0; j < t->nj; j++)

@@ -8,6 +8,7 @@ void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K
     int64_t pmin = pos[0], pmax = pos[0], kmin = kpos[0], kmax = kpos[0];
     for (int64_t i = 1; i < t->ni; i++) pmin = pos[i] < pmin ? pos[i] : pmin, pmax = pos[i] > pmax ? pos[i] : pmax;
     for (int64_t j = 1; j < t->nj; j++) kmin = kpos[j] < kmin ? kpos[j] : kmin, kmax = kpos[j] > kmax ? kpos[j] : kmax;
-    if (sign > 0) *lo = pe__clip_diff(kmin, pmax, K), *hi = pe__clip_diff(kmax, pmin, K);
-    else *lo = pe__clip_diff(pmin, kmax, K), *hi = pe__clip_diff(pmax, kmin, K);
+    /* a call's positions lie within +-PE_MAX_POSITION (2^53): their differences do not overflow */
+    if (sign > 0) *lo = pe__clip(kmin - pmax, -K, K), *hi = pe__clip(kmax - pmin, -K, K);
+    else *lo = pe__clip(pmin - kmax, -K, K), *hi = pe__clip(pmax - kmin, -K, K);
 }

@@ -63,10 +63,16 @@ static block block_of(const pe__ctx *ctx, const pe__tile *t) {
 /* the clipped offset j - i the tables are read by (row it + K) */
 static int64_t rel_index(const pe_config *cfg, int64_t i, int64_t j) { return pe__clip_diff(j, i, cfg->max_rel); }
 
-/* pair (i, j)'s table row */
+/* pair (i, j)'s table row (a call's positions lie within +-2^53: no overflow) */
 static inline int64_t pair_row(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t j) {
     const int64_t K = ctx->cfg->max_rel;
-    return pe__clip_diff(ctx->kpos[t->b * ctx->Tk + t->j0 + j], ctx->pos[t->b * ctx->T + t->i0 + i], K) + K;
+    return pe__clip(ctx->kpos[t->b * ctx->Tk + t->j0 + j] - ctx->pos[t->b * ctx->T + t->i0 + i], -K, K) + K;
+}
+/* the one row every pair of the tile reads (a tile off the band |offset| < K), or -1 */
+static int64_t uniform_row(const pe__ctx *ctx, const pe__tile *t) {
+    int64_t lo, hi;
+    pe__tile_offsets(ctx, t, 1, ctx->cfg->max_rel, &lo, &hi);
+    return lo == hi ? lo + ctx->cfg->max_rel : -1;
 }
 
 /* out (n, nr) = x (n, D; ldx) times the transposed table tt (D, R) at rows lo .. lo + nr - 1 */
@@ -85,8 +91,11 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
         return;
     }
     const float scale = (float)ctx->cfg->scale;
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] += scale * k.qa[i * k.R + pair_row(ctx, t, i, j)];
+    const int64_t u = uniform_row(ctx, t);
+    for (int64_t i = 0; i < t->ni; i++) {
+        const float c = u >= 0 ? scale * k.qa[i * k.R + u] : 0.0f;
+        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] += u >= 0 ? c : scale * k.qa[i * k.R + pair_row(ctx, t, i, j)];
+    }
 }
 
 /* forward was s += scale q_i . rel_k[r_ij], so now, with g[i, r] = scale sum_{j: r_ij = r} ds_ij
@@ -103,8 +112,16 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
     }
     if (t->phase == PE__TILE_PAIRS) {
         const float scale = (float)ctx->cfg->scale;
-        for (int64_t i = 0; i < t->ni; i++)
+        const int64_t u = uniform_row(ctx, t);
+        for (int64_t i = 0; i < t->ni; i++) {
+            if (u >= 0) {
+                float sum = 0;
+                for (int64_t j = 0; j < t->nj; j++) sum += ds[i * lds + j];
+                k.g[i * k.R + u] += scale * sum;
+                continue;
+            }
             for (int64_t j = 0; j < t->nj; j++) k.g[i * k.R + pair_row(ctx, t, i, j)] += scale * ds[i * lds + j];
+        }
         return;
     }
     const float *rk = ctx->w->param[REL_K];
@@ -147,12 +164,21 @@ static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, 
         memset(k.w, 0, sizeof(float) * (size_t)(t->ni * k.R));
         t->scratch[0] = 1;
     }
-    for (int64_t i = 0; i < t->ni; i++)
+    const int64_t u = uniform_row(ctx, t);
+    for (int64_t i = 0; i < t->ni; i++) {
+        if (u >= 0) {
+            const float c = k.dva[i * k.R + u];
+            float sum = 0;
+            for (int64_t j = 0; j < t->nj; j++) dp[i * lddp + j] += c, sum += p[i * ldp + j];
+            k.w[i * k.R + u] += sum;
+            continue;
+        }
         for (int64_t j = 0; j < t->nj; j++) {
             const int64_t r = pair_row(ctx, t, i, j);
             dp[i * lddp + j] += k.dva[i * k.R + r];
             k.w[i * k.R + r] += p[i * ldp + j];
         }
+    }
 }
 
 const pe__method pe__method_shaw = {
