@@ -320,6 +320,10 @@ static inline int64_t pe__clip_diff(int64_t a, int64_t b, int64_t K) {
 /* The least and greatest clip(sign (kpos_j - pos_i), -K, K) of tile t (sign +1 or -1): a
  * relative method's table rows of the tile lie between them. */
 void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi);
+/* out (n, nr) = x (n, D; ldx) times the table rows lo .. lo + nr - 1, the table given
+ * transposed, tt (D, R) (relative/offsets.c) */
+void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D, int64_t lo,
+                        int64_t nr, float *out);
 static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
 /* t5's and tupe's fit_length (t5.c) */
 void pe__t5_fit_length(pe_config *cfg, int64_t length);

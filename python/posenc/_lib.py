@@ -57,6 +57,11 @@ class PeParamSpec(ctypes.Structure):
                 ("clamped", ctypes.c_int), ("clamp_min", ctypes.c_double)]
 
 
+class PeMethodInfo(ctypes.Structure):  # pe_method_info (include/posenc/core.h)
+    _fields_ = [("name", ctypes.c_char_p), ("reference", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
+        "family fused gqa projected memory multi_axis token_ids embedding relative_index scale_in_init axes_min").split()]
+
+
 # pe_init kinds (include/posenc.h): how a method's reference initialises a tensor
 INIT_KINDS = {1: "normal", 2: "uniform", 3: "const", 4: "xavier", 5: "linear", 6: "alibi_slopes",
               7: "complex_freq", 8: "eye_normal"}
@@ -110,6 +115,7 @@ _sig = {
     "pe_method_family": (ctypes.c_int, [ctypes.c_int]),
     "pe_method_from_name": (ctypes.c_int, [ctypes.c_char_p]),
     "pe_method_keys": (None, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+    "pe_method_describe": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(PeMethodInfo), ctypes.POINTER(PeErr)]),
     "pe_config_init": (None, [_P]),
     "pe_config_size": (ctypes.c_size_t, []),
     "pe_config_set": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(PeErr)]),
@@ -399,6 +405,15 @@ def methods():
             return out
         out.append(name)
         m += 1
+
+
+def method_info(name):
+    """pe_method_describe as a dict: fused, gqa, projected, memory, multi_axis, token_ids, ..."""
+    m, info, err = lib.pe_method_from_name(str(name).encode()), PeMethodInfo(), PeErr()
+    if m < 0:
+        raise PosencError(f"unknown method '{name}'")
+    check(lib.pe_method_describe(m, ctypes.byref(info), ctypes.byref(err)), err)
+    return {f: getattr(info, f) for f, _ in PeMethodInfo._fields_ if f not in ("name", "reference", "family")}
 
 
 class Config:

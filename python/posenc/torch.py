@@ -60,7 +60,10 @@ from posenc._torch_fn import (_LAYER, _NO_GRAD, _Fn, _LayerFn, _QkvFn, _Spec, _a
 __all__ = ["Attention", "from_hf", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
            "ComplexEmbedding", "attend", "attention", "embed", "init_tensor"]
 
-_IDS_METHODS = {"complex"}  # the contract: token ids replace x
+
+def _reads_ids(method):
+    """Whether the method reads token ids in place of x (the library's word: complex-order)."""
+    return bool(_lib.method_info(method)["token_ids"])
 
 
 def attend(settings, tensors, **overrides):
@@ -370,7 +373,7 @@ class Attention(_MethodTensors):
             raise RuntimeError("posenc.torch.Attention cannot be traced or scripted: its forward is a call into "
                                "libposenc through ctypes, which TorchScript cannot record or save; keep the module "
                                "in Python (torch.save of its state_dict works)")
-        tok = "ids" if self.method in _IDS_METHODS else "x"
+        tok = "ids" if _reads_ids(self.method) else "x"
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{tok}: expected a torch.Tensor, got {type(x).__name__}")
         if tok == "x":
@@ -544,7 +547,7 @@ class Encoding(_MethodTensors):
         if x is not None:
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
-            if self.method in _IDS_METHODS:
+            if _reads_ids(self.method):
                 t["ids"] = x
             else:
                 if x.shape[-1:] != (self.dim,):

@@ -246,28 +246,20 @@ static int64_t vec4_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64
     return HEAD + 2 * (rows + cols) * (2 * cfg->max_rel + 1);
 }
 
-/* x (n, D; ldx) times the tile's rows lo .. lo + nr - 1 of the transposed table: out (n, nr) */
-PE_TILE_SIMD static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
-                                      int64_t lo, int64_t nr, float *out) {
-    memset(out, 0, sizeof(float) * (size_t)(n * nr));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
-}
-
 /* BEGIN: qa = q rel_vec^T of the block's queries, once for its key tiles; per tile the k
  * products of its rows */
 static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
     float *qa = t->scratch + HEAD, *ka = qa + 2 * t->ni * R;
     if (t->phase == PE__TILE_BEGIN) {
-        row_products(t->q, t->ldq, t->ni, ctx->state, R, D, 0, R, qa);
+        pe__table_products(t->q, t->ldq, t->ni, ctx->state, R, D, 0, R, qa);
         return;
     }
     const float scale = (float)ctx->cfg->scale;
     int64_t lo, hi;
     tile_rows(ctx, t, HUANG4, &lo, &hi);
     const int64_t nr = hi - lo + 1;
-    row_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
+    pe__table_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
             const int64_t r = lo == hi ? lo : pair_row(ctx, t, HUANG4, i, j);

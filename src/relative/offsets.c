@@ -1,7 +1,14 @@
-/* The clipped offsets of a tile, shared by the relative methods whose tables are read per pair
- * (shaw, huang1 .. huang4): the rows a tile reads lie between the offsets of its extreme
- * positions, so a hook forms its per-row products for those rows alone. */
+/* Tile helpers of the relative methods whose tables are read per pair (shaw, huang1 ..
+ * huang4): the rows a tile reads lie between the clipped offsets of its extreme positions, and
+ * the products of rows with those table rows. */
 #include "../internal.h"
+
+PE_TILE_SIMD void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
+                                     int64_t lo, int64_t nr, float *out) {
+    memset(out, 0, sizeof(float) * (size_t)(n * nr));
+    for (int64_t i = 0; i < n; i++) /* sums of table rows (axpy): no reduction to reorder */
+        for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
+}
 
 void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi) {
     const int64_t *pos = ctx->pos + t->b * ctx->T + t->i0, *kpos = ctx->kpos + t->b * ctx->Tk + t->j0;

@@ -75,19 +75,11 @@ static int64_t uniform_row(const pe__ctx *ctx, const pe__tile *t) {
     return lo == hi ? lo + ctx->cfg->max_rel : -1;
 }
 
-/* out (n, nr) = x (n, D; ldx) times the transposed table tt (D, R) at rows lo .. lo + nr - 1 */
-PE_TILE_SIMD static void row_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
-                                      int64_t lo, int64_t nr, float *out) {
-    memset(out, 0, sizeof(float) * (size_t)(n * nr));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
-}
-
 /* BEGIN: qa of the block's queries, once for its key tiles; then per pair s += scale qa[i, r] */
 static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const block k = block_of(ctx, t);
     if (t->phase == PE__TILE_BEGIN) {
-        row_products(t->q, t->ldq, t->ni, ctx->state, k.R, ctx->D, 0, k.R, k.qa);
+        pe__table_products(t->q, t->ldq, t->ni, ctx->state, k.R, ctx->D, 0, k.R, k.qa);
         return;
     }
     const float scale = (float)ctx->cfg->scale;
@@ -160,7 +152,7 @@ static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, 
                                int64_t ldd, float *dp, int64_t lddp) {
     const block k = block_of(ctx, t);
     if (t->scratch[0] == 0) {
-        row_products(dout, ldd, t->ni, (const float *)ctx->state + ctx->D * k.R, k.R, ctx->D, 0, k.R, k.dva);
+        pe__table_products(dout, ldd, t->ni, (const float *)ctx->state + ctx->D * k.R, k.R, ctx->D, 0, k.R, k.dva);
         memset(k.w, 0, sizeof(float) * (size_t)(t->ni * k.R));
         t->scratch[0] = 1;
     }

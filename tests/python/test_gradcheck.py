@@ -23,7 +23,7 @@ def _layer_inputs(method, seed=0):
     att = pt.Attention(4, 2, method, rows=2 if axes else 8, optional="all", **SETTINGS.get(method, {}))
     names = list(att.contract_tensors())
     values = [p.detach().double().requires_grad_() for p in att.contract_tensors().values()]
-    if method in pt._IDS_METHODS:
+    if pt._reads_ids(method):
         inp = {"ids": torch.randint(0, 8, (2, 3))}
     else:
         names.insert(0, "x")
@@ -61,7 +61,7 @@ def test_gradcheck_encoding(method):
     names = list(enc.method_tensors())
     values = [p.detach().double().requires_grad_() for p in enc.method_tensors().values()]
     inp = {"positions": torch.tensor([0, 2, 3, 5])}
-    if method in pt._IDS_METHODS:
+    if pt._reads_ids(method):
         inp["ids"] = torch.randint(0, 8, (2, 4))
     elif method != "floater":
         names.insert(0, "x")

@@ -22,6 +22,18 @@ def test_methods_match_the_tool():
         assert posenc.method_keys(r[0]) == r[2:]
 
 
+def test_method_info_is_the_library_s():
+    """pe_method_describe through ctypes: the facts tools read instead of method names."""
+    from posenc import _lib
+    info = {m: _lib.method_info(m) for m in LIB_METHODS}
+    assert [m for m in LIB_METHODS if info[m]["token_ids"]] == ["complex"]
+    assert [m for m in LIB_METHODS if info[m]["memory"]] == ["xl"]
+    assert [m for m in LIB_METHODS if info[m]["scale_in_init"]] == ["t5"]
+    assert {m: info[m]["axes_min"] for m in LIB_METHODS if info[m]["axes_min"]} == {"rope_mixed": 2}
+    with pytest.raises(posenc.PosencError):
+        _lib.method_info("nosuch")
+
+
 @pytest.mark.parametrize("case,method", public_cases(), ids=lambda v: os.path.basename(str(v)))
 def test_attend_public_case(case, method):
     need_method(method)
