@@ -105,12 +105,21 @@ int cli_generate(int argc, char **argv) {
             }
             const float *pf = tr_model_probs(run.model) + (n - 1) * V;
             if (cached)
-                for (int64_t v = 0; v < V; v++) {
-                    dev = fmax(dev, fabs((double)p[v] - pf[v]));
+                for (int64_t v = 0; v < V; v++) { /* NaN-aware: a NaN on either side is an infinite deviation */
+                    const double d = fabs((double)p[v] - pf[v]);
+                    dev = isnan(d) ? INFINITY : fmax(dev, d);
                     if (pf[v] > 1e-6) dev_log = fmax(dev_log, fabs(log((double)p[v] / pf[v])));
                 }
             else
                 p = pf;
+        }
+        int64_t bad = -1;
+        for (int64_t v = 0; v < V && bad < 0; v++)
+            if (!isfinite(p[v])) bad = v;
+        if (bad >= 0) {
+            rc = cli_fail("generate: step %lld: the probability of token %lld is %s: the model's logits overflow (its "
+                          "weights are too large for float32)", (long long)step, (long long)bad, isnan(p[bad]) ? "NaN" : "infinite");
+            break;
         }
         if (step == N) break;
         ids[n] = sample(p, V, temp, &rng);

@@ -16,16 +16,17 @@
 /* "4x6" or "2x4x6" into t, h, w (image: t = 1 when two numbers) */
 static int parse_grid(const char *s, int image, pe_span *sp) {
     long long v[3];
-    int k = 0;
-    for (const char *p = s; k < 3;) {
+    int k = 0, done = 0;
+    for (const char *p = s; k < 3 && !done;) {
         char *end;
         errno = 0;
         v[k++] = strtoll(p, &end, 10);
         if (end == p || errno) return -1;
         if (*end == 'x') { p = end + 1; continue; }
-        if (*end == '@' || !*end) { s = end; break; }
+        if (*end == '@' || !*end) { s = end, done = 1; continue; }
         return -1;
     }
+    if (!done) return -1; /* a fourth field, or junk after the third: nothing half read */
     if (k == 2 && image) sp->t = 1, sp->h = v[0], sp->w = v[1];
     else if (k == 3) sp->t = v[0], sp->h = v[1], sp->w = v[2];
     else return -1;

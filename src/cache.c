@@ -45,6 +45,12 @@ struct pe_kv_cache {
     size_t lpos_cap;
 };
 
+/* Whether n tokens per row of the cache's B rows (each of `width` floats and a position) stay
+ * far from any size overflow: every size below is B n (width + 1) elements at most. */
+static int tokens_fit(const pe_kv_cache *c, int64_t n, int64_t width) {
+    return n >= 0 && (double)c->B * (double)n * (double)(width + 1) * 8.0 < (double)INT64_MAX / 4;
+}
+
 static pe_status grow_scratch(void **p, size_t *cap, size_t need, size_t elem, pe_err *err) {
     if (need <= *cap) return PE_OK;
     void *n = realloc(*p, need * elem);
@@ -240,6 +246,9 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
         for (int64_t t = 0; t < n; t++) {
             int64_t p = pos ? pos[(pos_batched ? b * n : 0) + t] : next + t;
             if (t >= nb) p = nb ? c->kpos[b * n] : (len ? c->pos[b * c->cap] : 0); /* padding: a real one */
+            if (t < nb && (p < -PE_MAX_POSITION || p > PE_MAX_POSITION))
+                return pe_error(err, PE_EPOS, "kv_cache: row %lld: position %lld of token %lld is outside +-2^53", (long long)b,
+                                (long long)p, (long long)t);
             c->kpos[b * n + t] = p;
             if (t < nb) *lo = p < *lo ? p : *lo, *hi = p > *hi ? p : *hi;
         }
@@ -250,6 +259,9 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
 pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k, const float *v, int64_t n,
                              const int64_t *pos, int pos_batched, const int64_t *lens, pe_err *err) {
     if (!k || !v || n < 1) return pe_error(err, PE_EINVAL, "kv_cache_append: need k, v and n >= 1 tokens");
+    if (!tokens_fit(c, n, c->Ckv))
+        return pe_error(err, PE_EINVAL, "kv_cache_append: %lld tokens per row of %lld rows overflow the sizes", (long long)n,
+                        (long long)c->B);
     int64_t lo, hi, most = 0;
     pe_status st = new_positions(c, n, pos, pos_batched, lens, &lo, &hi, err);
     if (st) return st;
@@ -277,6 +289,9 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
 pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q, int64_t T, const pe_positions *at,
                              float *o, pe_err *err) {
     if (!q || !o || T < 1) return pe_error(err, PE_EINVAL, "kv_cache_attend: need q, o and T >= 1 queries");
+    if (!tokens_fit(c, T, c->C + c->max))
+        return pe_error(err, PE_EINVAL, "kv_cache_attend: %lld queries per row of %lld rows overflow the sizes", (long long)T,
+                        (long long)c->B);
     if (at && (at->key_pos || at->k_lens))
         return pe_error(err, PE_EINVAL, "kv_cache_attend: the keys are the cache's (key_pos and k_lens must be NULL)");
     const int64_t B = c->B, C = c->C;
@@ -325,6 +340,9 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
                                     int pos_batched, const int64_t *lens, float *y, pe_err *err) {
     if (!x || !y || T < 1 || !w || !w->wq || !w->wk || !w->wv || !w->wo)
         return pe_error(err, PE_EINVAL, "kv_cache_layer_forward: need x, y, T >= 1 and the weights wq, wk, wv, wo");
+    if (!tokens_fit(c, T, 3 * c->C + 2 * c->Ckv + c->max))
+        return pe_error(err, PE_EINVAL, "kv_cache_layer_forward: %lld tokens per row of %lld rows overflow the sizes",
+                        (long long)T, (long long)c->B);
     const int64_t B = c->B, C = c->C, Ckv = c->Ckv, N = B * T;
     int64_t lo, hi;
     pe_status st = new_positions(c, T, pos, pos_batched, lens, &lo, &hi, err);
@@ -353,10 +371,20 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
 pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, int64_t delta,
                             pe_err *err) {
     if (keep < 0 || n_drop < 0) return pe_error(err, PE_EINVAL, "kv_cache_shift: keep and n_drop must be >= 0");
-    for (int64_t b = 0; b < c->B; b++)
-        if (c->len[b] && keep + n_drop > c->len[b])
+    if (delta < -2 * PE_MAX_POSITION || delta > 2 * PE_MAX_POSITION)
+        return pe_error(err, PE_EPOS, "kv_cache_shift: delta %lld moves positions past +-2^53", (long long)delta);
+    for (int64_t b = 0; b < c->B; b++) { /* everything checked before anything moves */
+        const int64_t len = c->len[b];
+        if (len && (keep > len || n_drop > len - keep)) /* keep + n_drop > len, without overflow */
             return pe_error(err, PE_EINVAL, "kv_cache_shift: row %lld holds %lld tokens, fewer than keep %lld + n_drop %lld",
-                            (long long)b, (long long)c->len[b], (long long)keep, (long long)n_drop);
+                            (long long)b, (long long)len, (long long)keep, (long long)n_drop);
+        for (int64_t u = keep + n_drop; len && u < len; u++) {
+            const int64_t p = c->pos[b * c->cap + u] - delta;
+            if (p < -PE_MAX_POSITION || p > PE_MAX_POSITION)
+                return pe_error(err, PE_EPOS, "kv_cache_shift: row %lld: token %lld at %lld would move to %lld, outside +-2^53",
+                                (long long)b, (long long)u, (long long)(p + delta), (long long)p);
+        }
+    }
     if (delta && c->transform && !c->rotary)
         return pe_error(err, PE_EINVAL, "kv_cache_shift: method %s adds position terms to the cached keys and values; "
                         "moving them needs the tokens appended again", c->m->name);

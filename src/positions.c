@@ -37,11 +37,15 @@ pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, d
             return pe_error(err, PE_EINVAL, "span %d: %lld x %lld x %lld tokens is too many", s, (long long)sp->t,
                             (long long)gh, (long long)gw);
         const int64_t start = top + 1;
-        int64_t last_t = 0;
-        for (int64_t i = 0; i < sp->t; i++) {
+        if (tokens_per_second > 0 && (double)(sp->t - 1) * sp->seconds * tokens_per_second > (double)PE_MAX_SPAN_TOKENS)
+            return pe_error(err, PE_EINVAL, "span %d: %lld temporal patches of %g s at %g tokens per second reach time "
+                            "positions past 2^40", s, (long long)sp->t, sp->seconds, tokens_per_second);
+        /* the last frame's time position (a count alone walks no frames: 2^40 of them took minutes) */
+        const int64_t last_t = tokens_per_second > 0 ? (int64_t)floor((double)(sp->t - 1) * sp->seconds * tokens_per_second)
+                                                     : sp->t - 1;
+        for (int64_t i = 0; pos && i < sp->t; i++) {
             const int64_t ti = tokens_per_second > 0 ? (int64_t)floor((double)i * sp->seconds * tokens_per_second) : i;
-            last_t = ti;
-            for (int64_t j = 0; pos && j < gh; j++)
+            for (int64_t j = 0; j < gh; j++)
                 for (int64_t k = 0; k < gw; k++) {
                     int64_t *p = pos + (N + (i * gh + j) * gw + k) * 3;
                     p[0] = start + ti, p[1] = start + j, p[2] = start + k;

@@ -20,7 +20,8 @@ import ctypes
 import numpy as np
 
 from . import _lib
-from ._lib import FAMILIES, KVCache, LibraryNotFound, PosencError  # noqa: F401
+from ._cache import KVCache  # noqa: F401
+from ._lib import FAMILIES, LibraryNotFound, PosencError  # noqa: F401
 
 __version__ = "0.1.0"
 __all__ = ["attend", "encode", "embed", "methods", "method_family", "method_keys", "params", "rotate",

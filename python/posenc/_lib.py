@@ -208,6 +208,14 @@ def _f32(name, x, shape=None):
     return a
 
 
+def int64(name, v):
+    """v as a C int64_t, or a PosencError naming it: ctypes would wrap 2^64 to 0 silently."""
+    v = int(v)
+    if not -(1 << 63) <= v < (1 << 63):
+        raise PosencError(f"{name}: {v} does not fit a 64-bit integer")
+    return v
+
+
 def _i64(name, x, n):
     a = np.ascontiguousarray(x, dtype=np.int64)
     if a.ndim != 1 or a.shape[0] != n:
@@ -255,78 +263,6 @@ def rotate(x, positions, settings, *, which="k", lo=None, hi=None, backward=Fals
                                   p.ctypes.data_as(_I), lo, hi, 0 if which == "q" else 1, int(bool(backward)),
                                   ctypes.byref(err)), err)
     return a
-
-
-class KVCache:
-    """Keys and values of past tokens for one layer (pe_kv_cache): append k, v (B, n, Hkv*D),
-    attend q (B, T, H*D) to everything cached. Rotary methods rotate keys once, on append,
-    and re-rotate them exactly when the frequencies or positions change."""
-
-    def __init__(self, settings, dim, batch=1, max_tokens=4096, tensors=None):
-        settings = dict(settings)
-        self.engine = _Engine(settings, dim, tensors)
-        self.B, self.C = int(batch), int(dim)
-        self.H = int(settings.get("heads", 1))
-        self.Hkv = int(settings.get("kv_heads", self.H))
-        self.Ckv = self.Hkv * (self.C // self.H)
-        self.ptr = _P()
-        err = PeErr()
-        check(lib.pe_kv_cache_init(ctypes.byref(self.ptr), self.engine.layer.ptr, self.B, int(max_tokens),
-                                   ctypes.byref(err)), err)
-
-    def __del__(self):
-        if getattr(self, "ptr", None):
-            lib.pe_kv_cache_free(self.ptr)
-            self.ptr = None
-
-    def __len__(self):
-        return int(lib.pe_kv_cache_length(self.ptr, 0))
-
-    def length(self, b=0):
-        return int(lib.pe_kv_cache_length(self.ptr, int(b)))
-
-    def clear(self):
-        lib.pe_kv_cache_clear(self.ptr)
-
-    def append(self, k, v, positions=None):
-        k = _f32("k", k)
-        n = k.shape[1] if k.ndim == 3 else -1
-        k = _f32("k", k, (self.B, n, self.Ckv))
-        v = _f32("v", v, (self.B, n, self.Ckv))
-        pos, batched = None, 0
-        if positions is not None:
-            pos = np.ascontiguousarray(positions, dtype=np.int64)
-            batched = int(pos.ndim == 2)
-            if pos.shape != ((self.B, n) if batched else (n,)):
-                raise ValueError(f"positions: shape {list(pos.shape)}, expected [{n}] or [{self.B}, {n}]")
-        err = PeErr()
-        check(lib.pe_kv_cache_append(self.ptr, ctypes.byref(self.engine.weights), k.ctypes.data_as(_F),
-                                     v.ctypes.data_as(_F), n, None if pos is None else pos.ctypes.data_as(_I),
-                                     batched, None, ctypes.byref(err)), err)
-
-    def attend(self, q, positions=None):
-        q = _f32("q", q)
-        T = q.shape[1] if q.ndim == 3 else -1
-        q = _f32("q", q, (self.B, T, self.C))
-        o = np.empty_like(q)
-        at = PePositions()
-        if positions is not None:
-            pos = np.ascontiguousarray(positions, dtype=np.int64)
-            at.pos_batched = int(pos.ndim == 2)
-            if pos.shape != ((self.B, T) if at.pos_batched else (T,)):
-                raise ValueError(f"positions: shape {list(pos.shape)}, expected [{T}] or [{self.B}, {T}]")
-            at.pos = pos.ctypes.data_as(_I)
-        err = PeErr()
-        check(lib.pe_kv_cache_attend(self.ptr, ctypes.byref(self.engine.weights), q.ctypes.data_as(_F), T,
-                                     ctypes.byref(at), o.ctypes.data_as(_F), ctypes.byref(err)), err)
-        return o
-
-    def shift(self, keep, n_drop, delta=None):
-        """Drops tokens keep .. keep + n_drop - 1 of every row, moves the rest to p - delta
-        (default n_drop), re-rotating their keys exactly."""
-        err = PeErr()
-        check(lib.pe_kv_cache_shift(self.ptr, ctypes.byref(self.engine.weights), int(keep), int(n_drop),
-                                    int(n_drop if delta is None else delta), ctypes.byref(err)), err)
 
 
 # pe_encode came after pe_attend: bound when this build of the library has it

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 import posenc
-from posenc import _lib
+from posenc import _cache, _lib
 from posenc._torch_init import _get_slopes, _linear_default, init_tensor  # noqa: F401
 from posenc._torch_fn import (_LAYER, _NO_GRAD, _Fn, _LayerFn, _QkvFn, _Spec, _addr, _dropout_seed, _f32, _grads_of, _out_dtype, _spec_of, _split, _text_settings, _to_numpy, _weights, _where)  # noqa: F401
 
@@ -197,7 +197,7 @@ class KVCache:
         self.Hkv = int(kv_heads or heads)
         settings = {"method": method, "heads": self.H, "kv_heads": self.Hkv, "causal": causal, **keys}
         tens = {n: t.detach().cpu().numpy() for n, t in (tensors or {}).items()}
-        self._c = _lib.KVCache(settings, self.H * self.D, batch=batch, max_tokens=max_tokens, tensors=tens)
+        self._c = _cache.KVCache(settings, self.H * self.D, batch=batch, max_tokens=max_tokens, tensors=tens)
 
     def __len__(self):
         return len(self._c)

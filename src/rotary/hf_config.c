@@ -24,6 +24,8 @@
 
 #include "../internal.h"
 
+enum { HF_MAX_LAYERS = 65536, HF_MAX_HEAD_DIM = 65536 }; /* far past any published model */
+
 /* HF names of the rope types, as posenc's rope_scaling values. */
 static const struct { const char *hf, *posenc; } TYPES[] = {
     {"default", "none"}, {"mrope", "none"}, {"linear", "linear"}, {"dynamic", "dynamic"}, {"yarn", "yarn"},
@@ -133,9 +135,10 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
     L->llama4 = json_is_string(mt) && !strncmp(json_string_value(mt), "llama4", 6);
     L->mla = json_is_integer(json_object_get(mc, "qk_rope_head_dim"));
 
+    json_t *nl = json_object_get(mc, "num_hidden_layers");
     L->n_layers = int_of(mc, "num_hidden_layers", 1);
-    if (L->n_layers < 1 || L->n_layers > PE_MAX_KEY_INT) {
-        st = bad(L, err, "num_hidden_layers is not >= 1");
+    if ((nl && !json_is_integer(nl)) || L->n_layers < 1 || L->n_layers > HF_MAX_LAYERS) {
+        st = bad(L, err, "num_hidden_layers is not an integer within 1 .. 65536");
         goto fail;
     }
     if (layer < 0 || layer >= L->n_layers) {
@@ -147,9 +150,13 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
     /* RoPE or NoPE: no_rope_layers holds 1 for a RoPE layer */
     json_t *nr = json_object_get(mc, "no_rope_layers");
     L->uses_rope = 1;
+    if (nr && !json_is_null(nr) && !json_is_array(nr)) {
+        st = bad(L, err, "no_rope_layers is not a list");
+        goto fail;
+    }
     if (json_is_array(nr) && json_array_size(nr) > 0) {
         json_t *e = json_array_get(nr, (size_t)layer);
-        if ((int64_t)json_array_size(nr) < L->n_layers || !json_is_integer(e)) {
+        if ((int64_t)json_array_size(nr) != L->n_layers || !json_is_integer(e)) {
             st = bad(L, err, "no_rope_layers is not a list of 0 and 1 for every layer");
             goto fail;
         }
@@ -165,9 +172,13 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
 
     json_t *lt = json_object_get(mc, "layer_types");
     const int64_t pattern = int_of(mc, "sliding_window_pattern", 0);
+    if (lt && !json_is_null(lt) && !json_is_array(lt)) {
+        st = bad(L, err, "layer_types is not a list");
+        goto fail;
+    }
     if (json_is_array(lt)) {
         json_t *e = json_array_get(lt, (size_t)layer);
-        if ((int64_t)json_array_size(lt) < L->n_layers || !json_is_string(e)) {
+        if ((int64_t)json_array_size(lt) != L->n_layers || !json_is_string(e)) {
             st = bad(L, err, "layer_types is not a list of strings for every layer");
             goto fail;
         }
@@ -213,12 +224,21 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, pe_err
     json_t *hd = json_object_get(mc, "head_dim"), *hs = json_object_get(mc, "hidden_size"),
            *nh = json_object_get(mc, "num_attention_heads");
     L->head_dim = -1;
+    if (hd && !json_is_null(hd) && !json_is_integer(hd)) {
+        st = bad(L, err, "head_dim is not an integer");
+        goto fail;
+    }
     if (L->mla) L->head_dim = int_of(mc, "qk_nope_head_dim", 0) + int_of(mc, "qk_rope_head_dim", 0);
     else if (json_is_integer(hd)) L->head_dim = json_integer_value(hd);
     else if (json_is_integer(hs) && json_is_integer(nh) && json_integer_value(nh) > 0)
         L->head_dim = json_integer_value(hs) / json_integer_value(nh);
-    if (L->mla && (int_of(mc, "qk_rope_head_dim", 0) < 2 || int_of(mc, "qk_nope_head_dim", 0) < 0)) {
-        st = bad(L, err, "qk_rope_head_dim must be >= 2 and qk_nope_head_dim >= 0");
+    if (L->mla && (int_of(mc, "qk_rope_head_dim", 0) < 2 || int_of(mc, "qk_nope_head_dim", 0) < 0 ||
+                   int_of(mc, "qk_rope_head_dim", 0) > HF_MAX_HEAD_DIM || int_of(mc, "qk_nope_head_dim", 0) > HF_MAX_HEAD_DIM)) {
+        st = bad(L, err, "qk_rope_head_dim must be within 2 .. 65536 and qk_nope_head_dim within 0 .. 65536");
+        goto fail;
+    }
+    if (L->head_dim > HF_MAX_HEAD_DIM || (L->head_dim != -1 && L->head_dim < 1)) {
+        st = bad(L, err, "head_dim is not within 1 .. 65536");
         goto fail;
     }
     return PE_OK;

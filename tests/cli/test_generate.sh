@@ -62,6 +62,21 @@ b=$("$POSENC" generate --checkpoint "$ck" --prompt "the " --tokens 30 --seed 3)
 [ "$a" = "$b" ] && ok "sampling is a function of the seed" || not_ok "sampling differs" "$a / $b"
 "$POSENC" generate --help | grep -q -- "--temperature" && ok "--help" || not_ok "--help"
 
+# a model whose logits overflow float32 (finite weights, ln_f.bias 3e38) is an error, not one token forever
+"$PY" - "$ck" "$WORK/huge.safetensors" <<'PYEOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+o = h["ln_f.bias"]["data_offsets"]
+b[8 + n + o[0]:8 + n + o[1]] = struct.pack("<f", 3e38) * ((o[1] - o[0]) // 4)
+open(sys.argv[2], "wb").write(b)
+PYEOF
+"$POSENC" generate --checkpoint "$WORK/huge.safetensors" --prompt "the " --tokens 5 > /dev/null 2> "$WORK/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "logits overflow" "$WORK/err"; then ok "overflowing logits are an error"
+else not_ok "overflowing logits: exit $rc" "$(cat "$WORK/err")"; fi
+
 expect_bad "no checkpoint" "--checkpoint FILE is required" "" generate --prompt "a"
 expect_bad "missing file" "$WORK/absent.safetensors" "" generate --checkpoint "$WORK/absent.safetensors" --prompt "a"
 expect_bad "empty prompt" "--prompt is empty" "" generate --checkpoint "$ck" --prompt ""

@@ -276,13 +276,49 @@ static void misuse(void **state) {
     pe_attention_free(fl);
 }
 
+/* Integers a caller may give (issue 32's reproducers): each call fails, changes nothing, and the
+ * cache still answers as before. Was: keep = n_drop = INT64_MAX overflowed the length check
+ * (heap corruption), n = 2^62 with lens of 1 wrapped B n (a segfault), positions past 2^53 were
+ * taken and only the next attend failed. */
+static void hostile_integers(void **state) {
+    (void)state;
+    const int64_t C = 8;
+    pe_err err;
+    pe_kv_cache *kv = NULL;
+    float k[4 * 8] = {0}, v[4 * 8] = {0}, q[4 * 8] = {0}, o1[4 * 8], o2[4 * 8];
+    for (int e = 0; e < 4 * 8; e++) k[e] = 0.1f * (float)(e % 7), v[e] = 0.2f * (float)(e % 5), q[e] = 0.05f * (float)e;
+    pe_attention *att = layer("method=rope", C, 1);
+    if (pe_kv_cache_init(&kv, att, 1, 8, &err)) fail_msg("%s", err.msg);
+    if (pe_kv_cache_append(kv, NULL, k, v, 3, NULL, 0, NULL, &err)) fail_msg("%s", err.msg);
+    if (pe_kv_cache_attend(kv, NULL, q, 1, NULL, o1, &err)) fail_msg("%s", err.msg);
+    const int64_t big[][3] = {{INT64_MAX, INT64_MAX, 0}, {1, INT64_MAX, 0}, {INT64_MAX, 1, 0},
+                              {0, 1, INT64_MIN}, {0, 1, INT64_MAX}, {0, 1, -((int64_t)1 << 53) - 5}};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+        assert_int_not_equal(pe_kv_cache_shift(kv, NULL, big[i][0], big[i][1], big[i][2], &err), PE_OK);
+        assert_int_equal(pe_kv_cache_length(kv, 0), 3);
+    }
+    const int64_t one[1] = {1}, far[1] = {INT64_MAX}, past[1] = {((int64_t)1 << 53) + 1};
+    assert_int_equal(pe_kv_cache_append(kv, NULL, k, v, (int64_t)1 << 62, NULL, 0, one, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "overflow"));
+    assert_int_not_equal(pe_kv_cache_append(kv, NULL, k, v, 1, far, 0, NULL, &err), PE_OK);
+    assert_int_not_equal(pe_kv_cache_append(kv, NULL, k, v, 1, past, 0, NULL, &err), PE_OK);
+    assert_non_null(strstr(err.msg, "2^53"));
+    assert_int_equal(pe_kv_cache_attend(kv, NULL, q, (int64_t)1 << 62, NULL, o2, &err), PE_EINVAL);
+    assert_int_equal(pe_kv_cache_length(kv, 0), 3);
+    if (pe_kv_cache_attend(kv, NULL, q, 1, NULL, o2, &err)) fail_msg("after the refusals: %s", err.msg);
+    assert_memory_equal(o1, o2, sizeof(float) * C);
+    pe_kv_cache_free(kv);
+    pe_attention_free(att);
+}
+
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0] };
-    struct CMUnitTest tests[NM + 2];
+    struct CMUnitTest tests[NM + 3];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], decode_equals_layer, NULL, NULL, (void *)METHODS[i]};
     tests[n++] = (struct CMUnitTest){"rerotation", rerotation_is_exact, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"misuse", misuse, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"hostile_integers", hostile_integers, NULL, NULL, NULL};
     return _cmocka_run_group_tests("cache", tests, n, NULL, NULL);
 }

@@ -118,6 +118,18 @@ static void bad_configs_are_errors(void **state) {
                  NULL, NULL, "long_factor");
     expect_error("{\"head_dim\": 8, \"rope_theta\": \"big\"}", NULL, NULL, "rope_base");
     expect_error("{not json", NULL, NULL, "cannot read");
+    /* values of the wrong type or count are refused, never read as something else (issue 32) */
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 2, \"layer_types\": \"sliding_attention\"}", NULL, NULL,
+                 "layer_types is not a list");
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 1, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
+                 NULL, NULL, "layer_types");
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 26.5}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": true}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": null}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 1e308}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"head_dim\": 4611686018427387904}", NULL, NULL, "head_dim");
+    expect_error("{\"head_dim\": 8.5}", NULL, NULL, "head_dim is not an integer");
+    expect_error("{\"head_dim\": 8, \"no_rope_layers\": 1}", NULL, NULL, "no_rope_layers is not a list");
     pe_err err;
     pe_status st;
     pe_attention *att = from_config("/nonexistent/config.json", 2, 8, NULL, NULL, &err, &st);
