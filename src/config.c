@@ -3,6 +3,7 @@
  * accepts in its hook table. */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <stddef.h>
 
 #include "internal.h"
@@ -295,6 +296,7 @@ static pe_status set_value(pe_config *cfg, int k, const char *value, pe_err *err
     case PE_KEY_REAL: {
         errno = 0;
         double v = strtod(value, &end);
+        if (errno == ERANGE && fabs(v) <= DBL_MIN) errno = 0; /* a subnormal (or one that rounds to 0) is a number */
         if (!*value || *end || errno || !isfinite(v)) return bad_value(err, key, value, "a number");
         *(double *)field = v;
         break;

@@ -385,6 +385,8 @@ class Attention(_MethodTensors):
         elif x.dim() not in (1, 2) or x.is_floating_point():
             raise ValueError(f"ids: expected an integer tensor [T] or [B, T], got {x.dtype} "
                              f"{list(x.shape)}")
+        if (x.shape[-2] if tok == "x" else x.shape[-1]) == 0:
+            raise ValueError(f"{tok}: shape {list(x.shape)} has no tokens (T = 0)")
         if mems is not None and not self.has_memory:
             raise ValueError(f"mems: method {self.method} has no memory")
         if x.device.type != "cpu":

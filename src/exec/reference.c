@@ -52,6 +52,16 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
 }
 
 
+/* Whether query i of row b keeps a key under its band, attn_mask and the method's mask hook */
+static int row_keeps_key(const pe__ctx *ctx, const pe__method *m, int64_t b, int64_t i) {
+    int64_t T, Tk, qoff, lo, hi;
+    pe__row_lens(ctx, b, &T, &Tk, &qoff);
+    pe__band_range(pe__band_of(ctx->cfg), qoff, i, Tk, &lo, &hi);
+    for (int64_t j = lo; j < hi; j++)
+        if ((!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) && !(m->mask && m->mask(ctx, b, i, j))) return 1;
+    return 0;
+}
+
 /* The tile hooks' view of head (b, h) as one tile of T x Tk (pe__tile): kt (D, Tk) the keys
  * transposed into a buffer. */
 static pe__tile whole_tile(const pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *kt,
@@ -118,6 +128,9 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
                 free(drop), free(tbuf);
+                if (row_keeps_key(ctx, a->m, b, bad)) /* +-Inf in q or k: the scores, not the masks */
+                    return pe_error(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, "
+                                    "k or the method's terms)", (long long)bad, (long long)b);
                 return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
             pe__softmax_forward(s, p, T, Tk);

@@ -133,3 +133,23 @@ def test_decode_example():
                        env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "python")})
     assert r.returncode == 0, r.stderr
     assert "max |o_cache - o_full|" in r.stdout
+
+
+def test_cache_hostile_integers():
+    """Issue 32's reproducers: shift(2**63 - 1, 2**63 - 1) corrupted the heap, 2**64 wrapped to 0;
+    each is refused and the cache answers as before."""
+    cache = pt.KVCache("rope", 2, 4, max_tokens=8)
+    k = torch.rand(1, 2, 3, 4)  # (B, Hkv, n, D)
+    cache.append(k, k)
+    q = torch.rand(1, 2, 1, 4)
+    before = cache.attend(q)
+    for args in [(2**63 - 1, 2**63 - 1, 0), (1, 2**63 - 1, 0), (0, 1, -2**63), (0, 1, 2**60)]:
+        with pytest.raises(posenc.PosencError):
+            cache.shift(*args)
+    for args in [(2**64, 0), (0, -2**64), (-2**63 - 1, 0)]:
+        with pytest.raises(posenc.PosencError, match="64-bit"):
+            cache.shift(*args)
+    with pytest.raises(posenc.PosencError, match="2\\^53"):
+        cache.append(k[:, :, :1], k[:, :, :1], positions=torch.tensor([2**53 + 1]))
+    assert len(cache) == 3
+    assert torch.equal(cache.attend(q), before)

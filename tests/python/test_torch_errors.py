@@ -53,6 +53,8 @@ def test_forward_errors():
         att(torch.zeros(5, 16), positions=torch.arange(4))
     with pytest.raises(ValueError, match="memory"):
         att(torch.zeros(5, 16), mems=torch.zeros(2, 16))
+    with pytest.raises(ValueError, match="no tokens"):  # was torch's reshape error (issue 32)
+        att(torch.zeros(2, 0, 16))
     if torch.cuda.is_available():
         with pytest.raises(ValueError, match="CPU"):
             att(torch.zeros(5, 16, device="cuda"))

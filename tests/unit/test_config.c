@@ -158,6 +158,8 @@ static void test_reals(void **state) {
     set_bad(&c, "scale", "inf", "scale", (char *)NULL);
     set_bad(&c, "scale", "nan", "scale", (char *)NULL);
     set_bad(&c, "scale", "1e999", "scale", (char *)NULL);
+    set_ok(&c, "attn_scale", "1e-310"); /* subnormal: a number (was "not a number", issue 32) */
+    assert_true(c.attn_scale > 0 && c.attn_scale < 1e-300);
 }
 
 static void test_booleans(void **state) {

@@ -506,6 +506,11 @@ static void refusals(void **state) {
     qn[8] = NAN;
     assert_int_equal(pe_attention_forward_qkv(att, NULL, qn, k, v, 1, 3, 3, NULL, o, NULL, NULL, &err), PE_EINVAL);
     assert_non_null(strstr(err.msg, "not finite"));
+    /* ... and on the reference path: -Inf scores from an infinite key are not masked keys (issue 32) */
+    float ki[3 * 8], qi[3 * 8];
+    for (int e = 0; e < 3 * 8; e++) ki[e] = -INFINITY, qi[e] = 1.0f;
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, qi, ki, v, 1, 3, 3, NULL, o, scores, NULL, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "not finite"));
     /* no backward after a failed forward, nor a layer backward after a projected forward */
     assert_int_equal(pe_attention_backward_qkv(att, NULL, o, NULL, NULL, NULL, NULL, &err), PE_EINVAL);
     mask[3] = 1;
