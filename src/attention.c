@@ -256,14 +256,17 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
             const int64_t p = pos[b * T * A + e];
             pmin = p < pmin ? p : pmin, pmax = p > pmax ? p : pmax;
         }
+        if (pmin < -PE_MAX_POSITION || pmax > PE_MAX_POSITION)
+            return pe_error(err, PE_EPOS, "tensor 'positions': position %lld is beyond +-2^53 (positions must be exact in double)",
+                            (long long)(pmin < -PE_MAX_POSITION ? pmin : pmax));
         for (int64_t e = 0; e < Tk * A && !keys_are_queries; e++) {
             const int64_t p = kpos[b * Tk * A + e];
+            if (p < -PE_MAX_POSITION || p > PE_MAX_POSITION) /* the tensor that holds it, by name (issue 32) */
+                return pe_error(err, PE_EPOS, "tensor 'key_positions': position %lld is beyond +-2^53 (positions must be "
+                                "exact in double)", (long long)p);
             pmin = p < pmin ? p : pmin, pmax = p > pmax ? p : pmax;
         }
     }
-    if (pmin < -PE_MAX_POSITION || pmax > PE_MAX_POSITION)
-        return pe_error(err, PE_EPOS, "tensor 'positions': position %lld is beyond +-2^53 (positions must be exact in double)",
-                        (long long)(pmin < -PE_MAX_POSITION ? pmin : pmax));
     a->has_mask = at && at->mask;
     if (a->has_mask)
         for (int64_t b = 0; b < B; b++)

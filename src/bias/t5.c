@@ -148,8 +148,8 @@ const pe__method pe__method_t5 = {
     .keys = "num_buckets max_distance bidirectional",
     .rel_index = rel_index,
     .flags = PE__GQA | PE__FUSED,
-    /* HF T5PreTrainedModel._init_weights: "Mesh TensorFlow attention initialization to avoid
-     * scaling before softmax", q ~ N(0, (d_model d_kv)^-1/2) */
+    /* HF T5PreTrainedModel._init_weights draws q from N(0, (d_model d_kv)^-1/2), Mesh
+     * TensorFlow's initialisation, so that the scores need no 1/sqrt(d) */
     .scale_in_init = 1,
     .fit_length = pe__t5_fit_length,
     .defaults = defaults,

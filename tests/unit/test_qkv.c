@@ -506,6 +506,11 @@ static void refusals(void **state) {
     qn[8] = NAN;
     assert_int_equal(pe_attention_forward_qkv(att, NULL, qn, k, v, 1, 3, 3, NULL, o, NULL, NULL, &err), PE_EINVAL);
     assert_non_null(strstr(err.msg, "not finite"));
+    /* a key position out of range is named as the key's (was 'positions', issue 32) */
+    int64_t kfar[3] = {0, 1, ((int64_t)1 << 53) + 1};
+    pe_positions atk = {.key_pos = kfar};
+    assert_int_equal(pe_attention_forward_qkv(att, NULL, q, k, v, 1, 3, 3, &atk, o, NULL, NULL, &err), PE_EPOS);
+    assert_non_null(strstr(err.msg, "tensor 'key_positions'"));
     /* ... and on the reference path: -Inf scores from an infinite key are not masked keys (issue 32) */
     float ki[3 * 8], qi[3 * 8];
     for (int e = 0; e < 3 * 8; e++) ki[e] = -INFINITY, qi[e] = 1.0f;
