@@ -391,9 +391,10 @@ pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
  * keys; then the method's own defaults and checks. Used by pe_attention_init. */
 pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (cfg->method < 0 || !pe_config_has(cfg, PE_K_method)) return pe_error(err, PE_EKEY, "key 'method' is required");
-    if (pe_config_has(cfg, PE_K_hf_config) && !cfg->hf_read) return pe__hf_config_check(cfg, 0, err);
-    if (pe_config_has(cfg, PE_K_hf_config) && cfg->method != (cfg->hf_uses_rope ? PE_METHOD_ROPE : PE_METHOD_NONE))
-        return pe__hf_config_check(cfg, 0, err); /* the layer's kind before its keys */
+    if (pe_config_has(cfg, PE_K_hf_config)) { /* the reading and the layer's kind before its keys */
+        pe_status st = pe__hf_config_check(cfg, -1, err);
+        if (st) return st;
+    }
     for (int k = 0; k < N_KEYS; k++)
         if (pe_config_has(cfg, (pe_key)k) && !method_accepts(cfg->method, k))
             return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s", KEYS[k].name,

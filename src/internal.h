@@ -284,6 +284,10 @@ void pe__linear_backward(float *dx, int accumulate, float *dw, float *db, const 
  * lengths), where attn_mask or the method's mask hook (m may be NULL) masks; returns the first
  * query left with no key, or -1. */
 int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, float *s);
+/* The error of query i of row b left with nothing to average, in every executor: every key
+ * masked (band, attn_mask, the mask hook of m), or, when it keeps a key, scores that are not
+ * finite (exec/reference.c) */
+pe_status pe__empty_row(const pe__ctx *ctx, const pe__method *m, int64_t b, int64_t i, pe_err *err);
 
 /* The plain content term s = scale * q.k over one (b, h), and its backward (+=). */
 void pe__score_dot_forward(const pe__ctx *ctx, const float *q, const float *k, float *s);
@@ -513,7 +517,7 @@ const pe_run_options *pe__attention_run(const pe_attention *a);
  * an earlier reading filled); pe__config_resolve then checks what the file said against the
  * layer (its kind, head_dim) without reading it again. */
 pe_status pe__hf_config_read(pe_config *cfg, pe_err *err);
-pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err);
+pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err); /* D < 0: the reading and kind alone */
 /* Key k's field of src into dst (config.c) */
 void pe__config_key_copy(pe_config *dst, const pe_config *src, int k);
 

@@ -37,12 +37,13 @@ pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, d
             return pe_error(err, PE_EINVAL, "span %d: %lld x %lld x %lld tokens is too many", s, (long long)sp->t,
                             (long long)gh, (long long)gw);
         const int64_t start = top + 1;
-        if (tokens_per_second > 0 && (double)(sp->t - 1) * sp->seconds * tokens_per_second > (double)PE_MAX_SPAN_TOKENS)
+        /* the last frame's time position (a count alone walks no frames: 2^40 of them took minutes) */
+        const double last = tokens_per_second > 0 ? floor((double)(sp->t - 1) * sp->seconds * tokens_per_second)
+                                                  : (double)(sp->t - 1);
+        if (last > (double)PE_MAX_SPAN_TOKENS)
             return pe_error(err, PE_EINVAL, "span %d: %lld temporal patches of %g s at %g tokens per second reach time "
                             "positions past 2^40", s, (long long)sp->t, sp->seconds, tokens_per_second);
-        /* the last frame's time position (a count alone walks no frames: 2^40 of them took minutes) */
-        const int64_t last_t = tokens_per_second > 0 ? (int64_t)floor((double)(sp->t - 1) * sp->seconds * tokens_per_second)
-                                                     : sp->t - 1;
+        const int64_t last_t = (int64_t)last;
         for (int64_t i = 0; pos && i < sp->t; i++) {
             const int64_t ti = tokens_per_second > 0 ? (int64_t)floor((double)i * sp->seconds * tokens_per_second) : i;
             for (int64_t j = 0; j < gh; j++)

@@ -116,6 +116,7 @@ _sig = {
     "pe_method_from_name": (ctypes.c_int, [ctypes.c_char_p]),
     "pe_method_keys": (None, [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
     "pe_method_describe": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(PeMethodInfo), ctypes.POINTER(PeErr)]),
+    "pe_alibi_slopes": (None, [ctypes.POINTER(ctypes.c_double), ctypes.c_int64]),
     "pe_config_init": (None, [_P]),
     "pe_config_size": (ctypes.c_size_t, []),
     "pe_config_set": (ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(PeErr)]),

@@ -1,5 +1,6 @@
 """posenc.torch's initialisation of a method's tensors: each method's reference, as the library
 describes it (pe_param_spec.init), and torch.nn.Linear's for the projections."""
+import ctypes
 import math
 
 import torch
@@ -9,13 +10,10 @@ from posenc import _lib
 
 
 def _get_slopes(n):
-    def pow2(n):
-        start = 2 ** (-2 ** -(math.log2(n) - 3))
-        return [start * start ** i for i in range(n)]
-    if math.log2(n).is_integer():
-        return pow2(n)
-    c = 2 ** math.floor(math.log2(n))
-    return pow2(c) + _get_slopes(2 * c)[0::2][:n - c]
+    """ALiBi's reference slopes of n heads, the library's (pe_alibi_slopes), so one copy exists."""
+    m = (ctypes.c_double * int(n))()
+    _lib.lib.pe_alibi_slopes(m, int(n))
+    return list(m)
 
 
 def _linear_default(t, fan_in):

@@ -78,6 +78,6 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
             }
     }
     free(part), free(scratch);
-    return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, bad / T / H, bad % T, err);
+    return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, m, bad / T / H, bad % T, err);
 }
 

@@ -152,26 +152,6 @@ static uint8_t *mask_tiles(pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *er
     return ctx->tiles = t;
 }
 
-/* Whether query i of row b keeps a key under its band, attn_mask and the row's lengths: when it
- * does, a row the kernel found empty had scores that are not finite. */
-static int row_has_key(const pe__ctx *ctx, int64_t b, int64_t i) {
-    int64_t T, Tk, qoff, lo, hi;
-    pe__row_lens(ctx, b, &T, &Tk, &qoff);
-    pe__band_range(pe__band_of(ctx->cfg), qoff, i, Tk, &lo, &hi);
-    for (int64_t j = lo; j < hi; j++)
-        if (!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) return 1;
-    return 0;
-}
-
-/* The error of query i of row b left with nothing to average: every key masked, or (when it keeps
- * a key) scores that are not finite. */
-pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err) {
-    if (row_has_key(ctx, b, i))
-        return pe_error(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or the "
-                                        "method's terms)", (long long)i, (long long)b);
-    return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
-}
-
 static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, int64_t dp, int64_t tkp,
                          float *scratch) {
     pe__fjob j = {.ctx = ctx, .mm = K->mm, .T = ctx->T,
@@ -239,7 +219,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
         }
         pe__ftz_leave(run, csr);
     }
-    return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, bad / T / H, bad % T, err);
+    return bad == INT64_MAX ? PE_OK : pe__empty_row(ctx, m, bad / T / H, bad % T, err);
 }
 
 /* Elements of tensor i as given to this call (a free first dimension from param_rows); 0 when unknown. */

@@ -120,8 +120,5 @@ unsigned pe__ftz_enter(const pe_run_options *run);
 void pe__ftz_leave(const pe_run_options *run, unsigned old);
 /* n floats, 64-byte aligned (free) */
 float *pe__falloc(size_t n);
-/* The error of query i of row b left with nothing to average: every key masked, or (when its
- * band keeps a key) scores that are not finite (fused.c) */
-pe_status pe__empty_row(const pe__ctx *ctx, int64_t b, int64_t i, pe_err *err);
 
 #endif

@@ -52,22 +52,23 @@ int64_t pe__mask_scores(const pe__ctx *ctx, const pe__method *m, int64_t b, floa
 }
 
 
-/* Whether query i of row b keeps a key under its band, attn_mask and the method's mask hook */
-static int row_keeps_key(const pe__ctx *ctx, const pe__method *m, int64_t b, int64_t i) {
+pe_status pe__empty_row(const pe__ctx *ctx, const pe__method *m, int64_t b, int64_t i, pe_err *err) {
     int64_t T, Tk, qoff, lo, hi;
     pe__row_lens(ctx, b, &T, &Tk, &qoff);
     pe__band_range(pe__band_of(ctx->cfg), qoff, i, Tk, &lo, &hi);
-    for (int64_t j = lo; j < hi; j++)
-        if ((!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) && !(m->mask && m->mask(ctx, b, i, j))) return 1;
-    return 0;
+    for (int64_t j = lo; j < hi; j++) /* a key kept: the scores, not the masks (+-Inf in q or k) */
+        if ((!ctx->mask || ctx->mask[(b * ctx->T + i) * ctx->Tk + j]) && !(m && m->mask && m->mask(ctx, b, i, j)))
+            return pe_error(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, k or "
+                            "the method's terms)", (long long)i, (long long)b);
+    return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)i);
 }
 
 /* The tile hooks' view of head (b, h) as one tile of T x Tk (pe__tile): kt (D, Tk) the keys
- * transposed into a buffer. */
+ * transposed into a buffer for a hook that reads them (PE__SCORE_QK), else NULL. */
 static pe__tile whole_tile(const pe__ctx *ctx, int64_t b, int64_t h, const float *q, const float *k, float *kt,
                            float *scratch) {
     const int64_t D = ctx->D, Tk = ctx->Tk;
-    for (int64_t j = 0; j < Tk; j++)
+    for (int64_t j = 0; kt && j < Tk; j++)
         for (int64_t d = 0; d < D; d++) kt[d * Tk + j] = k[j * ctx->Ckv + d];
     return (pe__tile){.b = b, .h = h, .ni = ctx->T, .nj = Tk, .q = q, .k = k, .kt = kt, .ldq = ctx->C,
                       .ldk = ctx->Ckv, .ldkt = Tk, .scratch = scratch};
@@ -88,11 +89,11 @@ static void block_phase(pe__ctx *ctx, void (*fwd)(pe__ctx *, const pe__tile *, f
 static float *tile_buffers(const pe__ctx *ctx, const pe__method *m, int s_in, float **kt, float **scratch,
                            float **plain) {
     if (!m->score_mod && !m->value_mod) return *kt = *scratch = *plain = NULL;
-    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D;
+    const int64_t T = ctx->T, Tk = ctx->Tk, D = ctx->D, nk = (m->flags & PE__SCORE_QK) ? D * Tk : 0;
     const int64_t ns = m->tile_scratch ? m->tile_scratch(ctx->cfg, D, T, Tk) : 0;
-    float *buf = malloc(sizeof(float) * (size_t)(D * Tk + ns + (s_in ? T * Tk : 0) + 1));
+    float *buf = malloc(sizeof(float) * (size_t)(nk + ns + (s_in ? T * Tk : 0) + 1));
     if (!buf) return *kt = *scratch = *plain = NULL;
-    *kt = buf, *scratch = buf + D * Tk, *plain = s_in ? *scratch + ns : NULL;
+    *kt = nk ? buf : NULL, *scratch = buf + nk, *plain = s_in ? *scratch + ns : NULL;
     return buf;
 }
 
@@ -128,10 +129,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
             int64_t bad = pe__mask_scores(ctx, a->m, b, s);
             if (bad >= 0) {
                 free(drop), free(tbuf);
-                if (row_keeps_key(ctx, a->m, b, bad)) /* +-Inf in q or k: the scores, not the masks */
-                    return pe_error(err, PE_EINVAL, "query %lld of row %lld: its scores are not finite (NaN or Inf in q, "
-                                    "k or the method's terms)", (long long)bad, (long long)b);
-                return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
+                return pe__empty_row(ctx, a->m, b, bad, err);
             }
             pe__softmax_forward(s, p, T, Tk);
             float *oh = o + b * T * C + h * D;

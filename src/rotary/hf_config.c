@@ -428,6 +428,7 @@ pe_status pe__hf_config_check(pe_config *cfg, int64_t D, pe_err *err) {
         return pe_error(err, PE_EKEY, "hf_config %s: not read (set the key with pe_config_set)", cfg->hf_config);
     if (cfg->method != layer_method(cfg->hf_uses_rope))
         return wrong_kind(cfg, cfg->hf_config, cfg->hf_layer, cfg->hf_uses_rope, err);
+    if (D < 0) return PE_OK; /* the width is not known yet */
     if (cfg->hf_head_dim > 0 && cfg->hf_head_dim != D)
         return pe_error(err, PE_EKEY, "hf_config %s: head_dim %lld does not match the layer's head_dim %lld",
                         cfg->hf_config, (long long)cfg->hf_head_dim, (long long)D);
