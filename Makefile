@@ -215,14 +215,16 @@ asan:
 	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" unit cli-test
 
 # fuzz: libFuzzer harnesses (tests/fuzz, clang) over the safetensors reader + pe_attend, the
-# settings, hf_config, checkpoint loading and the argument parser of the CLI (args), with ASan
-# and UBSan, FUZZ_SECONDS each (seed corpora: the public cases, tests/hf, tests/fuzz/seeds_*);
+# settings, hf_config, checkpoint loading, the argument parser of the CLI (args), the KV cache
+# against the projected form (cache), SPANS (positions) and the fused path against the
+# reference path (fused), with ASan and UBSan, FUZZ_SECONDS each (seed corpora: the public
+# cases, tests/hf, tests/fuzz/seeds_*, written by tests/fuzz/make_seeds.py for cache and fused);
 # findings go to build-fuzz/findings.
 # FUZZ_HARNESSES=NAME... runs only those.
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-FUZZ_HARNESSES := attend config hf_config checkpoint args
+FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused
 # the harnesses' own compile: the build's flags without its optimisation (GCC's vectorizer flags
 # are not clang's)
 FUZZ_BASE := $(filter-out $(OPT),$(BASE))
@@ -230,7 +232,7 @@ FUZZ_BASE := $(filter-out $(OPT),$(BASE))
 FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model conventions state data optim kernels env)
 # for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
 FUZZ_CASE = case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
-        hf_config) seeds=tests/hf;; checkpoint) seeds=tests/fuzz/seeds_checkpoint;; args) seeds=tests/fuzz/seeds_args;; *) seeds=tests/fuzz/seeds_config;; esac; \
+        hf_config) seeds=tests/hf;; checkpoint|args|cache|positions|fused) seeds=tests/fuzz/seeds_$$h;; *) seeds=tests/fuzz/seeds_config;; esac; \
     case $$h in checkpoint) extra="$(addprefix $$B/,$(FUZZ_TRAIN))";; *) extra=;; esac
 fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \

@@ -198,17 +198,20 @@ char *cmp_task_table(const cmp_task *t, const cmp_all *a) {
     return md;
 }
 
-/* The task's files: DIR/STEM.csv (every run and length), DIR/STEM.md (the table), DIR/STEM.png. */
+/* The task's files: DIR/STEM.csv (every run and length), DIR/STEM.md (the table), DIR/STEM.png,
+ * which appear together or not at all (pe_out_commit_all: a full disk leaves none of them). */
 int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const char *md) {
     const int ne = t->base.n_eval, pct = t->task.kind != TR_TASK_LM;
     const tr_options *b = &t->base;
     const char *metric = tr_metric_name(&t->task);
     pe_err err = {{0}};
-    char path[1100];
-    snprintf(path, sizeof path, "%s/%s.csv", out, t->stem);
-    pe_out po;
-    if (pe_out_open(&po, path, &err)) return cli_fail("compare: %s", err.msg);
-    FILE *f = po.fp;
+    char csv[1100], png[1100], mdp[1100];
+    snprintf(csv, sizeof csv, "%s/%s.csv", out, t->stem);
+    snprintf(png, sizeof png, "%s/%s.png", out, t->stem);
+    snprintf(mdp, sizeof mdp, "%s/%s.md", out, t->stem);
+    pe_out po[3]; /* csv, png, md */
+    if (pe_out_open(&po[0], csv, &err)) return cli_fail("compare: %s", err.msg);
+    FILE *f = po[0].fp;
     fprintf(f, "task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n");
     for (int j = t->first_job; j < t->first_job + t->nv * a->seeds; j++) {
         const cmp_job *jb = &a->J[j];
@@ -221,8 +224,6 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
                     jb->failed ? "failed" : "ok");
         }
     }
-    if (pe_out_commit(&po, &err)) return cli_fail("compare: %s", err.msg);
-    printf("wrote %s", path);
 
     /* plot: x = log2 of the multiple, one panel per family (absolute, relative, bias, rotary:
      * 20 lines in one panel cannot be told apart), one y range for all panels. The range fits
@@ -279,18 +280,21 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
         if (!pct && S && ys && labels && tr_plot_fit_y(&pl, nv, S) > 0)
             snprintf(ylabel, sizeof ylabel, "bits per character (lower is better), clipped: \xe2\x96\xb2 = above %g",
                      pl.ymax);
-        snprintf(path, sizeof path, "%s/%s.png", out, t->stem);
         if (!xs || !S || !ys || !labels) rc = cli_fail("compare: out of memory");
-        else if (tr_plot_png(path, &pl, nv, S, &err)) rc = cli_fail("compare: %s", err.msg);
-        else printf(", %s", path);
+        else if (tr_plot_png_out(&po[1], png, &pl, nv, S, &err)) rc = cli_fail("compare: %s", err.msg);
         free(S), free(ys), free(xs), free(labels);
     }
-    if (rc) return rc;
-    snprintf(path, sizeof path, "%s/%s.md", out, t->stem);
-    if (pe_out_open(&po, path, &err)) return cli_fail("compare: %s", err.msg);
-    fputs(md, po.fp); /* a failed write shows as the stream's error in commit */
-    if (pe_out_commit(&po, &err)) return cli_fail("compare: %s", err.msg);
-    printf(", %s\n", path);
+    if (!rc && pe_out_open(&po[2], mdp, &err)) {
+        pe_out_abort(&po[1]);
+        rc = cli_fail("compare: %s", err.msg);
+    }
+    if (rc) {
+        pe_out_abort(&po[0]);
+        return rc;
+    }
+    fputs(md, po[2].fp); /* a failed write shows as the stream's error in the commit */
+    if (pe_out_commit_all(po, 3, &err)) return cli_fail("compare: %s", err.msg);
+    printf("wrote %s, %s, %s\n", csv, png, mdp);
     return 0;
 }
 

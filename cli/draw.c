@@ -217,7 +217,9 @@ pe_status dr_heatmap_png(const char *path, const dr_heat *h, pe_err *err) {
         cairo_restore(cr);
     }
     cairo_destroy(cr);
-    return tr_png_write(surf, path, err);
+    pe_out o;
+    pe_status st = tr_png_write(surf, &o, path, err);
+    return st ? st : pe_out_commit(&o, err);
 }
 
 #endif

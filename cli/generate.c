@@ -29,6 +29,8 @@ static int32_t sample(const float *p, int64_t V, double temp, pe_rng *rng) {
     return best;
 }
 
+enum { GENERATE_MAX_PROMPT = 16384 };
+
 int cli_generate(int argc, char **argv) {
     generate_args a;
     int rc;
@@ -39,6 +41,8 @@ int cli_generate(int argc, char **argv) {
     const int check = a.check;
     const int64_t P = (int64_t)strlen(prompt), N = (int64_t)tokens;
     if (!P) return cli_fail("generate: --prompt is empty (give at least one character)");
+    if (P > GENERATE_MAX_PROMPT) /* it runs as one step: (P x P) scores per head, P x V probabilities */
+        return cli_fail("generate: --prompt of %lld characters is past the limit of %d", (long long)P, GENERATE_MAX_PROMPT);
 
     pe_err err = {{0}};
     tr_options opt;

@@ -1,4 +1,4 @@
-/* posenc hf-config CONFIG.json [--layer N] [--group]
+/* posenc hf-config CONFIG.json [--layer N] [--group] [--assume FAMILY] | --families
  * What posenc would run for every layer of a HuggingFace model: each layer's settings come
  * from pe_config_from_hf and are resolved by the library itself (pe_attention_init), so the
  * table shows the values a layer uses, not a second reading of the file. */
@@ -22,10 +22,11 @@ static void key_text(const pe_config *c, const char *name, char *buf, size_t len
 }
 
 /* One layer's columns, from its resolved settings; heads[2] gets heads and kv_heads. */
-static int describe(const char *path, int64_t layer, pe_hf_layer_info *info, row *r, int64_t heads[2]) {
+static int describe(const char *path, const char *assume, int64_t layer, pe_hf_layer_info *info, row *r, int64_t heads[2]) {
     pe_config cfg;
     pe_config_init(&cfg);
     pe_err err;
+    if (assume && pe_config_set(&cfg, "hf_assume", assume, &err)) return cli_fail("hf-config: %s", err.msg);
     if (pe_config_from_hf(&cfg, path, layer, info, &err)) return cli_fail("hf-config: %s", err.msg);
     pe_attention *att;
     if (pe_attention_init(&att, &cfg, cfg.heads * info->head_dim, &err))
@@ -99,21 +100,30 @@ int cli_hf_config(int argc, char **argv) {
     const char *path = a.config;
     const long long only = a.layer;
     const int group = a.group;
+    if (a.families) { /* the table itself */
+        const char *src, *refused;
+        printf("%-16s %-7s %s\n", "model_type", "read", "from (HF transformers, src/transformers/models/; [commit])");
+        for (int i = 0; pe_hf_family_name(i, &src, &refused); i++)
+            printf("%-16s %-7s %s%s%s\n", pe_hf_family_name(i, NULL, NULL), refused ? "refused" : "yes", src,
+                   refused ? "\n                         refused: " : "", refused ? refused : "");
+        return 0;
+    }
+    if (!path) return cli_fail("hf-config: CONFIG.json is required (or --families)");
 
     pe_hf_layer_info info;
     row first;
     int64_t heads[2];
-    if (describe(path, only >= 0 ? only : 0, &info, &first, heads)) return 2;
+    if (describe(path, a.assume, only >= 0 ? only : 0, &info, &first, heads)) return 2;
     const int64_t n = info.n_layers, lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : n;
     row *rows = malloc(sizeof(row) * (size_t)(hi - lo));
     int64_t *of = malloc(sizeof(int64_t) * (size_t)(hi - lo)); /* the distinct row of each layer */
     if (!rows || !of) return free(rows), free(of), cli_fail("out of memory");
     rows[0] = first;
     for (int64_t l = lo + 1; l < hi; l++)
-        if (describe(path, l, &info, &rows[l - lo], heads)) return free(rows), free(of), 2;
+        if (describe(path, a.assume, l, &info, &rows[l - lo], heads)) return free(rows), free(of), 2;
 
-    printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld\n", path, (long long)n, (long long)heads[0],
-           (long long)heads[1], (long long)info.head_dim);
+    printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld; read as family %s\n", path, (long long)n,
+           (long long)heads[0], (long long)heads[1], (long long)info.head_dim, info.family);
     printf("%-6s %-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10s %s\n", group ? "count" : "layer", "type", "method",
            "base", "scaling", "attn", "rotated dims", "pairs", "scale", group ? "notes; layers" : "notes");
     if (!group) {

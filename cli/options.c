@@ -156,7 +156,7 @@ static const arg_opt GENERATE_OPTS[] = {
     OPT(generate_args, "checkpoint", checkpoint, ARG_IN, .meta = "FILE", .required = 1,
         .help = "a `posenc train --save` checkpoint (its task gives the characters)"),
     OPT(generate_args, "prompt", prompt, ARG_STR, .meta = "TEXT", .required = 1, .any = 1,
-        .help = "the text to continue (characters of the checkpoint's vocabulary)"),
+        .help = "the text to continue (characters of the checkpoint's vocabulary; at most 16384)"),
     OPT(generate_args, "tokens", tokens, ARG_INT, .meta = "N", .lo = 0, .hi = 1 << 20, .help = "characters to generate"),
     OPT(generate_args, "temperature", temperature, ARG_REAL, .meta = "X", .rlo = 0, .rhi = 100,
         .help = "softmax temperature; 0: greedy"),
@@ -195,21 +195,28 @@ const arg_cmd ARGS_POSITIONS = CMD("positions", positions_args, .pos = POSITIONS
 /* ---- hf-config ------------------------------------------------------------------------------- */
 static void init_hf_config_args(void *p) { *(hf_config_args *)p = (hf_config_args){.layer = -1}; }
 static const arg_opt HF_CONFIG_POS[] = {
-    OPT(hf_config_args, "CONFIG.json", config, ARG_IN, .required = 1, .help = "a HuggingFace model's config.json"),
+    OPT(hf_config_args, "CONFIG.json", config, ARG_IN, .help = "a HuggingFace model's config.json"),
     {0}};
 static const arg_opt HF_CONFIG_OPTS[] = {
     OPT(hf_config_args, "layer", layer, ARG_INT, .meta = "N", .lo = 0, .hi = 1 << 30, .def = "every layer",
         .help = "only layer N (0-based)"),
     OPT(hf_config_args, "group", group, ARG_FLAG, .help = "one row per distinct setting, with the layers that share it"),
+    OPT(hf_config_args, "assume", assume, ARG_STR, .meta = "FAMILY",
+        .help = "read the config as FAMILY's code does (a model_type of --families; key hf_assume), for a\n"
+                "model_type posenc does not know"),
+    OPT(hf_config_args, "families", families, ARG_FLAG,
+        .help = "list the model families posenc reads (model_type, the HF code each was read from) and stop"),
     {0}};
 const arg_cmd ARGS_HF_CONFIG = CMD("hf-config", hf_config_args, .pos = HF_CONFIG_POS, .opts = HF_CONFIG_OPTS,
-    .usage = "CONFIG.json [--layer N] [--group]",
+    .usage = "CONFIG.json [--layer N] [--group] [--assume FAMILY] | --families",
     .about = "Every layer of a HuggingFace model as posenc runs it: method (rope, or none for a NoPE layer),\n"
              "rope base, scaling, attention factor (on cos and sin), the rotated slice of the head and its\n"
              "pair layout, the softmax scale, and what the caller applies around the layer (window masks,\n"
              "qk-norm). Reads HF v5 rope_parameters per layer type, layer_types, no_rope_layers,\n"
              "sliding_window_pattern, rope_local_base_freq, mrope_section, partial_rotary_factor and MLA's\n"
-             "qk_rope_head_dim.");
+             "qk_rope_head_dim, through the row of the config's model_type in posenc's family table (what\n"
+             "that family's attention code decides: which layers rotate, the pair layout, the slice, key\n"
+             "names, the softmax scale); a model_type without a row is refused, naming the nearest.");
 
 /* ---- bench ----------------------------------------------------------------------------------- */
 static void init_bench_args(void *p) {

@@ -74,7 +74,8 @@ typedef struct analyze_args {
 typedef struct hf_config_args {
     const char *config;
     long long layer; /* -1: every layer */
-    int group;
+    int group, families;
+    const char *assume;
 } hf_config_args;
 
 typedef struct methods_args {

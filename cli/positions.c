@@ -4,7 +4,6 @@
  * text:N, image:HxW (or TxHxW) and video:TxHxW[@SECONDS] in patches before the spatial merge.
  * Prints one line per token and the position text resumes at; -o writes `positions` [N, 3] I64
  * (a case's positions for rope with rope_sections). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,63 +12,7 @@
 #include "cli.h"
 #include "options.h"
 
-/* "4x6" or "2x4x6" into t, h, w (image: t = 1 when two numbers) */
-static int parse_grid(const char *s, int image, pe_span *sp) {
-    long long v[3];
-    int k = 0, done = 0;
-    for (const char *p = s; k < 3 && !done;) {
-        char *end;
-        errno = 0;
-        v[k++] = strtoll(p, &end, 10);
-        if (end == p || errno) return -1;
-        if (*end == 'x') { p = end + 1; continue; }
-        if (*end == '@' || !*end) { s = end, done = 1; continue; }
-        return -1;
-    }
-    if (!done) return -1; /* a fourth field, or junk after the third: nothing half read */
-    if (k == 2 && image) sp->t = 1, sp->h = v[0], sp->w = v[1];
-    else if (k == 3) sp->t = v[0], sp->h = v[1], sp->w = v[2];
-    else return -1;
-    if (*s == '@') {
-        char *end;
-        if (image) return -1;
-        sp->seconds = strtod(s + 1, &end);
-        if (end == s + 1 || *end) return -1;
-    }
-    return 0;
-}
-
-static int parse_spans(const char *text, pe_span **out) {
-    int n = 1;
-    for (const char *c = text; *c; c++) n += *c == ',';
-    pe_span *sp = calloc((size_t)n, sizeof *sp);
-    if (!sp) return -1;
-    char *buf = strdup(text), *save = NULL;
-    int k = 0, bad = !buf;
-    for (char *tok = buf ? strtok_r(buf, ",", &save) : NULL; tok && !bad; tok = strtok_r(NULL, ",", &save), k++) {
-        char *colon = strchr(tok, ':');
-        if (!colon) { bad = 1; break; }
-        *colon = 0;
-        const char *v = colon + 1;
-        if (!strcmp(tok, "text")) {
-            char *end;
-            errno = 0;
-            sp[k].text = strtoll(v, &end, 10);
-            bad = end == v || *end || errno || sp[k].text < 1;
-        } else if (!strcmp(tok, "image") || !strcmp(tok, "video")) {
-            bad = parse_grid(v, tok[0] == 'i', &sp[k]) != 0;
-        } else {
-            bad = 1;
-        }
-    }
-    free(buf);
-    if (bad || k != n) {
-        free(sp);
-        return -1;
-    }
-    *out = sp;
-    return n;
-}
+#define POSITIONS_MAX_TOKENS ((int64_t)1 << 28)
 
 int cli_positions(int argc, char **argv) {
     positions_args a;
@@ -78,14 +21,22 @@ int cli_positions(int argc, char **argv) {
     const char *spec = a.spans, *out = a.out;
     const long long merge = a.merge;
     const double tps = a.tokens_per_second;
-    pe_span *spans;
-    int ns = parse_spans(spec, &spans);
-    if (ns < 0)
-        return cli_fail("positions: '%s' is not a list of text:N, image:HxW, image:TxHxW or video:TxHxW[@SECONDS]", spec);
     pe_err err;
+    int ns;
+    pe_span *spans = NULL;
+    if (pe_mrope_spans_parse(spec, NULL, 0, &ns, &err)) return cli_fail("positions: %s", err.msg);
+    if (!(spans = calloc((size_t)ns, sizeof *spans))) return cli_fail("positions: out of memory for %d spans", ns);
+    if (pe_mrope_spans_parse(spec, spans, ns, &ns, &err)) {
+        free(spans);
+        return cli_fail("positions: %s", err.msg);
+    }
     int64_t N, next, *pos = NULL;
     if (pe_mrope_positions(spans, ns, merge, tps, NULL, &N, &next, &err)) rc = cli_fail("positions: %s", err.msg);
-    if (!rc && !(pos = malloc(sizeof(int64_t) * (size_t)(3 * N)))) rc = cli_fail("out of memory");
+    if (!rc && N > POSITIONS_MAX_TOKENS) /* 24 bytes a token, and a line each when printed */
+        rc = cli_fail("positions: %lld tokens is past the limit of %lld (2^28) tokens", (long long)N,
+                      (long long)POSITIONS_MAX_TOKENS);
+    if (!rc && !(pos = malloc(sizeof(int64_t) * (size_t)(3 * N))))
+        rc = cli_fail("positions: out of memory for %lld tokens", (long long)N);
     if (!rc && pe_mrope_positions(spans, ns, merge, tps, pos, &N, &next, &err)) rc = cli_fail("positions: %s", err.msg);
     if (!rc && out) {
         pe_tensor t = {.dtype = PE_I64, .ndim = 2, .shape = {N, 3}, .data = pos};

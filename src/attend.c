@@ -132,6 +132,27 @@ static pe_status hand_out(pe_status st, pe_tensor *outs, int n_outs, pe_tensor *
     return PE_OK;
 }
 
+/* What each form calls its tensors, for every message that names one: the input (and its dtype
+ * and shapes), and the tensor whose last dimension is the width C that pe_attention_init
+ * checks (its messages name no tensor: it is given a number). */
+typedef struct form {
+    const char *input, *dtype, *shapes, *width;
+} form;
+static const form LAYER_FORM = {"x", "F32", "[T, C] or [B, T, C]", "x"};
+static const form COMPLEX_FORM = {"ids", "I32 or I64", "[T] or [B, T]", "wq"};
+static const form PROJECTED_FORM = {"q", "F32", "[T, H*D] or [B, T, H*D]", "q"};
+
+/* pe_attention_init with the form's names in the message */
+static pe_status init_named(pe_attention **att, const pe_config *cfg, int64_t C, const form *f, pe_err *err) {
+    pe_status st = pe_attention_init(att, cfg, C, err);
+    if (st == PE_ETENSOR && !strncmp(err->msg, "width C=", 8)) {
+        char inner[sizeof err->msg];
+        snprintf(inner, sizeof inner, "%s", err->msg);
+        return pe_error(err, st, "tensor '%s': %s", f->width, inner);
+    }
+    return st;
+}
+
 /* The tensors the projected form refuses: the layer's input, projections and memory. */
 static const char *const LAYER_ONLY[] = {"x", "ids", "wq", "wk", "wv", "wo", "bq", "bk", "bv", "bo", "mems", "dy", "dy_imag", NULL};
 
@@ -148,19 +169,21 @@ static pe_status attend_qkv(const pe_config *cfg, int n_in, const pe_tensor *in,
             return pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of the projected form (q, k, v given)", LAYER_ONLY[i]);
     const pe_tensor *q = find(n_in, in, "q"), *k = find(n_in, in, "k"), *v = find(n_in, in, "v");
     if (!k || !v) return pe_error(err, PE_ETENSOR, "tensor '%s' is missing (the projected form needs q, k and v)", k ? "v" : "k");
-    if (q->dtype != PE_F32) return pe_error(err, PE_ETENSOR, "tensor 'q': dtype %s, expected F32", pe_dtype_name(q->dtype));
+    const form *f = &PROJECTED_FORM;
+    if (q->dtype != PE_F32)
+        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", f->input, pe_dtype_name(q->dtype), f->dtype);
     if (q->ndim != 2 && q->ndim != 3)
-        return pe_error(err, PE_ETENSOR, "tensor 'q': expected [T, H*D] or [B, T, H*D], got %d dimensions", q->ndim);
+        return pe_error(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", f->input, f->shapes, q->ndim);
     const int batched = q->ndim == 3;
     const int64_t B = batched ? q->shape[0] : 1, T = q->shape[batched], C = q->shape[batched + 1];
-    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor 'q': every dimension must be >= 1");
+    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", f->input);
     if (k->ndim != q->ndim)
         return pe_error(err, PE_ETENSOR, "tensor 'k': %d dimensions, expected %d as q", k->ndim, q->ndim);
     const int64_t Tk = k->shape[batched];
     if (Tk < 1) return pe_error(err, PE_ETENSOR, "tensor 'k': Tk must be >= 1");
 
     pe_attention *att;
-    pe_status st = pe_attention_init(&att, cfg, C, err);
+    pe_status st = init_named(&att, cfg, C, f, err);
     if (st) return st;
     const pe_config *rc = pe_attention_config(att);
     const int64_t H = rc->heads, D = pe_attention_head_dim(att), Ckv = rc->kv_heads * D;
@@ -268,18 +291,16 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
 
     /* the layer's input: x [T, C] or [B, T, C]; complex: ids [T] or [B, T], C from wq */
     const int cx = (pe__method_get(cfg.method)->flags & PE__COMPLEX) != 0;
-    const char *in_name = cx ? "ids" : "x";
-    const pe_tensor *x = find(n_in, in, in_name);
-    if (cx && find(n_in, in, "x"))
-        return pe_error(err, PE_ETENSOR, "tensor 'x' is not an input of method %s: it reads token ids from 'ids'",
-                        pe_method_name(cfg.method));
-    if (!x) return pe_error(err, PE_ETENSOR, "tensor '%s' is missing", in_name);
+    const form *f = cx ? &COMPLEX_FORM : &LAYER_FORM;
+    const pe_tensor *x = find(n_in, in, f->input);
+    if (cx && find(n_in, in, LAYER_FORM.input))
+        return pe_error(err, PE_ETENSOR, "tensor '%s' is not an input of method %s: it reads token ids from '%s'",
+                        LAYER_FORM.input, pe_method_name(cfg.method), f->input);
+    if (!x) return pe_error(err, PE_ETENSOR, "tensor '%s' is missing", f->input);
     if (cx ? x->dtype != PE_I32 && x->dtype != PE_I64 : x->dtype != PE_F32)
-        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", in_name, pe_dtype_name(x->dtype),
-                        cx ? "I32 or I64" : "F32");
+        return pe_error(err, PE_ETENSOR, "tensor '%s': dtype %s, expected %s", f->input, pe_dtype_name(x->dtype), f->dtype);
     if (x->ndim != 2 - cx && x->ndim != 3 - cx)
-        return pe_error(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", in_name,
-                        cx ? "[T] or [B, T]" : "[T, C] or [B, T, C]", x->ndim);
+        return pe_error(err, PE_ETENSOR, "tensor '%s': expected %s, got %d dimensions", f->input, f->shapes, x->ndim);
     int batched = x->ndim == 3 - cx;
     int64_t B = batched ? x->shape[0] : 1, T = x->shape[batched], C = cx ? 0 : x->shape[x->ndim - 1];
     if (cx) {
@@ -288,17 +309,14 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         if (wq->ndim != 2) return pe_error(err, PE_ETENSOR, "tensor 'wq': expected [C, C], got %d dimensions", wq->ndim);
         C = wq->shape[1];
     }
-    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", cx ? "ids" : "x");
-    if (cx && pe_config_has(&cfg, PE_K_heads) && cfg.heads >= 1 && C % cfg.heads)
-        return pe_error(err, PE_ETENSOR, "tensor 'wq': width C=%lld does not divide by heads %lld",
-                        (long long)C, (long long)cfg.heads);
+    if (B < 1 || T < 1 || C < 1) return pe_error(err, PE_ETENSOR, "tensor '%s': every dimension must be >= 1", f->input);
     /* y's shape: x's; complex: ids' with C appended */
     int yndim = cx ? x->ndim + 1 : x->ndim;
     int64_t yshape[3] = {B, T, C};
     const int64_t *ys = batched ? yshape : yshape + 1;
 
     pe_attention *att;
-    if ((st = pe_attention_init(&att, &cfg, C, err))) return st;
+    if ((st = init_named(&att, &cfg, C, f, err))) return st;
     const int64_t H = cfg.heads, D = pe_attention_head_dim(att), Ckv = pe_attention_config(att)->kv_heads * D;
     pe_param_spec specs[PE_MAX_PARAMS];
     int np = pe_attention_params(att, specs);
@@ -316,7 +334,7 @@ pe_status pe_attend(int n_keys, const char *const *keys, const char *const *valu
         const pe_tensor *t = &in[i];
         const char *nm = t->name;
         int known = 0;
-        if (strcmp(nm, in_name) == 0) continue;
+        if (strcmp(nm, f->input) == 0) continue;
         for (int k = 0; k < N_WEIGHTS && !known; k++) {
             if (strcmp(nm, WEIGHTS[k].name) != 0) continue;
             known = 1;

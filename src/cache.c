@@ -363,7 +363,10 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
         st = pe_kv_cache_append(c, w, k, v, T, p, 1, lens, err);
     }
     pe_positions at = {.pos = p, .pos_batched = 1, .q_lens = lens};
-    if (!st) st = pe_kv_cache_attend(c, w, q, T, &at, o, err);
+    if (!st && (st = pe_kv_cache_attend(c, w, q, T, &at, o, err))) { /* the tokens leave again: nothing changed */
+        for (int64_t b = 0; b < B; b++) c->len[b] -= lens ? lens[b] : T;
+        remake_range(c);
+    }
     if (!st) pe__linear_forward(y, o, w->wo, w->bo, N, C, C);
     return st;
 }
@@ -378,7 +381,7 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
         if (len && (keep > len || n_drop > len - keep)) /* keep + n_drop > len, without overflow */
             return pe_error(err, PE_EINVAL, "kv_cache_shift: row %lld holds %lld tokens, fewer than keep %lld + n_drop %lld",
                             (long long)b, (long long)len, (long long)keep, (long long)n_drop);
-        for (int64_t u = keep + n_drop; len && u < len; u++) {
+        for (int64_t u = len ? keep + n_drop : 0; u < len; u++) { /* an empty row checks nothing */
             const int64_t p = c->pos[b * c->cap + u] - delta;
             if (p < -PE_MAX_POSITION || p > PE_MAX_POSITION)
                 return pe_error(err, PE_EPOS, "kv_cache_shift: row %lld: token %lld at %lld would move to %lld, outside +-2^53",
@@ -388,6 +391,19 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
     if (delta && c->transform && !c->rotary)
         return pe_error(err, PE_EINVAL, "kv_cache_shift: method %s adds position terms to the cached keys and values; "
                         "moving them needs the tokens appended again", c->m->name);
+    int64_t lo = INT64_MAX, hi = INT64_MIN; /* the range after the shift */
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t u = 0, len = c->len[b]; u < len; u++) {
+            if (u >= keep && u - keep < n_drop) continue; /* dropped */
+            const int64_t p = c->pos[b * c->cap + u] - (u >= keep ? delta : 0);
+            lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+        }
+    pe__ctx probe; /* a frame the method cannot make (xPos's scale past float range) refuses before anything moves */
+    if (c->rotary && c->have_frame && lo <= hi && c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi)) {
+        pe_status st = pe__attention_context(c->att, w, 1, &lo, lo, hi, &probe, err);
+        if (st) return st;
+        pe__attention_release(c->att, &probe);
+    }
     const int64_t Ckv = c->Ckv;
     int64_t *old = NULL;
     if (c->rotary && delta && !(old = malloc(sizeof(int64_t) * (size_t)(c->B * c->cap))))
@@ -408,7 +424,6 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
     }
     pe_status st = PE_OK;
     remake_range(c);
-    const int64_t lo = c->lo, hi = c->hi;
     if (c->rotary && c->have_frame && lo <= hi) {
         const int64_t to[2] = {lo, hi};
         if (c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi)) {

@@ -248,7 +248,7 @@ pe_status pe_config_set(pe_config *cfg, const char *name, const char *value, pe_
         return pe_error(err, PE_EKEY, "key '%s' does not apply to method %s (its keys: %s)", name,
                         pe_method_name(cfg->method), keys[0] ? keys : "none");
     }
-    if (k == PE_K_hf_config || k == PE_K_hf_layer) { /* reads a file: all or nothing */
+    if (k == PE_K_hf_config || k == PE_K_hf_layer || k == PE_K_hf_assume) { /* reads a file: all or nothing */
         pe_config *before = malloc(sizeof *before);
         if (!before) return pe_error(err, PE_ENOMEM, "out of memory for key '%s'", name);
         *before = *cfg;
@@ -371,14 +371,16 @@ void pe__config_key_copy(pe_config *dst, const pe_config *src, int k) {
     if (k >= 0 && k < N_KEYS) memcpy((char *)dst + KEYS[k].offset, (const char *)src + KEYS[k].offset, KEYS[k].size);
 }
 
-/* method first, hf_layer and then hf_config last: the file is read once, around every key given */
+/* method first, hf_assume, hf_layer and then hf_config last: the file is read once, around every
+ * key given */
 pe_status pe_config_set_all(pe_config *cfg, int n, const char *const *keys,
                             const char *const *values, pe_err *err) {
-    static const char *const FIRST[] = {"method", NULL, "hf_layer", "hf_config"};
-    for (int pass = 0; pass < 4; pass++)
+    static const char *const FIRST[] = {"method", NULL, "hf_assume", "hf_layer", "hf_config"};
+    enum { NF = sizeof FIRST / sizeof FIRST[0] };
+    for (int pass = 0; pass < NF; pass++)
         for (int i = 0; i < n; i++) {
             int rank = 1;
-            for (int r = 0; r < 4; r++)
+            for (int r = 0; r < NF; r++)
                 if (FIRST[r] && !strcmp(keys[i], FIRST[r])) rank = r;
             if (rank != pass) continue;
             pe_status st = pe_config_set(cfg, keys[i], values[i], err);
@@ -402,7 +404,7 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
     if (!pe_config_has(cfg, PE_K_heads)) return pe_error(err, PE_EKEY, "key 'heads' is required");
     if (cfg->heads < 1) return pe_error(err, PE_EKEY, "key 'heads': %lld is not >= 1", (long long)cfg->heads);
     if (C < 1 || C % cfg->heads)
-        return pe_error(err, PE_ETENSOR, "tensor 'x': width C=%lld does not divide by heads %lld",
+        return pe_error(err, PE_ETENSOR, "width C=%lld does not divide by heads %lld",
                         (long long)C, (long long)cfg->heads);
     int64_t H = cfg->heads, D = C / H;
     if (!pe_config_has(cfg, PE_K_kv_heads)) cfg->kv_heads = H;

@@ -3,10 +3,13 @@
  * The trainer, the CLI and posenc's Python read these instead of the library's internals. */
 #include "layer.h"
 
+_Static_assert(sizeof(pe_method_info) == PE_METHOD_INFO_BYTES, "pe_method_info's fields outgrew PE_METHOD_INFO_BYTES");
+
 pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err) {
     if (m < 0 || m >= PE_METHOD_COUNT || !info)
         return pe_error(err, PE_EINVAL, "method_describe: need a method id 0 .. %d and info", PE_METHOD_COUNT - 1);
     const pe__method *mt = pe__method_get(m);
+    memset(info, 0, sizeof *info);
     *info = (pe_method_info){.name = mt->name, .reference = mt->reference ? mt->reference : "", .family = mt->family,
                              .fused = (mt->flags & PE__FUSED) != 0, .gqa = (mt->flags & PE__GQA) != 0,
                              .projected = !(mt->flags & (PE__INPUT | PE__LAYER_INPUT)),

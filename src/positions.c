@@ -1,6 +1,9 @@
 /* Multi-axis positions of a vision-language sequence (pe_mrope_positions): text runs and image
  * or video grids laid out on (time, row, column) as Qwen2-VL's get_rope_index does, with
  * Qwen2.5-VL's time in seconds as an option. */
+#include <errno.h>
+#include <stdlib.h>
+
 #include "internal.h"
 
 #define PE_MAX_SPAN_TOKENS ((int64_t)1 << 40) /* far past any context; keeps sums exact */
@@ -59,5 +62,66 @@ pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, d
     }
     *n = N;
     if (next) *next = top + 1;
+    return PE_OK;
+}
+
+/* "4x6" or "2x4x6" (an image's t = 1 when two numbers), then "@SECONDS" for a video; every
+ * byte read or the grid refused */
+static int parse_grid(const char *s, const char *end, int image, pe_span *sp) {
+    long long v[3];
+    int k = 0;
+    const char *p = s;
+    for (;;) {
+        char *e;
+        if (*p < '0' || *p > '9') return -1; /* strtoll would take signs and spaces */
+        errno = 0;
+        v[k++] = strtoll(p, &e, 10);
+        if (errno) return -1;
+        p = e;
+        if (p < end && *p == 'x' && k < 3) { p++; continue; }
+        break;
+    }
+    if (k == 2 && image) sp->t = 1, sp->h = v[0], sp->w = v[1];
+    else if (k == 3) sp->t = v[0], sp->h = v[1], sp->w = v[2];
+    else return -1;
+    if (p < end && *p == '@' && !image) {
+        char *e;
+        if (p + 1 >= end || p[1] < '0' || p[1] > '9') return -1;
+        sp->seconds = strtod(p + 1, &e);
+        p = e;
+    }
+    return p == end ? 0 : -1;
+}
+
+pe_status pe_mrope_spans_parse(const char *text, pe_span *spans, int max_spans, int *n_spans, pe_err *err) {
+    if (!text || !n_spans) return pe_error(err, PE_EINVAL, "mrope_spans_parse: need text and n_spans");
+    int n = 0;
+    for (const char *tok = text;; n++) {
+        const char *end = strchr(tok, ',');
+        if (!end) end = tok + strlen(tok);
+        const char *colon = memchr(tok, ':', (size_t)(end - tok));
+        pe_span sp = {0};
+        int bad = !colon;
+        if (!bad && colon - tok == 4 && !strncmp(tok, "text", 4)) {
+            char *e;
+            errno = 0;
+            sp.text = colon[1] >= '0' && colon[1] <= '9' ? strtoll(colon + 1, &e, 10) : 0;
+            bad = sp.text < 1 || errno || e != end;
+        } else if (!bad && colon - tok == 5 && (!strncmp(tok, "image", 5) || !strncmp(tok, "video", 5))) {
+            bad = parse_grid(colon + 1, end, tok[0] == 'i', &sp) != 0;
+        } else {
+            bad = 1;
+        }
+        if (bad)
+            return pe_error(err, PE_EINVAL, "span %d ('%.*s') is not text:N, image:HxW, image:TxHxW or "
+                            "video:TxHxW[@SECONDS]", n, (int)(end - tok > 40 ? 40 : end - tok), tok);
+        if (n == INT32_MAX) return pe_error(err, PE_EINVAL, "mrope_spans_parse: too many spans");
+        if (spans && n >= max_spans)
+            return pe_error(err, PE_EINVAL, "mrope_spans_parse: more than %d spans", max_spans);
+        if (spans) spans[n] = sp;
+        if (!*end) break;
+        tok = end + 1;
+    }
+    *n_spans = n + 1;
     return PE_OK;
 }

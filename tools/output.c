@@ -138,11 +138,13 @@ void pe_out_abort(pe_out *o) {
     }
 }
 
-pe_status pe_out_commit(pe_out *o, pe_err *err) {
+/* Step 1 of a commit: the data on disk under a temporary name beside the target (what can fail
+ * for want of space). On an error o is aborted. */
+static pe_status out_ready(pe_out *o, pe_err *err) {
     int e = 0;
     if (fflush(o->fp) != 0 || ferror(o->fp)) e = errno ? errno : EIO;
     if (!e && fsync(o->fd) != 0) e = errno;
-    if (!e && o->unnamed) { /* give the unnamed file a name beside the target, then rename it */
+    if (!e && o->unnamed) { /* give the unnamed file a name beside the target */
         char proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", o->fd);
         for (int k = 0;; k++) {
@@ -156,8 +158,17 @@ pe_status pe_out_commit(pe_out *o, pe_err *err) {
             e = 0;
         }
     }
-    if (!e && rename(o->tmp, o->target) != 0) e = errno;
     if (e) {
+        pe_out_abort(o);
+        return pe_error(err, PE_EIO, "%s: cannot write: %s", o->target, strerror(e));
+    }
+    return PE_OK;
+}
+
+/* Step 2: one rename onto the target (no space needed), and the directory fsynced. */
+static pe_status out_place(pe_out *o, pe_err *err) {
+    if (rename(o->tmp, o->target) != 0) {
+        const int e = errno;
         pe_out_abort(o);
         return pe_error(err, PE_EIO, "%s: cannot write: %s", o->target, strerror(e));
     }
@@ -170,6 +181,25 @@ pe_status pe_out_commit(pe_out *o, pe_err *err) {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) fsync(dfd), close(dfd); /* the rename itself on disk */
     return PE_OK;
+}
+
+pe_status pe_out_commit(pe_out *o, pe_err *err) {
+    pe_status st = out_ready(o, err);
+    return st ? st : out_place(o, err);
+}
+
+pe_status pe_out_commit_all(pe_out *o, int n, pe_err *err) {
+    pe_status st = PE_OK;
+    for (int i = 0; i < n && !st; i++) st = out_ready(&o[i], err);
+    if (st) {
+        for (int i = 0; i < n; i++) pe_out_abort(&o[i]); /* the ready ones' temporaries too */
+        return st;
+    }
+    for (int i = 0; i < n; i++) {
+        pe_status si = out_place(&o[i], err);
+        st = st ? st : si;
+    }
+    return st;
 }
 
 FILE *pe_in_open(const char *path, long long max_bytes, long long *size, pe_err *err) {

@@ -22,6 +22,11 @@ typedef struct pe_out {
 
 pe_status pe_out_open(pe_out *o, const char *path, pe_err *err);
 pe_status pe_out_commit(pe_out *o, pe_err *err);
+/* Commits n outputs that belong together (a table, its CSV and its plot): every file's data is
+ * flushed and fsynced under its temporary name first, and only when all of them are on disk do
+ * the renames (which need no space) put them in place; an error before that removes them all,
+ * so a full disk leaves none of the group. Each o is closed afterwards. */
+pe_status pe_out_commit_all(pe_out *o, int n, pe_err *err);
 void pe_out_abort(pe_out *o);
 
 /* Opens an input for reading: path must be a regular file (not a FIFO, device or directory,

@@ -49,9 +49,15 @@ int tr_plot_fit_y(tr_plot *p, int n_series, const tr_series *s) {
     return above;
 }
 
-#ifndef PE_CAIRO
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
-    (void)p, (void)n_series, (void)s;
+    pe_out o;
+    pe_status st = tr_plot_png_out(&o, path, p, n_series, s, err);
+    return st ? st : pe_out_commit(&o, err);
+}
+
+#ifndef PE_CAIRO
+pe_status tr_plot_png_out(pe_out *o, const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
+    (void)o, (void)p, (void)n_series, (void)s;
     return pe_error(err, PE_EIO, "%s: posenc was built without cairo (Debian: libcairo2-dev), no plot", path);
 }
 #else
@@ -84,21 +90,20 @@ static cairo_status_t png_chunk(void *closure, const unsigned char *data, unsign
 }
 
 /* The PNG through the one output writer: whole or not at all, never a 0-byte file. */
-pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err) {
-    pe_out o;
-    pe_status st = pe_out_open(&o, path, err);
-    cairo_status_t cs = st ? CAIRO_STATUS_SUCCESS : cairo_surface_write_to_png_stream(surf, png_chunk, o.fp);
+pe_status tr_png_write(cairo_surface_t *surf, pe_out *o, const char *path, pe_err *err) {
+    pe_status st = pe_out_open(o, path, err);
+    cairo_status_t cs = st ? CAIRO_STATUS_SUCCESS : cairo_surface_write_to_png_stream(surf, png_chunk, o->fp);
     cairo_surface_destroy(surf);
     cairo_debug_reset_static_data();
     FcFini();
     if (st) return st;
     if (cs != CAIRO_STATUS_SUCCESS) {
         const int e = errno;
-        pe_out_abort(&o);
+        pe_out_abort(o);
         return pe_error(err, PE_EIO, "%s: cannot write the plot: %s", path,
                         cs == CAIRO_STATUS_WRITE_ERROR && e ? strerror(e) : cairo_status_to_string(cs));
     }
-    return pe_out_commit(&o, err);
+    return PE_OK;
 }
 
 /* 20 colours (Tableau 10, then its light variants, drawn dashed). */
@@ -206,7 +211,7 @@ static void draw_panel(cairo_t *cr, const frame *f, const tr_plot *p, int panel,
 #undef PY
 }
 
-pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
+pe_status tr_plot_png_out(pe_out *o, const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err) {
     const int W = p->W ? p->W : 1100, Hh = p->H ? p->H : 680;
     if (W < 160 || Hh < 120 || W > 8000 || Hh > 8000)
         return pe_error(err, PE_EINVAL, "size %dx%d: width 160..8000 and height 120..8000 pixels", W, Hh);
@@ -244,7 +249,7 @@ pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr
         if (p->n_panels > 0) { /* panels do not fit at this size: every series in one */
             tr_plot one = *p;
             one.n_panels = 0;
-            return tr_plot_png(path, &one, n_series, s, err);
+            return tr_plot_png_out(o, path, &one, n_series, s, err);
         }
         return pe_error(err, PE_EINVAL, "size %dx%d is too small for this plot", W, Hh);
     }
@@ -295,6 +300,6 @@ pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr
     }
     if (p->title) tr_text_fit(cr, np > 1 ? W / 2.0 : left + pw / 2, 24 * u, 17 * u, W, p->title, 0.5);
     cairo_destroy(cr);
-    return tr_png_write(surf, path, err);
+    return tr_png_write(surf, o, path, err);
 }
 #endif

@@ -5,6 +5,7 @@
 #define TR_PLOT_H
 
 #include "posenc.h"
+#include "../tools/output.h"
 
 typedef struct tr_series {
     const char *label;
@@ -30,6 +31,9 @@ typedef struct tr_plot {
 /* Writes the figure; returns PE_EINVAL for a size out of range, PE_EIO with a message when the
  * file cannot be written, or when posenc was built without cairo. */
 pe_status tr_plot_png(const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err);
+/* The same into o, opened here on path and written but not committed: one of a group of files
+ * that appear together (pe_out_commit_all). On an error o is closed and nothing stays. */
+pe_status tr_plot_png_out(pe_out *o, const char *path, const tr_plot *p, int n_series, const tr_series *s, pe_err *err);
 
 /* A y range that fits the bulk of the series' values, for a metric where one run that blows
  * up would flatten the rest: from the lowest value to the 90th percentile plus the spread
@@ -47,9 +51,10 @@ double tr_nice_step(double range, int n);
 void tr_text_at(cairo_t *cr, double x, double y, const char *s, double align, double valign);
 /* A title centred at x, in a figure W pixels wide: moved, then shrunk from `size` until it fits. */
 void tr_text_fit(cairo_t *cr, double x, double y, double size, double W, const char *s, double valign);
-/* Writes surf to path and destroys it, then frees cairo's and fontconfig's caches (they live
- * until exit otherwise, which LeakSanitizer reports as leaks of the tool). */
-pe_status tr_png_write(cairo_surface_t *surf, const char *path, pe_err *err);
+/* Writes surf into o (opened here on path, not committed) and destroys it, then frees cairo's
+ * and fontconfig's caches (they live until exit otherwise, which LeakSanitizer reports as
+ * leaks of the tool). */
+pe_status tr_png_write(cairo_surface_t *surf, pe_out *o, const char *path, pe_err *err);
 #endif
 
 #endif

@@ -72,22 +72,28 @@ pe_family pe_method_family(pe_method m);
 int pe_method_from_name(const char *name);
 const char *pe_family_name(pe_family f);
 
-/* What a method is and which paths it has, for tools (posenc methods prints it). */
-typedef struct pe_method_info {
-    const char *name, *reference; /* the paper and the implementation it follows */
-    pe_family family;
-    int fused;      /* the fused path computes it (no T x Tk buffer) */
-    int gqa;        /* grouped-query attention (kv_heads < heads) */
-    int projected;  /* has the projected form (q, k, v): not a method on the input embedding */
-    int memory;     /* reads mems (Transformer-XL) */
-    int multi_axis; /* positions with several axes (rope_sections, rope_mixed) */
-    int token_ids;  /* reads token ids instead of x (complex) */
-    int embedding;  /* acts on the input embedding x + P[pos] (sinusoidal, learned): a model adds it
-                       once, at its input; every other method acts in each attention layer */
-    int relative_index; /* pe_attention_relative_index answers (a table row per offset) */
-    /* The reference model's conventions beyond its tensors, for a model built on the method: */
-    int scale_in_init; /* scores unscaled (scale 1), 1/sqrt(d) folded into q's initialisation (t5) */
-    int axes_min;      /* positions of at least this many axes (rope_mixed: 2, image patches); 0: one */
+/* What a method is and which paths it has, for tools (posenc methods prints it). Its size is
+ * fixed, PE_METHOD_INFO_BYTES whatever fields a release adds (each appends at the end of the
+ * struct, as pe_config's keys do), so no offset changes between releases. */
+#define PE_METHOD_INFO_BYTES 256
+typedef union pe_method_info {
+    struct {
+        const char *name, *reference; /* the paper and the implementation it follows */
+        pe_family family;
+        int fused;      /* the fused path computes it (no T x Tk buffer) */
+        int gqa;        /* grouped-query attention (kv_heads < heads) */
+        int projected;  /* has the projected form (q, k, v): not a method on the input embedding */
+        int memory;     /* reads mems (Transformer-XL) */
+        int multi_axis; /* positions with several axes (rope_sections, rope_mixed) */
+        int token_ids;  /* reads token ids instead of x (complex) */
+        int embedding;  /* acts on the input embedding x + P[pos] (sinusoidal, learned): a model adds it
+                           once, at its input; every other method acts in each attention layer */
+        int relative_index; /* pe_attention_relative_index answers (a table row per offset) */
+        /* The reference model's conventions beyond its tensors, for a model built on the method: */
+        int scale_in_init; /* scores unscaled (scale 1), 1/sqrt(d) folded into q's initialisation (t5) */
+        int axes_min;      /* positions of at least this many axes (rope_mixed: 2, image patches); 0: one */
+    };
+    unsigned char bytes_[PE_METHOD_INFO_BYTES];
 } pe_method_info;
 pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err);
 /* ALiBi's reference slopes m[H] (get_slopes of ofirpress/attention_with_linear_biases). */
@@ -189,10 +195,11 @@ typedef union pe_config {
          * partial_rotary_factor to apply where the file gives no head_dim, the keys the file
          * filled (a new hf_layer reads afresh). */
         int hf_read;
-        int hf_uses_rope;
+        int hf_method; /* the layer's method: rope, none (NoPE) or alibi */
         int64_t hf_head_dim;
         double hf_rotary_fraction;
         uint64_t hf_filled[PE_KEY_WORDS];
+        char hf_assume[512];
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;

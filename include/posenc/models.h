@@ -22,14 +22,22 @@ typedef struct pe_hf_layer_info {
     int chunked;                /* window is Llama 4's attention chunk (blocks of keys), not a slide */
     int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
     int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
+    char family[32];            /* the row of posenc's family table that read it (its model_type) */
 } pe_hf_layer_info;
-/* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings: method (rope, or
- * none for a NoPE layer of Llama 4 or SmolLM3), heads, kv_heads, causal, the rope keys of the
- * layer's type (HF v5 rope_parameters per layer type, Gemma 3's local base), the rotated slice
- * (rotary_dim, rotary_offset), the softmax scale where the model sets one, and NoPE's
- * temperature tuning. Keys already set in cfg keep their values. info may be NULL. The key
+/* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings, read as the code of
+ * its family (model_type, or cfg's hf_assume) applies positions: method (rope; none for a NoPE
+ * layer of Llama 4, SmolLM3, Cohere2, EXAONE 4; alibi for Bloom and MPT), heads, kv_heads,
+ * causal, the rope keys of the layer's type (HF v5 rope_parameters per layer type, Gemma 3's
+ * local base), the rotated slice (rotary_dim, rotary_offset), the softmax scale where the model
+ * sets one, and NoPE's temperature tuning. Keys already set in cfg keep their values. info may be NULL. The key
  * hf_config (with hf_layer) does the same for a layer whose method and heads are given. */
 pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err);
+/* The families hf_config reads: the i-th row of posenc's family table, its model_type (NULL past
+ * the last row), the HF files and symbols it was read from, and, for a family posenc refuses
+ * (always, or where a config key says so: Falcon's alibi, Gemma 2's soft-capping), what it does
+ * that posenc does not compute (NULL otherwise). A config whose model_type has no row is
+ * refused; the key hf_assume names the row to read it with. */
+const char *pe_hf_family_name(int i, const char **source, const char **refused);
 
 /* ---- multi-axis positions of a vision-language sequence --------------------------------- */
 /* One span of a sequence: `text` tokens of text (t, h, w unused), or (text = 0) an image or
@@ -50,6 +58,12 @@ typedef struct pe_span {
  *         k-th generated token sits at next + k on every axis (HF's rope_deltas = next - N) */
 pe_status pe_mrope_positions(const pe_span *spans, int n_spans, int64_t merge, double tokens_per_second, int64_t *pos,
                              int64_t *n, int64_t *next, pe_err *err);
+
+/* Spans from text, as `posenc positions` reads them: comma-separated text:N, image:HxW (t = 1),
+ * image:TxHxW and video:TxHxW[@SECONDS], every byte read (a fourth field, a sign, a space or a
+ * trailing comma is an error naming the span). spans NULL: only counts them into n_spans;
+ * else at most max_spans are written. */
+pe_status pe_mrope_spans_parse(const char *text, pe_span *spans, int max_spans, int *n_spans, pe_err *err);
 
 /* ---- checkpoints between RoPE layouts ------------------------------------------------- */
 /* Permutes the rows of a q or k projection in place so that rotating with layout `to`

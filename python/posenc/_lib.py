@@ -57,9 +57,17 @@ class PeParamSpec(ctypes.Structure):
                 ("clamped", ctypes.c_int), ("clamp_min", ctypes.c_double)]
 
 
-class PeMethodInfo(ctypes.Structure):  # pe_method_info (include/posenc/core.h)
+class _PeMethodInfoFields(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("reference", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
         "family fused gqa projected memory multi_axis token_ids embedding relative_index scale_in_init axes_min").split()]
+
+
+PE_METHOD_INFO_BYTES = 256
+
+
+class PeMethodInfo(ctypes.Union):  # pe_method_info (include/posenc/core.h): fields in a fixed size
+    _anonymous_ = ("f",)
+    _fields_ = [("f", _PeMethodInfoFields), ("bytes_", ctypes.c_ubyte * PE_METHOD_INFO_BYTES)]
 
 
 # pe_init kinds (include/posenc.h): how a method's reference initialises a tensor
@@ -350,7 +358,7 @@ def method_info(name):
     if m < 0:
         raise PosencError(f"unknown method '{name}'")
     check(lib.pe_method_describe(m, ctypes.byref(info), ctypes.byref(err)), err)
-    return {f: getattr(info, f) for f, _ in PeMethodInfo._fields_ if f not in ("name", "reference", "family")}
+    return {f: getattr(info, f) for f, _ in _PeMethodInfoFields._fields_ if f not in ("name", "reference", "family")}
 
 
 class Config:
@@ -450,29 +458,32 @@ class Call:
 class PeHfLayerInfo(ctypes.Structure):
     _fields_ = [("n_layers", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("layer_type", ctypes.c_char * 40),
                 ("window", ctypes.c_int64), ("chunked", ctypes.c_int), ("mla", ctypes.c_int),
-                ("qk_norm", ctypes.c_int)]
+                ("qk_norm", ctypes.c_int), ("family", ctypes.c_char * 32)]
 
 
-def hf_layer_settings(path, layer=0):
+def hf_layer_settings(path, layer=0, assume=None):
     """The settings posenc reads for layer `layer` of a HuggingFace config.json at path
     (pe_config_from_hf), as text keys, and its pe_hf_layer_info as a dict. The LongRoPE factor
-    tables are not keys: a caller loads short_factor / long_factor as tensors."""
+    tables are not keys: a caller loads short_factor / long_factor as tensors. assume: the family
+    (a model_type of posenc's table) whose code reads a config of a model_type posenc does not know."""
     cfg = ctypes.create_string_buffer(lib.pe_config_size())
     lib.pe_config_init(cfg)
     info, err = PeHfLayerInfo(), PeErr()
+    if assume is not None:
+        check(lib.pe_config_set(cfg, b"hf_assume", str(assume).encode(), ctypes.byref(err)), err)
     check(lib.pe_config_from_hf(cfg, str(path).encode(), int(layer), ctypes.byref(info), ctypes.byref(err)), err)
     out, buf, k = {}, ctypes.create_string_buffer(1024), 0
     while True:
         name = lib.pe_config_key_name(k)
         if not name:
             break
-        if lib.pe_config_is_set(cfg, name) and name != b"hf_config":
+        if lib.pe_config_is_set(cfg, name) and name not in (b"hf_config", b"hf_assume"):
             lib.pe_config_key_value(cfg, k, buf, len(buf))
             out[name.decode()] = buf.value.decode()
         k += 1
     return out, {"n_layers": info.n_layers, "head_dim": info.head_dim, "layer_type": info.layer_type.decode(),
                  "window": info.window, "chunked": bool(info.chunked), "mla": bool(info.mla),
-                 "qk_norm": bool(info.qk_norm)}
+                 "qk_norm": bool(info.qk_norm), "family": info.family.decode()}
 
 
 def _call(fn, settings, tensors, *extra):

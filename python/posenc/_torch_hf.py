@@ -30,7 +30,7 @@ def _pick(state_dict, prefixes, names):
     raise KeyError(f"state_dict has none of {[p + names[0] for p in prefixes]}")
 
 
-def from_hf(state_dict, config, layer=0, prefix=None):
+def from_hf(state_dict, config, layer=0, prefix=None, assume=None):
     """A posenc Attention holding layer `layer` of a HuggingFace model: its weights from
     state_dict (the model's, or the attention module's own), its settings from config (a
     config.json path, a dict, or a HF config object) as posenc's hf_config reads them (rope
@@ -41,7 +41,8 @@ def from_hf(state_dict, config, layer=0, prefix=None):
       bert    attention.self.{query,key,value}, attention.output.dense (absolute positions:
               the layer itself is method none, not causal)
     prefix: where the layer's tensors are (default: model.layers.{layer}.self_attn. and the
-    other usual places, then none). The module reproduces HF's layer on the same input: HF
+    other usual places, then none). assume: the family whose code reads a config of a model_type
+    posenc's family table does not have (posenc hf-config --families), which is otherwise refused. The module reproduces HF's layer on the same input: HF
     keeps q and k in the half rope layout (its checkpoints are permuted from Meta's), which is
     posenc's default, and Llama 4 the interleaved one, which hf_config sets."""
     import tempfile
@@ -91,7 +92,7 @@ def from_hf(state_dict, config, layer=0, prefix=None):
         import json
         json.dump(cfg, f)
     try:
-        settings, info = _lib.hf_layer_settings(f.name, layer)
+        settings, info = _lib.hf_layer_settings(f.name, layer, assume)
     finally:
         os.unlink(f.name)
     if info["mla"]:

@@ -20,7 +20,7 @@
 #include "../internal.h"
 
 /* all tables take the same keys: the settings choose the table, not what may be set */
-#define KEYS "attn_temperature_tuning floor_scale attn_scale head_scale head_scale_init head_scale_min hf_config hf_layer"
+#define KEYS "attn_temperature_tuning floor_scale attn_scale head_scale head_scale_init head_scale_min hf_config hf_layer hf_assume"
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     (void)H, (void)D;

@@ -33,7 +33,7 @@ static void defaults(pe_config *cfg, int64_t H, int64_t D) {
 
 static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) {
     if ((H * D) % 2)
-        return pe_error(err, PE_ETENSOR, "tensor 'x': width C=%lld must be even (xl's [sin | cos] R)",
+        return pe_error(err, PE_ETENSOR, "width C=%lld must be even (xl's [sin | cos] R)",
                         (long long)(H * D));
     if (pe_config_has(cfg, PE_K_mem_len) && cfg->mem_len < 0)
         return pe_error(err, PE_EKEY, "key 'mem_len': %lld must be >= 0", (long long)cfg->mem_len);

@@ -269,7 +269,7 @@ const pe__method pe__method_rope = {
     .keys = "rope_layout rope_base rotary_dim rotary_offset rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
-            "rope_section_layout rope_section_freqs hf_config hf_layer",
+            "rope_section_layout rope_section_freqs hf_config hf_layer hf_assume",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,

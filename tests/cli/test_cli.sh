@@ -131,6 +131,7 @@ qcase('qkv_fewer_keys_causal', edit=lambda t: t.update(k=t['k'][:1].copy(), v=t[
                                                         attn_mask=t['attn_mask'][:, :1].copy()))
 qcase('qkv_key_positions_len', edit=lambda t: t.update(key_positions=np.arange(4, dtype=np.int64)))
 qcase('qkv_no_k', edit=lambda t: t.pop('k'))
+qcase('qkv_heads_3', meta_edit=lambda m: m.update(heads='3'))
 qcase('qkv_k_width', edit=lambda t: t.update(k=np.zeros((5, 6), np.float32)))
 qcase('qkv_deberta_shared', edit=lambda t: t.update(rel_embeddings=np.zeros((8, 8), np.float32)),
       meta_edit=lambda m: m.update(method='deberta', position_buckets='4', max_relative_positions='8'))
@@ -271,7 +272,7 @@ bad "missing input file" "no_such_case" "$WORK/no_such_case.safetensors"
 bad "unknown method" "sinusoidal_typo" "$WORK/unknown_method.safetensors"
 bad "unknown method from --method" "zzz" "$WORK/valid.safetensors" --method zzz
 bad "no method" "method" "$WORK/no_method.safetensors"
-bad "heads not dividing C" "heads" "$WORK/heads_3.safetensors"
+bad "heads not dividing C" "tensor 'x': width C=8 does not divide by heads 3" "$WORK/heads_3.safetensors"
 bad "heads not dividing C (--heads 3)" "heads" "$WORK/valid.safetensors" --heads 3
 bad "learned position out of range" "pos_table" "$WORK/position_out_of_range.safetensors"
 bad "layer attn_mask of the wrong shape" "attn_mask" "$WORK/layer_mask_shape.safetensors"
@@ -287,6 +288,7 @@ bad "projected: sinusoidal has no projected form" "projected form" "$WORK/qkv_si
 bad "projected: causal with Tk < T" "Tk >= T" "$WORK/qkv_fewer_keys_causal.safetensors"
 bad "projected: key_positions of the wrong length" "key_positions" "$WORK/qkv_key_positions_len.safetensors"
 bad "projected: k missing" "'k'" "$WORK/qkv_no_k.safetensors"
+bad "projected: heads not dividing q's width (the form's names)" "tensor 'q': width C=8 does not divide by heads 3" "$WORK/qkv_heads_3.safetensors"
 bad "projected: k of the wrong width" "'k'" "$WORK/qkv_k_width.safetensors"
 bad "projected: deberta shares wq, wk" "share_att_key" "$WORK/qkv_deberta_shared.safetensors"
 if run_ok "projected: valid case" "$WORK/qkv_valid.safetensors" "$WORK/qkv_out.safetensors"; then

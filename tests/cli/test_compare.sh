@@ -51,6 +51,18 @@ else
     not_ok "--readme fills the marked block" "$(cat "$WORK/README.md")"
 fi
 
+# ---- a task's csv, md and png appear together or not at all (issue 32) ------------------------
+# files past 30 KiB fail (ulimit -f, SIGXFSZ ignored: write says EFBIG), as on a full disk: the
+# PNG fails, and the CSV written before it must not appear without it
+mkdir -p "$WORK/full"
+if ! (trap '' XFSZ; ulimit -f 30; "$POSENC" compare --quick --quiet --methods alibi,none --steps 3 --eval 1,2 \
+        --out "$WORK/full" > /dev/null 2> "$WORK/full.err") && grep -q "compare.png" "$WORK/full.err" &&
+   [ -z "$(ls -A "$WORK/full")" ]; then
+    ok "compare on a full disk leaves none of csv, md, png"
+else
+    not_ok "compare on a full disk leaves none of csv, md, png" "$(ls -A "$WORK/full"; cat "$WORK/full.err")"
+fi
+
 # ---- --full: every task, its files, the results page ------------------------------------------------
 # --quick's tiny budget (20 steps of a 1-layer model, length 4), two methods: they bring the
 # tasks' variants of theirs with them (rope+random on copy, reverse, add and count, alibi+random

@@ -80,6 +80,8 @@ else not_ok "overflowing logits: exit $rc" "$(cat "$WORK/err")"; fi
 expect_bad "no checkpoint" "--checkpoint FILE is required" "" generate --prompt "a"
 expect_bad "missing file" "$WORK/absent.safetensors" "" generate --checkpoint "$WORK/absent.safetensors" --prompt "a"
 expect_bad "empty prompt" "--prompt is empty" "" generate --checkpoint "$ck" --prompt ""
+expect_bad "a prompt past its limit (issue 32: 131 KB ran for minutes)" "--prompt of 20000 characters is past the limit of 16384" "" \
+    generate --checkpoint "$ck" --prompt "$(head -c 20000 /dev/zero | tr '\0' a)"
 expect_bad "prompt outside the vocabulary" "not in the vocabulary" "" generate --checkpoint "$ck" --prompt "A~"
 expect_bad "bad --tokens" "--tokens" "" generate --checkpoint "$ck" --prompt "a" --tokens abc
 expect_bad "fractional --tokens" "--tokens" "" generate --checkpoint "$ck" --prompt "a" --tokens 2.5

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # CLI tests of `posenc hf-config`: the per-layer table of the example configs of tests/hf
 # (Llama 4 Scout, Gemma 3 27B in the v4 layout and a Gemma 3 1B in HF v5's rope_parameters per
-# layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL), checked column by column, and bad input.
+# layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL, and one config per family whose attention code
+# decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom),
+# checked column by column; the families posenc refuses (Gemma 2, Ministral 3, an unknown
+# model_type, none) and bad input.
 #   usage: bash tests/cli/test_hf_config.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" hf_config "${1:-}"
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -42,6 +45,30 @@ expect_row "qwen2-vl: M-RoPE"            qwen2vl.json 27 full_attention rope 100
 expect_notes "qwen2-vl: sections"         qwen2vl.json 0 "sections 16,24,24 contiguous"
 expect_row "qwen3-vl: M-RoPE"            qwen3vl.json 35 full_attention rope 5000000 none 1 0..127 of 128 half 0.0883883
 expect_notes "qwen3-vl: interleaved"      qwen3vl.json 0 "sections 24,20,20 interleaved"
+# the family table: what each family's code decides (src/rotary/hf_families.c cites the code)
+expect_row "cohere2: sliding layers rotate, interleaved" cohere2.json 0 sliding_attention rope 10000 none 1 0..127 of 128 interleaved 0.0883883
+expect_row "cohere2: every 4th is global NoPE" cohere2.json 3 full_attention none - - - - - 0.0883883
+expect_row "exaone4: sliding layers rotate, half" exaone4.json 2 sliding_attention rope 1000000 none 1 0..127 of 128 half 0.0883883
+expect_row "exaone4: global NoPE"           exaone4.json 31 full_attention none - - - - - 0.0883883
+expect_row "gpt-neox: rotary_pct of the head" gpt_neox.json 43 full_attention rope 10000 none 1 0..23 of 96 half 0.102062
+expect_row "gpt-j: rotary_dim, every two"   gptj.json 27 full_attention rope 10000 none 1 0..63 of 256 interleaved 0.0625
+expect_row "falcon 7b: rope, half"          falcon_7b.json 0 full_attention rope 10000 none 1 0..63 of 64 half 0.125
+expect_row "glm-4: half the head, interleaved" glm4.json 39 full_attention rope 10000 none 1 0..63 of 128 interleaved 0.0883883
+expect_row "bloom: ALiBi"                   bloom.json 23 full_attention alibi - - - - - 0.125
+"$POSENC" hf-config "$HF/falcon_7b.json" | head -n 1 | grep -q "71 heads (1 kv), head_dim 64; read as family falcon" &&
+    ok "falcon 7b: multi_query is one kv head; the family is named" || not_ok "falcon 7b: multi_query, family"
+expect_bad "gemma2: soft-capping is refused" "attn_logit_softcapping" "" hf-config "$HF/gemma2.json"
+expect_bad "ministral3: its query scaling is refused" "llama_4_scaling_beta" "" hf-config "$HF/ministral3.json"
+printf '{"model_type": "qwen9", "hidden_size": 64, "num_attention_heads": 4}' > "$WORK/qwen9.json"
+expect_bad "an unknown model_type names the nearest" "model_type 'qwen9' is not in posenc's family table" "" hf-config "$WORK/qwen9.json"
+printf '{"hidden_size": 64, "num_attention_heads": 4}' > "$WORK/untyped.json"
+expect_bad "a config without model_type" "no model_type" "" hf-config "$WORK/untyped.json"
+"$POSENC" hf-config "$WORK/qwen9.json" --assume qwen2 | head -n 1 | grep -q "read as family qwen2" &&
+    ok "--assume reads it as the family's code does" || not_ok "--assume reads it as the family's code does"
+expect_bad "--assume of an unknown family" "'qwen9' is not a family posenc knows" "" hf-config "$WORK/qwen9.json" --assume qwen9
+fam=$("$POSENC" hf-config --families)
+[[ "$fam" == *"cohere2 "*"yes"*"Cohere2Attention.forward"* && "$fam" == *"gemma4 "*"refused"* ]] &&
+    ok "--families lists the table with its sources" || not_ok "--families lists the table with its sources" "$fam"
 
 n=$("$POSENC" hf-config "$HF/llama4_scout.json" | tail -n +3 | wc -l)
 [ "$n" -eq 48 ] && ok "llama4: one row per layer" || not_ok "llama4: one row per layer" "$n rows"
@@ -56,8 +83,8 @@ expect_bad "a layer past the model"   "layer 48 is not within 0 .. 47" "" hf-con
 expect_bad "--layer without a value"  "--layer needs a value" "" hf-config "$HF/llama4_scout.json" --layer
 expect_bad "a missing file"           "No such file" "" hf-config "$WORK/nothing.json"
 printf '{"num_hidden_layers": 2, "head_dim": 8, "num_attention_heads": 2, "no_rope_layers": [1]}' > "$WORK/short.json"
-expect_bad "no_rope_layers too short" "no_rope_layers" "" hf-config "$WORK/short.json"
-printf '{"num_hidden_layers": 1, "head_dim": 8, "num_attention_heads": 2, "layer_types": ["sliding_attention"],
+expect_bad "no_rope_layers too short" "no_rope_layers" "" hf-config "$WORK/short.json" --assume smollm3
+printf '{"model_type": "llama", "num_hidden_layers": 1, "head_dim": 8, "num_attention_heads": 2, "layer_types": ["sliding_attention"],
   "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}}' > "$WORK/types.json"
 expect_bad "a layer type without rope parameters" "no entry for layer type 'sliding_attention'" "" hf-config "$WORK/types.json"
 finish

@@ -69,12 +69,16 @@ assert h["__metadata__"]["next_position"] == "6", h["__metadata__"]
 PYEOF
 "$POSENC" positions --help | grep -q -- "--tokens-per-second" && ok "positions --help" || not_ok "positions --help"
 expect_bad "positions: no spans" "SPANS is required" "" positions
-expect_bad "positions: a bad span" "is not a list" "" positions text:2,picture:4x4
+expect_bad "positions: a bad span" "span 1 ('picture:4x4') is not text:N" "" positions text:2,picture:4x4
+expect_bad "positions: a trailing comma" "span 1 ('') is not" "" positions text:2,
+expect_bad "positions: a signed count" "span 0 ('text:+2') is not" "" positions text:+2
 expect_bad "positions: grid not divisible" "do not divide by the spatial merge 2" "" positions image:3x4
 expect_bad "positions: bad --merge" "--merge" "" positions text:2 --merge 0
 # grids are read whole or refused (issue 32: a fourth field and trailing junk were dropped)
-expect_bad "positions: a fourth grid field" "is not a list" "" positions image:4x6x8x10
-expect_bad "positions: junk after the grid" "is not a list" "" positions image:1x4x6xjunk
+expect_bad "positions: a fourth grid field" "('image:4x6x8x10') is not" "" positions image:4x6x8x10
+expect_bad "positions: junk after the grid" "('image:1x4x6xjunk') is not" "" positions image:1x4x6xjunk
+# a sequence the machine could not hold is refused with the limit, before any memory is asked for
+expect_bad "positions: past the token limit" "past the limit of 268435456 (2^28) tokens" "" positions image:1048576x1048576
 expect_bad "positions: time past 2^40" "past 2^40" "" positions video:3x4x4@1 --tokens-per-second 4611686018427387904
 expect_bad "positions: output directory missing" "$WORK/none/p.safetensors" "$WORK/none/p.safetensors" positions text:2 -o "$WORK/none/p.safetensors"
 finish

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "posenc.h"
+#include "settings.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,14 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *text = malloc(size);
     memcpy(text, data + 1, size - 1);
     text[size - 1] = 0;
-    const char *keys[64], *vals[64];
-    int n = 0;
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line && n < 64; line = strtok_r(NULL, "\n", &save)) {
-        char *eq = strchr(line, '=');
-        if (!eq) continue;
-        *eq = 0;
-        keys[n] = line, vals[n++] = eq + 1;
-    }
+    const char *keys[FUZZ_MAX_SETTINGS], *vals[FUZZ_MAX_SETTINGS];
+    const int n = fuzz_settings(text, keys, vals, 0);
     pe_config cfg;
     pe_err err;
     pe_config_init(&cfg);

@@ -162,6 +162,30 @@ def test_refusals():
         pt.from_hf(sd, cfg, layer=5)
 
 
+def test_family_table():
+    """a model_type posenc's family table does not have is refused with the nearest family;
+    assume= reads it as that family's code does; the family read is reported"""
+    need_method("rope")
+    cfg = {"model_type": "qwen9", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+           "num_hidden_layers": 1, "rope_theta": 321.0}
+    sd = random_sd("self_attn.", 32, 4, 2, 8, False)
+    with pytest.raises(posenc.PosencError, match="nearest known: qwen"):
+        pt.from_hf(sd, cfg)
+    m = pt.from_hf(sd, cfg, assume="qwen2")
+    assert float(m.settings["rope_base"]) == 321.0
+    import json, tempfile, os
+    from posenc import _lib
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"model_type": "cohere2", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 4}, f)
+    try:
+        keys, info = _lib.hf_layer_settings(f.name, 3)
+        assert info["family"] == "cohere2" and keys["method"] == "none"
+        keys, info = _lib.hf_layer_settings(f.name, 0)
+        assert keys["method"] == "rope" and keys["rope_layout"] == "interleaved"
+    finally:
+        os.unlink(f.name)
+
+
 def test_state_dict_round_trip_restores_the_method():
     need_method("alibi")
     att = pt.Attention(16, 4, "rope", causal=True, kv_heads=2, rope_scaling="linear", rope_factor=2.0)

@@ -311,14 +311,69 @@ static void hostile_integers(void **state) {
     pe_attention_free(att);
 }
 
+/* What fuzz_cache found: a failing call changes nothing.
+ *   - a shift with keep = INT64_MAX when a row is empty (the other rows hold tokens) is a status,
+ *     not a signed overflow in the empty row's loop;
+ *   - a shift whose new frame the method cannot make (xPos's scale past float range) is refused
+ *     before a token moves;
+ *   - pe_kv_cache_layer_forward whose attend fails (learned: a position past pos_table) takes its
+ *     tokens back out. */
+static void failed_calls_change_nothing(void **state) {
+    (void)state;
+    const int64_t C = 8;
+    pe_err err;
+    float k[2 * 8 * 8], v[2 * 8 * 8], x[2 * 8], y[2 * 8];
+    for (int e = 0; e < 2 * 8 * 8; e++) k[e] = 0.1f * (float)(e % 7), v[e] = 0.2f * (float)(e % 5);
+    for (int e = 0; e < 2 * 8; e++) x[e] = 0.03f * (float)e;
+    pe_kv_cache *kv;
+
+    pe_attention *att = layer("method=rope", C, 1);
+    if (pe_kv_cache_init(&kv, att, 2, 8, &err)) fail_msg("%s", err.msg);
+    const int64_t lens[2] = {3, 0};
+    if (pe_kv_cache_append(kv, NULL, k, v, 3, NULL, 0, lens, &err)) fail_msg("%s", err.msg);
+    assert_int_not_equal(pe_kv_cache_shift(kv, NULL, INT64_MAX, 1, 0, &err), PE_OK);
+    assert_int_not_equal(pe_kv_cache_shift(kv, NULL, 1, INT64_MAX, 0, &err), PE_OK);
+    assert_int_equal(pe_kv_cache_length(kv, 0), 3);
+    pe_kv_cache_free(kv);
+    pe_attention_free(att);
+
+    att = layer("method=xpos xpos_scale_base=8", C, 1);
+    if (pe_kv_cache_init(&kv, att, 1, 8, &err)) fail_msg("%s", err.msg);
+    if (pe_kv_cache_append(kv, NULL, k, v, 6, NULL, 0, NULL, &err)) fail_msg("%s", err.msg);
+    const int64_t *pos;
+    int64_t n, before[6];
+    if (pe_kv_cache_view(kv, 0, NULL, NULL, &pos, &n, &err)) fail_msg("%s", err.msg);
+    memcpy(before, pos, sizeof before);
+    assert_int_not_equal(pe_kv_cache_shift(kv, NULL, 3, 0, (int64_t)1 << 20, &err), PE_OK);
+    assert_non_null(strstr(err.msg, "xpos scale"));
+    if (pe_kv_cache_view(kv, 0, NULL, NULL, &pos, &n, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(n, 6);
+    assert_memory_equal(pos, before, sizeof before);
+    pe_kv_cache_free(kv);
+    pe_attention_free(att);
+
+    att = layer("method=learned", C, 1);
+    pe_layer L;
+    if (pe_layer_init(&L, att, 4, 3, &err)) fail_msg("%s", err.msg); /* pos_table of 4 rows */
+    if (pe_kv_cache_init(&kv, att, 1, 8, &err)) fail_msg("%s", err.msg);
+    const int64_t p3[2] = {2, 3}, p9[1] = {9};
+    if (pe_kv_cache_layer_forward(kv, &L.w, x, 2, p3, 0, NULL, y, &err)) fail_msg("%s", err.msg);
+    assert_int_not_equal(pe_kv_cache_layer_forward(kv, &L.w, x, 1, p9, 0, NULL, y, &err), PE_OK);
+    assert_int_equal(pe_kv_cache_length(kv, 0), 2);
+    pe_kv_cache_free(kv);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0] };
-    struct CMUnitTest tests[NM + 3];
+    struct CMUnitTest tests[NM + 4];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], decode_equals_layer, NULL, NULL, (void *)METHODS[i]};
     tests[n++] = (struct CMUnitTest){"rerotation", rerotation_is_exact, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"misuse", misuse, NULL, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"hostile_integers", hostile_integers, NULL, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"failed_calls_change_nothing", failed_calls_change_nothing, NULL, NULL, NULL};
     return _cmocka_run_group_tests("cache", tests, n, NULL, NULL);
 }

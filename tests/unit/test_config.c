@@ -412,7 +412,7 @@ static void test_method_keys(void **state) {
     assert_msg_has(buf, "rotary_offset");
     pe_method_keys(PE_METHOD_NONE, buf, sizeof buf);
     assert_string_equal(buf, "attn_temperature_tuning floor_scale attn_scale head_scale head_scale_init head_scale_min "
-                             "hf_config hf_layer");
+                             "hf_config hf_layer hf_assume");
 }
 
 /* ---- pe_attention_init: validation --------------------------------------------------- */

@@ -104,32 +104,32 @@ static void expect_error(const char *json, const char *extra_key, const char *ex
 
 static void bad_configs_are_errors(void **state) {
     (void)state;
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\": 64, \"bogus\": 1}}",
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\": 64, \"bogus\": 1}}",
                  NULL, NULL, "bogus");
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"magic\"}}", NULL, NULL, "magic");
-    expect_error("{\"head_dim\": 16, \"rope_theta\": 10000}", NULL, NULL, "head_dim 16");
-    expect_error("{\"hidden_size\": 64, \"num_attention_heads\": 2, \"rope_theta\": 10000}", NULL, NULL, "head_dim 32");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"magic\"}}", NULL, NULL, "magic");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 16, \"rope_theta\": 10000}", NULL, NULL, "head_dim 16");
+    expect_error("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_attention_heads\": 2, \"rope_theta\": 10000}", NULL, NULL, "head_dim 32");
     expect_error("[1, 2]", NULL, NULL, "not a JSON object");
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}",
                  NULL, NULL, "both");
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2}}", NULL, NULL,
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2}}", NULL, NULL,
                  "original_max_position_embeddings");
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"longrope\", \"original_max_position_embeddings\": 8, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1]}}",
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"rope_type\": \"longrope\", \"original_max_position_embeddings\": 8, \"short_factor\": [1, 1, 1, 1], \"long_factor\": [1]}}",
                  NULL, NULL, "long_factor");
-    expect_error("{\"head_dim\": 8, \"rope_theta\": \"big\"}", NULL, NULL, "rope_base");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_theta\": \"big\"}", NULL, NULL, "rope_base");
     expect_error("{not json", NULL, NULL, "cannot read");
     /* values of the wrong type or count are refused, never read as something else (issue 32) */
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 2, \"layer_types\": \"sliding_attention\"}", NULL, NULL,
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": 2, \"layer_types\": \"sliding_attention\"}", NULL, NULL,
                  "layer_types is not a list");
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 1, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": 1, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
                  NULL, NULL, "layer_types");
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 26.5}", NULL, NULL, "num_hidden_layers");
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": true}", NULL, NULL, "num_hidden_layers");
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": null}", NULL, NULL, "num_hidden_layers");
-    expect_error("{\"head_dim\": 8, \"num_hidden_layers\": 1e308}", NULL, NULL, "num_hidden_layers");
-    expect_error("{\"head_dim\": 4611686018427387904}", NULL, NULL, "head_dim");
-    expect_error("{\"head_dim\": 8.5}", NULL, NULL, "head_dim is not an integer");
-    expect_error("{\"head_dim\": 8, \"no_rope_layers\": 1}", NULL, NULL, "no_rope_layers is not a list");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": 26.5}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": true}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": null}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"num_hidden_layers\": 1e308}", NULL, NULL, "num_hidden_layers");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 4611686018427387904}", NULL, NULL, "head_dim");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8.5}", NULL, NULL, "head_dim is not an integer");
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"no_rope_layers\": 1}", NULL, NULL, "no_rope_layers is not a list");
     pe_err err;
     pe_status st;
     pe_attention *att = from_config("/nonexistent/config.json", 2, 8, NULL, NULL, &err, &st);
@@ -180,7 +180,7 @@ static void mrope_configs(void **state) {
     assert_int_equal(cfg->rope_section_layout, PE_SECTIONS_INTERLEAVED);
     assert_true(cfg->rope_base == 5e6);
     pe_attention_free(att);
-    expect_error("{\"head_dim\": 8, \"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [1, 1]}}", NULL, NULL,
+    expect_error("{\"model_type\": \"llama\", \"head_dim\": 8, \"rope_scaling\": {\"type\": \"mrope\", \"mrope_section\": [1, 1]}}", NULL, NULL,
                  "sum to 2 pairs");
 }
 
@@ -311,7 +311,7 @@ static void read_on_set(void **state) {
     /* a file without head_dim: partial_rotary_factor takes the layer's when it is made */
     FILE *f = fopen(tmp, "wb");
     assert_non_null(f);
-    fputs("{\"rope_theta\": 5000, \"partial_rotary_factor\": 0.5}", f);
+    fputs("{\"model_type\": \"llama\", \"rope_theta\": 5000, \"partial_rotary_factor\": 0.5}", f);
     fclose(f);
     pe_config_init(&k);
     const char *keys[] = {"hf_config", "method", "heads"}, *vals[] = {tmp, "rope", "2"};

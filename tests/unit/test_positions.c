@@ -62,7 +62,30 @@ static void refusals(void **state) {
     assert_int_equal(pe_mrope_positions(odd, 0, 1, 0, NULL, &n, NULL, &err), PE_EINVAL);
 }
 
+/* SPANS text: every byte read or the span named (pe_mrope_spans_parse) */
+static void spans_text(void **state) {
+    (void)state;
+    pe_err err;
+    pe_span sp[4];
+    int n = 0;
+    assert_int_equal(pe_mrope_spans_parse("text:5,image:4x6,video:2x4x4@0.5,image:3x2x2", NULL, 0, &n, &err), PE_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(pe_mrope_spans_parse("text:5,image:4x6,video:2x4x4@0.5,image:3x2x2", sp, 4, &n, &err), PE_OK);
+    assert_int_equal(sp[0].text, 5);
+    assert_true(sp[1].t == 1 && sp[1].h == 4 && sp[1].w == 6);
+    assert_true(sp[2].t == 2 && sp[2].h == 4 && sp[2].w == 4 && sp[2].seconds == 0.5);
+    assert_true(sp[3].t == 3 && sp[3].h == 2 && sp[3].w == 2 && sp[3].seconds == 0);
+    assert_int_equal(pe_mrope_spans_parse("text:1,text:2", sp, 1, &n, &err), PE_EINVAL); /* one slot */
+    static const char *const bad[] = {"", "text:", "text:0", "text:+3", "text: 3", "text:3,", ",text:3", "image:4",
+                                      "image:4x6x8x10", "image:1x4x6xjunk", "image:4x6@1", "video:4x6", "video:2x4x4@",
+                                      "video:2x4x4@x", "picture:4x4", "text:99999999999999999999", "texts:3"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (pe_mrope_spans_parse(bad[i], NULL, 0, &n, &err) == PE_OK) fail_msg("'%s' was read", bad[i]);
+        assert_non_null(strstr(err.msg, "is not text:N"));
+    }
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(refusals)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(layouts), cmocka_unit_test(refusals), cmocka_unit_test(spans_text)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,217 @@
+/* The model-family table (hf_family.h): one row per HF model_type, read from that family's
+ * modeling_*.py and configuration_*.py in huggingface/transformers (paths below are under
+ * src/transformers/models/, the commit of the stored copy that was read in brackets). A row
+ * states only what the code decides beyond config.json; the rest (rope_parameters, layer_types,
+ * partial_rotary_factor, ...) is read from the config as every family writes it. */
+#include <string.h>
+
+#include "../internal.h"
+#include "hf_family.h"
+
+#define ROW(mt, src, ...) {.model_type = mt, .source = src, __VA_ARGS__}
+
+static const hf_family FAMILIES[] = {
+    /* Llama: rotate_half over the whole head, scaling head_dim**-0.5 */
+    ROW("llama", "llama/modeling_llama.py LlamaAttention, rotate_half [5dd4a635]; configuration_llama.py LlamaConfig [008e5743]"),
+    /* Llama's attention under other names (rotate_half over the whole head, head_dim**-0.5) */
+    ROW("mistral", "mistral/modeling_mistral.py MistralAttention, rotate_half [93e0020c]; configuration_mistral.py "
+        "MistralConfig [0b07a74c]"),
+    ROW("mistral3", "mistral3/configuration_mistral3.py Mistral3Config (a text_config without model_type is mistral) "
+        "[ae005ce1]; mistral/modeling_mistral.py MistralAttention [93e0020c]"),
+    ROW("mixtral", "mixtral/modular_mixtral.py MixtralAttention(MistralAttention) [7792ab1a]; configuration_mixtral.py "
+        "MixtralConfig [ad467bd7]", .theta_default = 1000000.0),
+    ROW("qwen2", "qwen2/modeling_qwen2.py Qwen2Attention, rotate_half [63bb7237]; configuration_qwen2.py Qwen2Config "
+        "[caa31776]"),
+    ROW("qwen2_moe", "qwen2_moe/modular_qwen2_moe.py (LlamaAttention, rotate_half) [8fb1742f]; configuration_qwen2_moe.py "
+        "Qwen2MoeConfig [765e4fbc]"),
+    ROW("qwen3", "qwen3/modeling_qwen3.py Qwen3Attention (q_norm, k_norm before the rotation), rotate_half [9ee3f431]; "
+        "configuration_qwen3.py Qwen3Config [1f3ae2b3]"),
+    ROW("qwen3_moe", "qwen3_moe/modeling_qwen3_moe.py Qwen3MoeAttention, rotate_half [16b6c53c]; configuration_qwen3_moe.py "
+        "Qwen3MoeConfig [26f4b0f6]"),
+    ROW("starcoder2", "starcoder2/modular_starcoder2.py Starcoder2Attention (Mistral's rotate_half) [ae005ce1]; "
+        "configuration_starcoder2.py Starcoder2Config [77efc55c]"),
+    ROW("gemma", "gemma/modeling_gemma.py GemmaAttention (scaling head_dim**-0.5), rotate_half [c4cdd1a0]; "
+        "configuration_gemma.py GemmaConfig [008e5743]"),
+    /* Gemma 2: query_pre_attn_scalar**-0.5, even layers slide; its tanh soft-capping of the
+     * logits (attn_logit_softcapping, 50) posenc does not compute */
+    ROW("gemma2", "gemma2/modeling_gemma2.py Gemma2Attention (scaling, softcap, sliding_window on even layers) "
+        "[9a80143c]; configuration_gemma2.py Gemma2Config (layer_types (i + 1) % 2, attn_logit_softcapping 50) [008e5743]",
+        .scale = HF_SCALE_QUERY_PRE_ATTN, .pattern = 2, .refuse_key = "attn_logit_softcapping", .refuse_default = 1,
+        .refuse = "its attention logits are soft-capped (cap tanh(s / cap), attn_logit_softcapping), which posenc does "
+                  "not compute"),
+    /* Gemma 3: query_pre_attn_scalar**-0.5, every 6th layer full, sliding layers at
+     * rope_local_base_freq without scaling (read from the config as every family writes it) */
+    ROW("gemma3_text", "gemma3/modeling_gemma3.py Gemma3Attention (scaling), Gemma3DecoderLayer.forward "
+        "(position_embeddings_local) [f14d0cbc]; modular_gemma3.py Gemma3TextConfig (sliding_window_pattern 6) [d903f323]",
+        .scale = HF_SCALE_QUERY_PRE_ATTN, .pattern = 6, .theta_default = 1000000.0),
+    ROW("gemma3", "gemma3/modeling_gemma3.py (text_config: gemma3_text) [f14d0cbc]", .scale = HF_SCALE_QUERY_PRE_ATTN,
+        .pattern = 6, .theta_default = 1000000.0),
+    /* Phi-2: the leading partial_rotary_factor (0.5) of the head */
+    ROW("phi", "phi/modular_phi.py PhiAttention (rotary_ndims) [b39782da]; configuration_phi.py PhiConfig "
+        "(partial_rotary_factor 0.5) [90f2781a]", .fraction_default = 0.5),
+    ROW("phi3", "phi3/modular_phi3.py apply_rotary_pos_emb (rotary_dim = cos.shape[-1]) [2b6c089d]; configuration_phi3.py "
+        "Phi3Config [d7991107]"),
+    ROW("phimoe", "phimoe/modular_phimoe.py PhimoeRotaryEmbedding.forward (short_mscale, long_mscale) [4a435530]; "
+        "configuration_phimoe.py PhimoeConfig [23925e16]", .refuse_key = "rope_scaling",
+        .refuse = "its LongRoPE multiplies cos and sin by short_mscale or long_mscale (PhimoeRotaryEmbedding.forward), "
+                  "which posenc's longrope does not"),
+    /* SmolLM3: NoPE every no_rope_layer_interval-th (4) layer, as no_rope_layers says */
+    ROW("smollm3", "smollm3/modular_smollm3.py SmolLM3Attention (use_rope = no_rope_layers[layer_idx]), SmolLM3Config "
+        "(no_rope_layer_interval 4) [cbc6e94a]", .rope_on = HF_ON_INTERVAL, .theta_default = 2000000.0),
+    /* Granite: the softmax scale is attention_multiplier itself (default 1) */
+    ROW("granite", "granite/modular_granite.py GraniteAttention (scaling = attention_multiplier) [553b10de]; "
+        "configuration_granite.py GraniteConfig [90f2781a]", .scale = HF_SCALE_MULTIPLIER),
+    ROW("granitemoe", "granitemoe/modular_granitemoe.py GraniteMoeAttention (scaling = attention_multiplier) [94cb76e8]; "
+        "configuration_granitemoe.py GraniteMoeConfig [546b1438]", .scale = HF_SCALE_MULTIPLIER),
+    /* Qwen2-VL: M-RoPE sections of the half layout (mrope_section); Qwen3-VL's code interleaves
+     * the sections whatever the config says */
+    ROW("qwen2_vl", "qwen2_vl/modeling_qwen2_vl.py apply_multimodal_rotary_pos_emb [928b5565]; configuration_qwen2_vl.py "
+        "Qwen2VLConfig [4efabc6e]", .theta_default = 1000000.0),
+    ROW("qwen3_vl_text", "qwen3_vl/modeling_qwen3_vl.py Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope [68a7b7e2]; "
+        "configuration_qwen3_vl.py Qwen3VLTextConfig [e1b55167]", .sections_interleaved = 1, .theta_default = 5000000.0),
+    ROW("qwen3_vl", "qwen3_vl/configuration_qwen3_vl.py Qwen3VLConfig (text_config: qwen3_vl_text) [e1b55167]",
+        .sections_interleaved = 1, .theta_default = 5000000.0),
+    ROW("gpt_oss", "gpt_oss/modular_gpt_oss.py GptOssAttention (sinks) [ede92a87]", .positions = HF_REFUSE,
+        .refuse = "its attention has learned sinks (a per-head logit in the softmax), which posenc does not have yet"),
+    /* Llama 4: NoPE every no_rope_layer_interval-th layer (no_rope_layers), complex pairs,
+     * the NoPE layers' query temperature, default_theta 500000 */
+    ROW("llama4_text", "llama4/modeling_llama4.py Llama4TextAttention (use_rope, attn_temperature_tuning), apply_rotary_emb "
+        "(view_as_complex) [000c33fd]; configuration_llama4.py Llama4TextConfig (default_theta, no_rope_layer_interval) [008e5743]",
+        .rope_on = HF_ON_INTERVAL, .layout = HF_INTERLEAVED, .temperature = 1, .chunked = 1, .theta_default = 500000.0),
+    ROW("llama4", "llama4/configuration_llama4.py Llama4Config (text_config: llama4_text) [008e5743]", .rope_on = HF_ON_INTERVAL,
+        .layout = HF_INTERLEAVED, .temperature = 1, .chunked = 1, .theta_default = 500000.0),
+    /* Cohere: repeat_interleave(freqs, 2) and rotate_half on 0::2 / 1::2, default_theta 500000 */
+    ROW("cohere", "cohere/modeling_cohere.py CohereRotaryEmbedding.forward, rotate_half [015bfeb8]; configuration_cohere.py "
+        "CohereConfig.default_theta [008e5743]", .layout = HF_INTERLEAVED, .theta_default = 500000.0),
+    /* Cohere2: RoPE only where the layer has a sliding window; every 4th layer full and NoPE */
+    ROW("cohere2", "cohere2/modeling_cohere2.py Cohere2Attention.forward (if self.sliding_window is not None), "
+        "Cohere2RotaryEmbedding [015bfeb8]; configuration_cohere2.py Cohere2Config.__post_init__ (sliding_window_pattern 4) "
+        "[008e5743]", .rope_on = HF_ON_SLIDING, .layout = HF_INTERLEAVED, .pattern = 4),
+    /* GLM, GLM-4: pairs (2i, 2i+1) of the leading int(head_dim * 0.5) dims */
+    ROW("glm", "glm/modeling_glm.py apply_rotary_pos_emb (repeat_interleave), rotate_half (0::2, 1::2) [00d4b3d2]; "
+        "configuration_glm.py GlmConfig (partial_rotary_factor 0.5) [008e5743]", .layout = HF_INTERLEAVED,
+        .fraction_default = 0.5),
+    ROW("glm4", "glm4/modeling_glm4.py apply_rotary_pos_emb, rotate_half [00d01786]; configuration_glm4.py Glm4Config "
+        "(partial_rotary_factor 0.5) [008e5743]", .layout = HF_INTERLEAVED, .fraction_default = 0.5),
+    /* GLM-4 MoE: Llama's rotate_half (not GLM's), leading half of the head */
+    ROW("glm4_moe", "glm4_moe/modeling_glm4_moe.py rotate_half, apply_rotary_pos_emb [000c33fd]; configuration_glm4_moe.py "
+        "Glm4MoeConfig (partial_rotary_factor 0.5) [c7ec229a]", .fraction_default = 0.5),
+    /* GPT-NeoX: rotary_pct (0.25) of the head, base rotary_emb_base */
+    ROW("gpt_neox", "gpt_neox/modular_gpt_neox.py GPTNeoXAttention (rotary_ndims), apply_rotary_pos_emb [fbc88309]; "
+        "configuration_gpt_neox.py GPTNeoXConfig (rotary_pct 0.25, rotary_emb_base) [008e5743]",
+        .theta = "rotary_emb_base|rope_theta", .fraction = "rotary_pct|partial_rotary_factor", .fraction_default = 0.25),
+    /* GPT-J: rotate_every_two over the leading rotary_dim (64) dims, base 10000 fixed in
+     * create_sinusoidal_positions, GPT-2's key names */
+    ROW("gptj", "gptj/modeling_gptj.py create_sinusoidal_positions, rotate_every_two, GPTJAttention.forward [00b676f8]; "
+        "configuration_gptj.py GPTJConfig (n_layer, n_head, n_embd, rotary_dim 64) [0bedd330]", .layout = HF_INTERLEAVED,
+        .layers = "n_layer|num_hidden_layers", .heads = "n_head|num_attention_heads", .hidden = "n_embd|hidden_size",
+        .theta = "-", .rotary_dim = "rotary_dim", .rotary_dim_default = 64, .theta_default = 10000.0),
+    /* Falcon: Llama's rotation, or ALiBi (alibi: true) divided by sqrt(head_dim) with the
+     * scores; kv heads from new_decoder_architecture / multi_query */
+    ROW("falcon", "falcon/modeling_falcon.py FalconAttention.__init__ (num_kv_heads), FalconAttention.forward (alibi, "
+        "inv_norm_factor), rotate_half [00dcc6dd]; configuration_falcon.py FalconConfig (multi_query, "
+        "new_decoder_architecture, alibi) [5fd8edad]", .kv = HF_KV_FALCON, .refuse_key = "alibi",
+        .layers = "num_hidden_layers|n_layer", .heads = "num_attention_heads|n_head", .kv_heads = "num_kv_heads|n_head_kv",
+        .refuse = "its ALiBi (alibi: true) is added to the scores before they are divided by sqrt(head_dim) "
+                  "(FalconAttention.forward), so its slopes are posenc's divided by sqrt(head_dim)"),
+    /* StableLM: the leading 0.25 of the head */
+    ROW("stablelm", "stablelm/modeling_stablelm.py StableLmAttention (rotary_ndims), rotate_half [00dcc6dd]; "
+        "configuration_stablelm.py StableLmConfig (partial_rotary_factor 0.25) [05cd1ec1]", .fraction_default = 0.25),
+    ROW("olmo", "olmo/modeling_olmo.py OlmoAttention, rotate_half [38e888f5]; configuration_olmo.py OlmoConfig [008e5743]"),
+    ROW("olmo2", "olmo2/modeling_olmo2.py Olmo2Attention, rotate_half [000c33fd]; configuration_olmo2.py Olmo2Config [008e5743]"),
+    /* OLMo 3: every layer rotates; windows on three of four layers; default_theta 500000 */
+    ROW("olmo3", "olmo3/modeling_olmo3.py Olmo3Attention.forward [0233e509]; configuration_olmo3.py Olmo3Config "
+        "(layer_types, default_theta) [008e5743]", .pattern = 4, .theta_default = 500000.0),
+    /* EXAONE 4: RoPE on the sliding layers only (when a window is set), every 4th layer global NoPE */
+    ROW("exaone4", "exaone4/modeling_exaone4.py Exaone4Attention.forward (if self.sliding_window is None or "
+        "self.is_sliding) [0205eec1]; configuration_exaone4.py Exaone4Config (sliding_window_pattern 4) [008e5743]",
+        .rope_on = HF_ON_NOT_GLOBAL, .pattern = 4),
+    /* MiniCPM3: DeepSeek's latent attention, but rotate_half always and no mscale */
+    ROW("minicpm3", "minicpm3/modeling_minicpm3.py MiniCPM3Attention (scaling qk_head_dim**-0.5), apply_rotary_pos_emb "
+        "[3904ea4b]; configuration_minicpm3.py MiniCPM3Config [3904ea4b]", .mla = 1),
+    /* ERNIE 4.5: GLM-style pairs over the whole head, default_theta 500000 */
+    ROW("ernie4_5", "ernie4_5/modeling_ernie4_5.py apply_rotary_pos_emb (repeat_interleave), rotate_half [016bc8ef]; "
+        "configuration_ernie4_5.py Ernie4_5Config.default_theta [008e5743]", .layout = HF_INTERLEAVED,
+        .theta_default = 500000.0),
+    /* DeepSeek-V2: complex pairs of the last qk_rope_head_dim dims, scaling qk_head_dim**-0.5 */
+    ROW("deepseek_v2", "deepseek_v2/modeling_deepseek_v2.py DeepseekV2Attention (scaling), apply_rotary_emb "
+        "(view_as_complex) [0233e509]; configuration_deepseek_v2.py DeepseekV2Config [008e5743]",
+        .layout = HF_INTERLEAVED, .mla = 1),
+    /* DeepSeek-V3: rope_interleave (default true) picks the pairs; YaRN's mscale_all_dim squared
+     * on the softmax scale */
+    ROW("deepseek_v3", "deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention (scaling *= mscale * mscale, "
+        "rope_interleave), apply_rotary_pos_emb_interleave [00b676f8]; configuration_deepseek_v3.py DeepseekV3Config "
+        "[001f85b3]", .layout = HF_INTERLEAVED_KEY, .scale = HF_SCALE_MSCALE, .mla = 1),
+    /* Persimmon: the leading 0.5 of the head, base 25000 */
+    ROW("persimmon", "persimmon/modeling_persimmon.py PersimmonAttention (rotary_ndims) [00dcc6dd]; "
+        "configuration_persimmon.py PersimmonConfig (partial_rotary_factor 0.5, rope_theta 25000) [038869d4]",
+        .fraction_default = 0.5, .theta_default = 25000.0),
+    /* Nemotron: the leading 0.5 of the head */
+    ROW("nemotron", "nemotron/modeling_nemotron.py apply_rotary_pos_emb (rot_dim) [001ccfcb]; configuration_nemotron.py "
+        "NemotronConfig (partial_rotary_factor 0.5) [05cd1ec1]", .fraction_default = 0.5),
+    /* Bloom: ALiBi, added after QK^T / sqrt(head_dim) (baddbmm's beta and alpha), GPT-2's key names */
+    ROW("bloom", "bloom/modeling_bloom.py build_alibi_tensor, BloomAttention.forward (baddbmm beta, inv_norm_factor) "
+        "[0078a6cd]", .positions = HF_ALIBI, .layers = "n_layer|num_hidden_layers", .heads = "n_head|num_attention_heads"),
+    /* MPT: ALiBi always (alibi_bias_max 8: posenc's slopes), added after the scale */
+    ROW("mpt", "mpt/modeling_mpt.py build_mpt_alibi_tensor (alibi_bias_max 8), MptModel.forward, MptAttention.forward "
+        "[43526201]; configuration_mpt.py MptConfig (n_layers, n_heads, d_model) [79f1fc71]", .positions = HF_ALIBI,
+        .layers = "n_layers", .heads = "n_heads", .hidden = "d_model"),
+    /* what posenc does not compute yet: refused by name */
+    ROW("ministral3", "ministral3/modeling_ministral3.py _get_llama_4_attn_scale [00b364c7]", .positions = HF_REFUSE,
+        .refuse = "every layer's queries are scaled by 1 + beta ln(1 + floor(p / L0)) after the rotation "
+                  "(llama_4_scaling_beta), which posenc has only for NoPE layers"),
+    ROW("mistral4", "mistral4/modeling_mistral4.py get_llama_4_attn_scale, Mistral4Attention [0205eec1]",
+        .positions = HF_REFUSE,
+        .refuse = "every layer's queries are scaled by 1 + beta ln(1 + floor(p / L0)) (llama_4_scaling_beta), which "
+                  "posenc has only for NoPE layers"),
+    ROW("gemma4_text", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
+        .refuse = "its global layers use proportional RoPE (p-RoPE), which posenc does not have yet"),
+    ROW("gemma4", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
+        .refuse = "its global layers use proportional RoPE (p-RoPE), which posenc does not have yet"),
+    ROW("longcat_flash", "longcat_flash/modeling_longcat_flash.py LongcatFlashMLA.forward (mla_scale_q_lora) [0205eec1]",
+        .positions = HF_REFUSE,
+        .refuse = "its latent attention scales q and the latent keys by sqrt(hidden / lora rank) around the rotation"),
+    ROW("gpt_bigcode", "gpt_bigcode/modeling_gpt_bigcode.py GPTBigCodeAttention [00574544]", .positions = HF_REFUSE,
+        .refuse = "its positions are learned absolute embeddings added to the input (method learned), not in attention"),
+};
+enum { N_FAMILIES = sizeof FAMILIES / sizeof FAMILIES[0] };
+
+const hf_family *pe__hf_family(const char *model_type) {
+    for (int i = 0; model_type && i < N_FAMILIES; i++)
+        if (!strcmp(FAMILIES[i].model_type, model_type)) return &FAMILIES[i];
+    return NULL;
+}
+
+/* Levenshtein distance of short names (both cut at 63 characters) */
+static int distance(const char *a, const char *b) {
+    int na = (int)strlen(a), nb = (int)strlen(b), row[64];
+    na = na > 63 ? 63 : na, nb = nb > 63 ? 63 : nb;
+    for (int j = 0; j <= nb; j++) row[j] = j;
+    for (int i = 1; i <= na; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= nb; j++) {
+            const int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            row[j] = best < up + 1 ? (best < row[j - 1] + 1 ? best : row[j - 1] + 1) : (up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1);
+            diag = up;
+        }
+    }
+    return row[nb];
+}
+
+const char *pe__hf_family_nearest(const char *name) {
+    const char *best = FAMILIES[0].model_type;
+    int bd = 1 << 30;
+    for (int i = 0; name && i < N_FAMILIES; i++) {
+        const int d = distance(name, FAMILIES[i].model_type);
+        if (d < bd && FAMILIES[i].positions != HF_REFUSE) bd = d, best = FAMILIES[i].model_type;
+    }
+    return best;
+}
+
+const char *pe_hf_family_name(int i, const char **source, const char **refused) {
+    if (i < 0 || i >= N_FAMILIES) return NULL;
+    if (source) *source = FAMILIES[i].source;
+    if (refused) *refused = FAMILIES[i].refuse;
+    return FAMILIES[i].model_type;
+}

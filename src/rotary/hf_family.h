@@ -1,0 +1,46 @@
+/* What a HuggingFace model family's attention code decides beyond its config.json: which layers
+ * rotate, the pair layout, the rotated slice, the keys it names differently, its defaults and its
+ * softmax scale. One row per model_type (hf_families.c), each read from the family's own
+ * modeling and configuration files (the row's `source`); hf_config.c reads a config through its
+ * row and refuses a model_type without one. */
+#ifndef PE_HF_FAMILY_H
+#define PE_HF_FAMILY_H
+
+#include <stdint.h>
+
+enum { HF_ROPE, HF_ALIBI, HF_REFUSE };                                /* positions */
+/* which layers rotate: all; only sliding ones (none without a window: Cohere2); all but the full
+ * ones of a windowed model (every one without a window: EXAONE 4); Llama 4's interval */
+enum { HF_ON_ALL, HF_ON_SLIDING, HF_ON_NOT_GLOBAL, HF_ON_INTERVAL };
+enum { HF_HALF, HF_INTERLEAVED, HF_INTERLEAVED_KEY };                 /* pair layout */
+enum { HF_SCALE_HEAD_DIM, HF_SCALE_QUERY_PRE_ATTN, HF_SCALE_MSCALE, HF_SCALE_MULTIPLIER }; /* softmax scale */
+enum { HF_KV_KEY, HF_KV_FALCON };                                     /* key/value heads */
+
+typedef struct hf_family {
+    const char *model_type;
+    const char *source; /* the HF files and symbols the row was read from */
+    unsigned char positions, rope_on, layout, scale, kv;
+    unsigned char mla;         /* DeepSeek's latent attention: the rope slice is the head's last dims */
+    unsigned char temperature; /* Llama 4's NoPE-layer query temperature */
+    unsigned char chunked;     /* Llama 4: RoPE layers are chunked_attention, NoPE ones full */
+    unsigned char sections_interleaved; /* M-RoPE's pairs cycle through the axes (Qwen3-VL's code) */
+    unsigned char pattern;     /* layer_types when absent: every pattern-th layer full, the rest sliding */
+    /* the config's names where the family's differ (NULL: HF's usual name); '|' separates
+     * names of which the first present counts (old and new configs); theta "-": the code fixes
+     * the base at theta_default */
+    const char *layers, *heads, *kv_heads, *hidden, *theta, *fraction, *rotary_dim;
+    double fraction_default; /* > 0: rotated share of the head when the config gives none */
+    double theta_default;    /* > 0: the base when the config gives none (a class default_theta) */
+    int64_t rotary_dim_default;
+    const char *refuse;      /* what the family does that posenc does not (yet): always (HF_REFUSE), or
+                                where refuse_key is true, a number or a list (absent: refuse_default) */
+    const char *refuse_key;
+    unsigned char refuse_default;
+} hf_family;
+
+/* The row of model_type, or NULL. */
+const hf_family *pe__hf_family(const char *model_type);
+/* The known model_type nearest to name (edit distance), for a refusal's message. */
+const char *pe__hf_family_nearest(const char *name);
+
+#endif
