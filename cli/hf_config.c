@@ -64,6 +64,9 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
             snprintf(notes, nn, "sections %s %s; ", sec,
                      c->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
         }
+        if (c->llama_4_scaling_beta > 0)
+            snprintf(notes + strlen(notes), nn - strlen(notes), "q x 1 + %g ln(1 + floor(p / %lld)); ",
+                     c->llama_4_scaling_beta, (long long)c->original_max_position_embeddings);
     } else if (c->attn_temperature_tuning) {
         snprintf(notes, nn, "q x 1 + %g ln(1 + floor((p + 1) / %g)); ", c->attn_scale, c->floor_scale);
     }
@@ -101,11 +104,12 @@ int cli_hf_config(int argc, char **argv) {
     const long long only = a.layer;
     const int group = a.group;
     if (a.families) { /* the table itself */
-        const char *src, *refused;
+        const char *name, *src, *refused, *when;
         printf("%-16s %-7s %s\n", "model_type", "read", "from (HF transformers, src/transformers/models/; [commit])");
-        for (int i = 0; pe_hf_family_name(i, &src, &refused); i++)
-            printf("%-16s %-7s %s%s%s\n", pe_hf_family_name(i, NULL, NULL), refused ? "refused" : "yes", src,
-                   refused ? "\n                         refused: " : "", refused ? refused : "");
+        for (int i = 0; (name = pe_hf_family_name(i, &src, &refused, &when)); i++) {
+            printf("%-16s %-7s %s\n", name, !refused ? "yes" : when ? "mostly" : "refused", src);
+            if (refused) printf("%-24s refused%s%s%s: %s\n", "", when ? " where " : "", when ? when : "", when ? " is set" : "", refused);
+        }
         return 0;
     }
     if (!path) return cli_fail("hf-config: CONFIG.json is required (or --families)");

@@ -200,6 +200,7 @@ typedef union pe_config {
         double hf_rotary_fraction;
         uint64_t hf_filled[PE_KEY_WORDS];
         char hf_assume[512];
+        double llama_4_scaling_beta;
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;

@@ -33,11 +33,12 @@ typedef struct pe_hf_layer_info {
  * hf_config (with hf_layer) does the same for a layer whose method and heads are given. */
 pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_hf_layer_info *info, pe_err *err);
 /* The families hf_config reads: the i-th row of posenc's family table, its model_type (NULL past
- * the last row), the HF files and symbols it was read from, and, for a family posenc refuses
- * (always, or where a config key says so: Falcon's alibi, Gemma 2's soft-capping), what it does
- * that posenc does not compute (NULL otherwise). A config whose model_type has no row is
- * refused; the key hf_assume names the row to read it with. */
-const char *pe_hf_family_name(int i, const char **source, const char **refused);
+ * the last row), the HF files and symbols it was read from, and, for a family posenc refuses,
+ * what it does that posenc does not compute (NULL otherwise): always, or (refused_when, the
+ * config key) only where that key says so (Falcon's alibi, Gemma 2's soft-capping). A config
+ * whose model_type has no row is refused; the key hf_assume names the row to read it with. Any
+ * pointer may be NULL. */
+const char *pe_hf_family_name(int i, const char **source, const char **refused, const char **refused_when);
 
 /* ---- multi-axis positions of a vision-language sequence --------------------------------- */
 /* One span of a sequence: `text` tokens of text (t, h, w unused), or (text = 0) an image or

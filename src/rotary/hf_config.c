@@ -47,6 +47,8 @@ static const struct { const char *hf, *key; } ENTRIES[] = {
     {"mscale", "mscale"}, {"mscale_all_dim", "mscale_all_dim"},
     {"attention_factor", "attention_factor"}, {"truncate", "yarn_truncate"},
     {"low_freq_factor", "low_freq_factor"}, {"high_freq_factor", "high_freq_factor"},
+    {"llama_4_scaling_beta", "llama_4_scaling_beta"}, /* Ministral 3, Mistral 4 */
+    {"max_position_embeddings", NULL},                 /* Ministral 3 copies the top level's in */
     {"rope_type", NULL}, {"type", NULL}, {"short_factor", NULL}, {"long_factor", NULL},
     {"rope_theta", NULL}, {"partial_rotary_factor", NULL}, {"mrope_section", NULL}, {"mrope_interleaved", NULL},
 };

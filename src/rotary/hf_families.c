@@ -67,6 +67,9 @@ static const hf_family FAMILIES[] = {
      * the sections whatever the config says */
     ROW("qwen2_vl", "qwen2_vl/modeling_qwen2_vl.py apply_multimodal_rotary_pos_emb [928b5565]; configuration_qwen2_vl.py "
         "Qwen2VLConfig [4efabc6e]", .theta_default = 1000000.0),
+    ROW("qwen2_5_vl", "qwen2_5_vl/modular_qwen2_5_vl.py Qwen2_5_VLConfig(Qwen2VLConfig), "
+        "Qwen2_5_VLForConditionalGeneration(Qwen2VLForConditionalGeneration: Qwen2-VL's decoder layers) [ad46b878]",
+        .theta_default = 1000000.0),
     ROW("qwen3_vl_text", "qwen3_vl/modeling_qwen3_vl.py Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope [68a7b7e2]; "
         "configuration_qwen3_vl.py Qwen3VLTextConfig [e1b55167]", .sections_interleaved = 1, .theta_default = 5000000.0),
     ROW("qwen3_vl", "qwen3_vl/configuration_qwen3_vl.py Qwen3VLConfig (text_config: qwen3_vl_text) [e1b55167]",
@@ -157,13 +160,17 @@ static const hf_family FAMILIES[] = {
         "[43526201]; configuration_mpt.py MptConfig (n_layers, n_heads, d_model) [79f1fc71]", .positions = HF_ALIBI,
         .layers = "n_layers", .heads = "n_heads", .hidden = "d_model"),
     /* what posenc does not compute yet: refused by name */
-    ROW("ministral3", "ministral3/modeling_ministral3.py _get_llama_4_attn_scale [00b364c7]", .positions = HF_REFUSE,
-        .refuse = "every layer's queries are scaled by 1 + beta ln(1 + floor(p / L0)) after the rotation "
-                  "(llama_4_scaling_beta), which posenc has only for NoPE layers"),
-    ROW("mistral4", "mistral4/modeling_mistral4.py get_llama_4_attn_scale, Mistral4Attention [0205eec1]",
-        .positions = HF_REFUSE,
-        .refuse = "every layer's queries are scaled by 1 + beta ln(1 + floor(p / L0)) (llama_4_scaling_beta), which "
-                  "posenc has only for NoPE layers"),
+    /* Ministral 3 (Mistral 3's text model): Mistral's rotation, every query times
+     * 1 + beta ln(1 + floor(p / L0)) after it (llama_4_scaling_beta, L0 the rope parameters'
+     * original_max_position_embeddings) */
+    ROW("ministral3", "ministral3/modeling_ministral3.py Ministral3Attention.forward, _get_llama_4_attn_scale, rotate_half "
+        "[00b364c7]; configuration_ministral3.py Ministral3Config (rope_parameters: yarn, llama_4_scaling_beta 0.1) "
+        "[008e5743]"),
+    /* Mistral 4: DeepSeek's latent attention (rope_interleave, mscale^2 on the scale) with the
+     * same query scaling */
+    ROW("mistral4", "mistral4/modeling_mistral4.py Mistral4Attention (yarn_apply_mscale, rope_interleave), "
+        "get_llama_4_attn_scale [0205eec1]; configuration_mistral4.py Mistral4Config [008e5743]",
+        .layout = HF_INTERLEAVED_KEY, .scale = HF_SCALE_MSCALE, .mla = 1),
     ROW("gemma4_text", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
         .refuse = "its global layers use proportional RoPE (p-RoPE), which posenc does not have yet"),
     ROW("gemma4", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
@@ -209,9 +216,10 @@ const char *pe__hf_family_nearest(const char *name) {
     return best;
 }
 
-const char *pe_hf_family_name(int i, const char **source, const char **refused) {
+const char *pe_hf_family_name(int i, const char **source, const char **refused, const char **refused_when) {
     if (i < 0 || i >= N_FAMILIES) return NULL;
     if (source) *source = FAMILIES[i].source;
     if (refused) *refused = FAMILIES[i].refuse;
+    if (refused_when) *refused_when = FAMILIES[i].positions == HF_REFUSE ? NULL : FAMILIES[i].refuse_key;
     return FAMILIES[i].model_type;
 }

@@ -122,6 +122,15 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
     if (sections) pe_rope_pair_axes(ctx->cfg, st->axis);
+    int64_t qmin = 0; /* the queries' least position: ln(1 + floor(p / L0)) needs p >= 0 */
+    for (int64_t i = 0; ctx->cfg->llama_4_scaling_beta > 0 && i < n; i++) qmin = ctx->pos[i] < qmin ? ctx->pos[i] : qmin;
+    if (qmin < 0) {
+        if (!shared) free(st->cs_k);
+        free(st->cs), free(st->inv_freq), free(st->axis), free(st);
+        return pe_error(err, PE_EPOS, "tensor 'positions': llama_4_scaling_beta scales queries by ln(1 + floor(p / %lld)), "
+                        "which needs query positions >= 0 (got %lld)", (long long)ctx->cfg->original_max_position_embeddings,
+                        (long long)qmin);
+    }
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
@@ -185,12 +194,25 @@ static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], i
     return 0;
 }
 
+/* Ministral 3 / Mistral 4's query scaling (HF ministral3 _get_llama_4_attn_scale): every query
+ * row, the whole head, times 1 + beta ln(1 + floor(p / L0)) at its position p, after the
+ * rotation; in double, rounded once. A scalar per row: forward and, on dq, backward alike. */
+static void scale_queries(const pe__ctx *ctx, float *x) {
+    const double beta = ctx->cfg->llama_4_scaling_beta, L0 = (double)ctx->cfg->original_max_position_embeddings;
+    if (!(beta > 0)) return;
+    for (int64_t i = 0; i < ctx->B * ctx->T; i++) {
+        const float f = (float)(1.0 + beta * log1p(floor((double)ctx->pos[i] / L0)));
+        for (int64_t c = 0; c < ctx->C; c++) x[i * ctx->C + c] *= f;
+    }
+}
+
 /* q at the query positions, k at the key positions (either may be NULL). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const rope_state *st = ctx->state;
     const int64_t rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
     if (q) pe__rope_rotate(ctx->run, q + off, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    if (q) scale_queries(ctx, q);
     if (k) pe__rope_rotate(ctx->run, k + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
 
@@ -225,6 +247,7 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     const rope_state *st = ctx->state;
     int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
     float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
+    scale_queries(ctx, dq); /* q' = s R q: the rotation's upstream gradient is s dq' */
     if (dfactor) {
         double *acc = st->acc; /* sum dL/dtheta (theta - theta_min) f_t */
         memset(acc, 0, sizeof(double) * (size_t)(rd / 2));
@@ -269,7 +292,7 @@ const pe__method pe__method_rope = {
     .keys = "rope_layout rope_base rotary_dim rotary_offset rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
-            "rope_section_layout rope_section_freqs hf_config hf_layer hf_assume",
+            "rope_section_layout rope_section_freqs llama_4_scaling_beta hf_config hf_layer hf_assume",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,

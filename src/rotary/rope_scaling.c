@@ -159,10 +159,17 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
         int given = pe_config_is_set(cfg, k);
         if (listed(rt->required, k) && !given)
             return pe_error(err, PE_EKEY, "key '%s' is required by rope_scaling %s", k, rt->name);
-        if (given && !listed(rt->required, k) && !listed(rt->optional, k))
+        const int l0 = !strcmp(k, "original_max_position_embeddings") && cfg->llama_4_scaling_beta > 0; /* its L0 too */
+        if (given && !listed(rt->required, k) && !listed(rt->optional, k) && !l0)
             return pe_error(err, PE_EKEY, "key '%s' does not apply to rope_scaling %s", k, rt->name);
     }
     if (!(cfg->rope_factor > 0)) return pe_error(err, PE_EKEY, "key 'rope_factor' must be > 0");
+    if (!(cfg->llama_4_scaling_beta >= 0) || !isfinite(cfg->llama_4_scaling_beta))
+        return pe_error(err, PE_EKEY, "key 'llama_4_scaling_beta' must be a number >= 0");
+    if (cfg->llama_4_scaling_beta > 0 && !pe_config_has(cfg, PE_K_original_max_position_embeddings))
+        return pe_error(err, PE_EKEY, "key 'llama_4_scaling_beta' needs original_max_position_embeddings (its L0)");
+    if (cfg->llama_4_scaling_beta > 0 && cfg->rope_sections.n)
+        return pe_error(err, PE_EKEY, "key 'llama_4_scaling_beta' takes one position per token, not rope_sections");
     if (pe_config_has(cfg, PE_K_original_max_position_embeddings) && cfg->original_max_position_embeddings < 2)
         return pe_error(err, PE_EKEY, "key 'original_max_position_embeddings' must be >= 2");
     if (pe_config_has(cfg, PE_K_max_position_embeddings) && cfg->max_position_embeddings < 1)

@@ -2,8 +2,8 @@
 # CLI tests of `posenc hf-config`: the per-layer table of the example configs of tests/hf
 # (Llama 4 Scout, Gemma 3 27B in the v4 layout and a Gemma 3 1B in HF v5's rope_parameters per
 # layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL, and one config per family whose attention code
-# decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom),
-# checked column by column; the families posenc refuses (Gemma 2, Ministral 3, an unknown
+# decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom, Ministral 3),
+# checked column by column (Ministral 3 with its query scaling); the families posenc refuses (Gemma 2, an unknown
 # model_type, none) and bad input.
 #   usage: bash tests/cli/test_hf_config.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" hf_config "${1:-}"
@@ -58,7 +58,8 @@ expect_row "bloom: ALiBi"                   bloom.json 23 full_attention alibi -
 "$POSENC" hf-config "$HF/falcon_7b.json" | head -n 1 | grep -q "71 heads (1 kv), head_dim 64; read as family falcon" &&
     ok "falcon 7b: multi_query is one kv head; the family is named" || not_ok "falcon 7b: multi_query, family"
 expect_bad "gemma2: soft-capping is refused" "attn_logit_softcapping" "" hf-config "$HF/gemma2.json"
-expect_bad "ministral3: its query scaling is refused" "llama_4_scaling_beta" "" hf-config "$HF/ministral3.json"
+expect_row "ministral3: yarn, half"          ministral3.json 33 full_attention rope 1000000 yarn x16 1 0..127 of 128 half 0.0883883
+expect_notes "ministral3: its query scaling" ministral3.json 0 "q x 1 + 0.1 ln(1 + floor(p / 16384))"
 printf '{"model_type": "qwen9", "hidden_size": 64, "num_attention_heads": 4}' > "$WORK/qwen9.json"
 expect_bad "an unknown model_type names the nearest" "model_type 'qwen9' is not in posenc's family table" "" hf-config "$WORK/qwen9.json"
 printf '{"hidden_size": 64, "num_attention_heads": 4}' > "$WORK/untyped.json"

@@ -140,7 +140,13 @@ def rotate(ctx, q, k):
 
     def one(x, pos):
         return torch.cat([x[..., :off], rotate_one(x[..., off:], pos, freqs, attn, layout, axis)], -1)
-    return one(q, ctx.pos), one(k, ctx.kpos)
+    qr = one(q, ctx.pos)
+    beta = ctx.get("llama_4_scaling_beta", 0.0, float)
+    if beta:  # HF ministral3 _get_llama_4_attn_scale: after the rotation, the whole query head times
+        # 1 + beta log(1 + floor(position / original_max_position_embeddings))
+        L0 = ctx.get("original_max_position_embeddings", 0, int)
+        qr = qr * (1 + beta * torch.log(1 + torch.floor(ctx.pos.to(torch.float64) / L0)))[:, None, :, None]
+    return qr, one(k, ctx.kpos)
 
 
 def tensors(meta, H, D, npos):
@@ -230,6 +236,16 @@ for _kind, _extra in [("none", {}), ("linear", dict(rope_factor=4)), ("ntk", dic
                           causal=True, meta=dict(scaling(_kind, **_extra), rope_layout=_layout)))
 
 
+# Ministral 3 / Mistral 4: queries scaled by position on every RoPE layer (llama_4_scaling_beta)
+CASES += [
+    dict(name="llama4_scaling", T=6, H=2, D=8, causal=True, positions="gapped", B=2,
+         meta={"llama_4_scaling_beta": "0.1", "original_max_position_embeddings": "3"}),
+    dict(name="llama4_scaling_yarn", T=6, H=2, D=16, positions="offset", meta=dict(
+        scaling("yarn", rope_factor=16, original_max_position_embeddings=4, mscale=1, mscale_all_dim=1),
+        llama_4_scaling_beta="0.7")),
+]
+
+
 HF_SCENARIOS = [("llama31", 1000), ("qwen_yarn", 1000), ("phi3_longrope", 4096),
                 ("phi3_longrope", 4097), ("dynamic_ntk", 1000), ("dynamic_ntk", 10000)]
 
@@ -286,6 +302,8 @@ PROJ_CASES = [
         "longrope", original_max_position_embeddings=8, max_position_embeddings=32)),
     dict(name="proj_partial_interleaved", T=2, Tk=5, H=3, D=6, causal=True,
          meta={"rotary_dim": "4", "rope_layout": "interleaved"}),
+    dict(name="proj_llama4_scaling_decode", T=1, Tk=9, H=2, D=8, kv_heads=1, positions="offset", causal=True,
+         meta={"llama_4_scaling_beta": "0.1", "original_max_position_embeddings": "4"}),
 ]
 
 

@@ -7,8 +7,9 @@
  *     GLM's 0.5 default), key aliases (n_layer, n_head, rotary_emb_base, d_model), kv heads
  *     (Falcon's multi_query and new_decoder_architecture), the softmax scale (Gemma 3's
  *     query_pre_attn_scalar, Granite's attention_multiplier), ALiBi (Bloom, MPT);
+ *   - Ministral 3's query scaling by position (llama_4_scaling_beta on RoPE layers);
  *   - refusals, each naming what posenc lacks or the nearest family: an unknown model_type, none
- *     at all, Falcon's ALiBi, Gemma 2's soft-capping, Ministral 3's query scaling, GPT-OSS's sinks;
+ *     at all, Falcon's ALiBi, Gemma 2's soft-capping, GPT-OSS's sinks;
  *   - hf_assume reads a config as the named family's code does. */
 #include <math.h>
 #include <stdio.h>
@@ -157,6 +158,27 @@ static void heads_scales_alibi(void **state) {
     assert_int_equal(in.head_dim, 128);
 }
 
+static void ministral3_query_scaling(void **state) {
+    (void)state;
+    pe_config c;
+    pe_hf_layer_info in;
+    ok("{\"model_type\": \"mistral3\", \"text_config\": {\"model_type\": \"ministral3\", \"hidden_size\": 4096, "
+       "\"num_attention_heads\": 32, \"num_key_value_heads\": 8, \"head_dim\": 128, \"num_hidden_layers\": 34, "
+       "\"max_position_embeddings\": 262144, \"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1000000.0, "
+       "\"factor\": 16.0, \"original_max_position_embeddings\": 16384, \"max_position_embeddings\": 262144, "
+       "\"beta_fast\": 32.0, \"beta_slow\": 1.0, \"mscale_all_dim\": 1.0, \"mscale\": 1.0, "
+       "\"llama_4_scaling_beta\": 0.1}}}", 0, &c, &in);
+    assert_string_equal(in.family, "ministral3");
+    assert_true(c.llama_4_scaling_beta == 0.1);
+    assert_int_equal(c.original_max_position_embeddings, 16384);
+    assert_int_equal(c.rope_scaling, PE_ROPE_YARN);
+    assert_false(pe_config_is_set(&c, "scale")); /* head_dim^-1/2, not DeepSeek's mscale^2 */
+    pe_attention *att;
+    pe_err err;
+    if (pe_attention_init(&att, &c, 32 * 128, &err)) fail_msg("%s", err.msg);
+    pe_attention_free(att);
+}
+
 static void refusals(void **state) {
     (void)state;
     const char *base = "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2";
@@ -170,8 +192,6 @@ static void refusals(void **state) {
     refused(text, NULL, "sqrt(head_dim)");
     snprintf(text, sizeof text, "{\"model_type\": \"gemma2\", %s}", base);
     refused(text, NULL, "soft-capped");
-    snprintf(text, sizeof text, "{\"model_type\": \"ministral3\", %s}", base);
-    refused(text, NULL, "llama_4_scaling_beta");
     snprintf(text, sizeof text, "{\"model_type\": \"gpt_oss\", %s}", base);
     refused(text, NULL, "sinks");
     /* hf_assume: a config of an unknown family read as Llama's code reads it */
@@ -195,6 +215,7 @@ int main(void) {
         cmocka_unit_test(which_layers_rotate),
         cmocka_unit_test(layouts_slices_aliases),
         cmocka_unit_test(heads_scales_alibi),
+        cmocka_unit_test(ministral3_query_scaling),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

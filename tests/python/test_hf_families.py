@@ -1,0 +1,127 @@
+"""Each family's config in tests/hf, read through posenc's family table (`hf_config=`), gives the
+scores of that family's own attention code at positions up to 10^5: a float64 reference written
+here from the HF functions each row cites (GPT-NeoX's rotate_half on its rotary_pct slice, GPT-J's
+rotate_every_two at base 10000, GLM-4's repeat_interleave pairs on half the head, Cohere2's
+interleaved sliding layers and NoPE global ones, EXAONE 4 likewise in the half layout, Falcon's
+rotate_half, Bloom's build_alibi_tensor on key indexes, Ministral 3's YaRN with its query scaling
+by position)."""
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+from conftest import need_method
+
+import m_rope
+import posenc
+
+HF = os.path.join(os.path.dirname(__file__), "..", "hf")
+rng = np.random.default_rng(7)
+
+
+def inv_freq(rd, base):
+    return 1.0 / base ** (torch.arange(0, rd, 2, dtype=torch.float64) / rd)
+
+
+def rotate_half_slice(x, pos, rd, inv):
+    """modeling_llama rotate_half on the leading rd dims (GPT-NeoX's apply_rotary_pos_emb)"""
+    ang = pos[:, None].double() * inv[None]
+    c, s = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    r = x[:, :rd]
+    x1, x2 = r[:, :rd // 2], r[:, rd // 2:]
+    return torch.cat([r * c + torch.cat([-x2, x1], -1) * s, x[:, rd:]], -1)
+
+
+def every_two_slice(x, pos, rd, inv):
+    """GPT-J's rotate_every_two with repeat_interleaved sin and cos (GLM, Cohere alike)"""
+    ang = pos[:, None].double() * inv[None]
+    c, s = ang.cos().repeat_interleave(2, -1), ang.sin().repeat_interleave(2, -1)
+    r = x[:, :rd]
+    rot = torch.stack([-r[:, 1::2], r[:, 0::2]], -1).flatten(-2)
+    return torch.cat([r * c + rot * s, x[:, rd:]], -1)
+
+
+def run(config, layer, method, H, D, qpos, kpos, extra=None):
+    """posenc's scores and probabilities for one layer of config (the key route)"""
+    T, Tk = len(qpos), len(kpos)
+    q = rng.standard_normal((T, H * D)).astype(np.float32)
+    k = rng.standard_normal((Tk, H * D)).astype(np.float32)
+    v = rng.standard_normal((Tk, H * D)).astype(np.float32)
+    settings = {"method": method, "heads": H, "causal": "true", "hf_config": os.path.join(HF, config), "hf_layer": layer}
+    settings.update(extra or {})
+    out = posenc.attend(settings, {"q": q, "k": k, "v": v, "positions": np.array(qpos, np.int64),
+                                   "key_positions": np.array(kpos, np.int64)})
+    return torch.tensor(q, dtype=torch.float64), torch.tensor(k, dtype=torch.float64), out
+
+
+def causal_mask(T, Tk):
+    return torch.arange(Tk)[None, :] <= torch.arange(T)[:, None] + (Tk - T)
+
+
+def check_scores(got, want, T, Tk):
+    m = causal_mask(T, Tk)
+    got = torch.tensor(np.asarray(got), dtype=torch.float64).reshape(want.shape)
+    err = (got - want).abs()[..., m].max().item()
+    scale = want[..., m].abs().max().item()
+    assert err <= 2e-5 * scale + 1e-5, f"max |posenc - reference| {err:.3g} of scores up to {scale:.3g}"
+
+
+FAR = [99_990, 99_995, 99_999, 100_000]
+KEYS = [3, 40_000, 99_000, 99_990, 99_995, 99_999, 100_000]
+
+
+@pytest.mark.parametrize("config,layer,rotate,rd,base", [
+    ("gpt_neox.json", 0, rotate_half_slice, 24, 10000.0),
+    ("gptj.json", 27, every_two_slice, 64, 10000.0),
+    ("glm4.json", 0, every_two_slice, 64, 10000.0),
+    ("cohere2.json", 0, every_two_slice, 128, 10000.0),
+    ("exaone4.json", 0, rotate_half_slice, 128, 1e6),
+    ("falcon_7b.json", 0, rotate_half_slice, 64, 10000.0),
+])
+def test_rotating_layers(config, layer, rotate, rd, base):
+    need_method("rope")
+    D = {"gpt_neox.json": 96, "gptj.json": 256}.get(config, 128 if config != "falcon_7b.json" else 64)
+    q, k, out = run(config, layer, "rope", 1, D, FAR, KEYS)
+    inv = inv_freq(rd, base)
+    qr, kr = rotate(q, torch.tensor(FAR), rd, inv), rotate(k, torch.tensor(KEYS), rd, inv)
+    check_scores(out["scores"], (qr @ kr.T / math.sqrt(D))[None], len(FAR), len(KEYS))
+
+
+@pytest.mark.parametrize("config,layer", [("cohere2.json", 3), ("exaone4.json", 31)])
+def test_global_layers_are_nope(config, layer):
+    need_method("none")
+    q, k, out = run(config, layer, "none", 1, 128, FAR, KEYS)
+    check_scores(out["scores"], (q @ k.T / math.sqrt(128))[None], len(FAR), len(KEYS))
+    with pytest.raises(posenc.PosencError, match="NoPE layer"):
+        run(config, layer, "rope", 1, 128, FAR, KEYS)
+
+
+def test_bloom_alibi():
+    """Bloom: QK^T / sqrt(d) + slope_h * key index (build_alibi_tensor), the same softmax as
+    posenc's -m_h (i - j) under the causal mask"""
+    need_method("alibi")
+    H, D, T, Tk = 16, 64, 5, 40
+    pos = list(range(Tk))
+    q, k, out = run("bloom.json", 0, "alibi", H, D, pos[-T:], pos)
+    cp2 = 2 ** math.floor(math.log2(H))
+    slopes = torch.tensor([(2 ** (-8 / cp2)) ** (h + 1) for h in range(H)], dtype=torch.float64)
+    qh, kh = q.reshape(T, H, D).transpose(0, 1), k.reshape(Tk, H, D).transpose(0, 1)
+    s = qh @ kh.transpose(1, 2) / math.sqrt(D) + slopes[:, None, None] * torch.arange(Tk, dtype=torch.float64)
+    p = s.masked_fill(~causal_mask(T, Tk), -math.inf).softmax(-1)
+    got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
+    assert (got - p).abs().max().item() < 1e-5
+
+
+def test_ministral3_yarn_and_query_scaling():
+    """Ministral 3: YaRN (factor 16, L0 16384, mscale = mscale_all_dim) over the head, then
+    q times 1 + 0.1 ln(1 + floor(p / 16384)) (HF ministral3 _get_llama_4_attn_scale)"""
+    need_method("rope")
+    D = 128
+    q, k, out = run("ministral3.json", 0, "rope", 1, D, FAR, KEYS)
+    o = dict(original_max_position_embeddings=16384, beta_fast=32.0, beta_slow=1.0, mscale=1.0, mscale_all_dim=1.0)
+    inv, attn = m_rope.scaled_inv_freq("yarn", D, 1e6, 16.0, max(FAR + KEYS) + 1, o)
+    qr = rotate_half_slice(q, torch.tensor(FAR), D, inv) * attn
+    kr = rotate_half_slice(k, torch.tensor(KEYS), D, inv) * attn
+    tau = 1 + 0.1 * torch.log(1 + torch.floor(torch.tensor(FAR, dtype=torch.float64) / 16384))
+    check_scores(out["scores"], ((qr * tau[:, None]) @ kr.T / math.sqrt(D))[None], len(FAR), len(KEYS))
