@@ -398,9 +398,13 @@ pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, i
             const int64_t p = c->pos[b * c->cap + u] - (u >= keep ? delta : 0);
             lo = p < lo ? p : lo, hi = p > hi ? p : hi;
         }
-    pe__ctx probe; /* a frame the method cannot make (xPos's scale past float range) refuses before anything moves */
-    if (c->rotary && c->have_frame && lo <= hi && c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi)) {
-        pe_status st = pe__attention_context(c->att, w, 1, &lo, lo, hi, &probe, err);
+    /* the frame the re-rotation will use, made once here: one the method cannot make (xPos's
+     * scale past float range) refuses before anything moves */
+    if (c->rotary && c->have_frame && lo <= hi) {
+        const int moves = c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi);
+        int64_t to[2] = {moves ? lo : c->frame[0], moves ? hi : c->frame[1]};
+        pe__ctx probe;
+        pe_status st = pe__attention_context(c->att, w, 1, &to[0], to[0], to[1], &probe, err);
         if (st) return st;
         pe__attention_release(c->att, &probe);
     }

@@ -122,15 +122,6 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
     if (sections) pe_rope_pair_axes(ctx->cfg, st->axis);
-    int64_t qmin = 0; /* the queries' least position: ln(1 + floor(p / L0)) needs p >= 0 */
-    for (int64_t i = 0; ctx->cfg->llama_4_scaling_beta > 0 && i < n; i++) qmin = ctx->pos[i] < qmin ? ctx->pos[i] : qmin;
-    if (qmin < 0) {
-        if (!shared) free(st->cs_k);
-        free(st->cs), free(st->inv_freq), free(st->axis), free(st);
-        return pe_error(err, PE_EPOS, "tensor 'positions': llama_4_scaling_beta scales queries by ln(1 + floor(p / %lld)), "
-                        "which needs query positions >= 0 (got %lld)", (long long)ctx->cfg->original_max_position_embeddings,
-                        (long long)qmin);
-    }
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
@@ -196,12 +187,14 @@ static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], i
 
 /* Ministral 3 / Mistral 4's query scaling (HF ministral3 _get_llama_4_attn_scale): every query
  * row, the whole head, times 1 + beta ln(1 + floor(p / L0)) at its position p, after the
- * rotation; in double, rounded once. A scalar per row: forward and, on dq, backward alike. */
+ * rotation; in double, rounded once. A position below 0 (HF has none) scales by 1, as 0 does:
+ * the keys' contexts (the KV cache's) carry any positions. A scalar per row: forward and, on dq, backward alike. */
 static void scale_queries(const pe__ctx *ctx, float *x) {
     const double beta = ctx->cfg->llama_4_scaling_beta, L0 = (double)ctx->cfg->original_max_position_embeddings;
     if (!(beta > 0)) return;
     for (int64_t i = 0; i < ctx->B * ctx->T; i++) {
-        const float f = (float)(1.0 + beta * log1p(floor((double)ctx->pos[i] / L0)));
+        const double p = ctx->pos[i] > 0 ? (double)ctx->pos[i] : 0.0; /* HF's positions are >= 0; below, 1 */
+        const float f = (float)(1.0 + beta * log1p(floor(p / L0)));
         for (int64_t c = 0; c < ctx->C; c++) x[i * ctx->C + c] *= f;
     }
 }

@@ -73,8 +73,12 @@ static void same_state(const pe_kv_cache *c, const shadow *s, int64_t B) {
         int64_t n;
         pe_err err;
         if (pe_kv_cache_length(c, b) != s->len[b] || pe_kv_cache_view(c, b, NULL, NULL, &pos, &n, &err) ||
-            n != s->len[b] || (n && memcmp(pos, s->pos[b], sizeof(int64_t) * (size_t)n)))
+            n != s->len[b] || (n && memcmp(pos, s->pos[b], sizeof(int64_t) * (size_t)n))) {
+            for (int64_t u = 0; u < n && u < s->len[b]; u++)
+                fprintf(stderr, "row %lld token %lld: cache %lld, shadow %lld\n", (long long)b, (long long)u,
+                        (long long)pos[u], (long long)s->pos[b][u]);
             BROKEN();
+        }
     }
 }
 
@@ -234,6 +238,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     err.msg[0] ? err.msg : "ok");
             for (int64_t b = 0; b < B; b++) fprintf(stderr, " %lld/%lld", (long long)pe_kv_cache_length(c, b), (long long)s.len[b]);
             fprintf(stderr, "\n");
+            for (int64_t b = 0; b < B; b++) {
+                const int64_t *vp;
+                int64_t vn;
+                if (pe_kv_cache_view(c, b, NULL, NULL, &vp, &vn, &err)) continue;
+                fprintf(stderr, "  row %lld:", (long long)b);
+                for (int64_t u = 0; u < vn; u++) fprintf(stderr, " %lld", (long long)vp[u]);
+                fprintf(stderr, "\n");
+            }
         }
         same_state(c, &s, B);
     }

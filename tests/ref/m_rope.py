@@ -145,7 +145,8 @@ def rotate(ctx, q, k):
     if beta:  # HF ministral3 _get_llama_4_attn_scale: after the rotation, the whole query head times
         # 1 + beta log(1 + floor(position / original_max_position_embeddings))
         L0 = ctx.get("original_max_position_embeddings", 0, int)
-        qr = qr * (1 + beta * torch.log(1 + torch.floor(ctx.pos.to(torch.float64) / L0)))[:, None, :, None]
+        p = ctx.pos.to(torch.float64).clamp(min=0)  # HF has no negative positions; posenc scales them by 1
+        qr = qr * (1 + beta * torch.log(1 + torch.floor(p / L0)))[:, None, :, None]
     return qr, one(k, ctx.kpos)
 
 

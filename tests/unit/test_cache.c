@@ -353,6 +353,18 @@ static void failed_calls_change_nothing(void **state) {
     pe_kv_cache_free(kv);
     pe_attention_free(att);
 
+    /* keys below position 0 under rope's query scaling (the scaling is the queries'; fuzz_cache:
+     * the keys' context refused them, and a shift then failed after moving its tokens) */
+    att = layer("method=rope llama_4_scaling_beta=0.2 original_max_position_embeddings=4", C, 1);
+    if (pe_kv_cache_init(&kv, att, 1, 8, &err)) fail_msg("%s", err.msg);
+    const int64_t below[3] = {-1, 0, 1};
+    if (pe_kv_cache_append(kv, NULL, k, v, 3, below, 0, NULL, &err)) fail_msg("%s", err.msg);
+    if (pe_kv_cache_shift(kv, NULL, 0, 1, 5, &err)) fail_msg("%s", err.msg);
+    if (pe_kv_cache_view(kv, 0, NULL, NULL, &pos, &n, &err)) fail_msg("%s", err.msg);
+    assert_true(n == 2 && pos[0] == -5 && pos[1] == -4);
+    pe_kv_cache_free(kv);
+    pe_attention_free(att);
+
     att = layer("method=learned", C, 1);
     pe_layer L;
     if (pe_layer_init(&L, att, 4, 3, &err)) fail_msg("%s", err.msg); /* pos_table of 4 rows */
