@@ -254,7 +254,8 @@ fuzz:
 # fuzz-coverage: each harness rebuilt with clang's source coverage (build-fuzz/cov, no sanitizers)
 # and run once over its corpus (build-fuzz/corpus_NAME: what make fuzz kept) and seeds; the line
 # coverage of all of src/ (every library object is linked), of train/ for checkpoint and cli/
-# for args, per harness into build-fuzz/coverage.txt, the per-file tables beside it (build-fuzz/cov/NAME.DIR.txt).
+# for args, per harness into build-fuzz/coverage.txt, the per-file tables beside it (build-fuzz/cov/NAME.DIR.txt),
+# then every harness's profile merged: the line coverage of each file of src/ (cov/all.src.txt).
 # Not part of make test or CI.
 FUZZ_COV := -fprofile-instr-generate -fcoverage-mapping
 fuzz-coverage:
@@ -273,7 +274,13 @@ fuzz-coverage:
 	        awk -v h=$$h -v d=$$d -v n=$$n '$$1 == "TOTAL" { printf "%-11s %-6s lines %6s (%d of %d), functions %s, regions %s; %d inputs\n", \
 	            h, d "/", $$10, $$8 - $$9, $$8, $$7, $$4, n }' $$B/$$h.$$d.txt | tee -a build-fuzz/coverage.txt; \
 	    done; \
-	done
+	done; \
+	objs=; for h in $(FUZZ_HARNESSES); do objs="$$objs -object $$B/fuzz_$$h"; done; \
+	llvm-profdata merge -sparse $(patsubst %,$$B/%.profdata,$(FUZZ_HARNESSES)) -o $$B/all.profdata; \
+	llvm-cov report $$objs -instr-profile=$$B/all.profdata src/ > $$B/all.src.txt; \
+	echo "== every harness together, line coverage per file of src/ (below 60 %: *)" | tee -a build-fuzz/coverage.txt; \
+	awk '$$1 ~ /\.c$$/ { c = $$10; sub("%", "", c); printf "%-28s %7s%s\n", $$1, $$10, c + 0 < 60 ? " *" : "" }' $$B/all.src.txt | \
+	    tee -a build-fuzz/coverage.txt
 
 # valgrind: the unit tests under memcheck (slow)
 valgrind: $(TESTS)

@@ -69,8 +69,8 @@ static pe_attention *make(const char *settings, int64_t H, int64_t kv, int causa
 /* the cache's lengths and positions are the shadow's */
 static void same_state(const pe_kv_cache *c, const shadow *s, int64_t B) {
     for (int64_t b = 0; b < B; b++) {
-        const int64_t *pos;
-        int64_t n;
+        const int64_t *pos = NULL;
+        int64_t n = 0;
         pe_err err;
         if (pe_kv_cache_length(c, b) != s->len[b] || pe_kv_cache_view(c, b, NULL, NULL, &pos, &n, &err) ||
             n != s->len[b] || (n && memcmp(pos, s->pos[b], sizeof(int64_t) * (size_t)n))) {

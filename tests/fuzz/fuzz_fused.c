@@ -109,8 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(text);
         return 0;
     }
-    if (pe_attention_config(att)->method == PE_METHOD_FLOATER) /* its ODE runs to every position: short ones */
-        s.T = 1 + s.T % 8, s.Tk = s.projected ? s.T + (s.Tk - s.T) % 4 : s.T, s.gapped = 0;
+    if (pe_attention_config(att)->method == PE_METHOD_FLOATER) { /* its ODE runs to every position: short ones */
+        const int64_t extra = (s.Tk - s.T) % 4; /* keys past the queries, >= 0 */
+        s.T = 1 + (s.T - 1) % 8, s.Tk = s.T + extra, s.gapped = 0;
+    }
     const int64_t C = s.H * s.D, Ckv = s.kv * s.D, nq = s.B * s.T * C, nk = s.B * s.Tk * Ckv;
     pe_rng rng = {data[6] + 1u};
     const int64_t nin = s.projected ? nq + 2 * nk : nq;
