@@ -241,6 +241,9 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
         L->type = json_string_value(e);
     } else if (L->llama4) {
         L->type = uses_rope ? "chunked_attention" : "full_attention";
+    } else if (F->qwen_windows) { /* Qwen2Config: sliding from max_window_layers on, when it slides at all */
+        const int slides = truthy(json_object_get(mc, "use_sliding_window"), 0) && windowed && sw;
+        L->type = slides && layer >= int_of(mc, "max_window_layers", 28) ? "sliding_attention" : "full_attention";
     } else if (pattern > 0) {
         L->type = (layer + 1) % pattern ? "sliding_attention" : "full_attention";
     } else {

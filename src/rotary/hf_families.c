@@ -21,11 +21,11 @@ static const hf_family FAMILIES[] = {
     ROW("mixtral", "mixtral/modular_mixtral.py MixtralAttention(MistralAttention) [7792ab1a]; configuration_mixtral.py "
         "MixtralConfig [ad467bd7]", .theta_default = 1000000.0),
     ROW("qwen2", "qwen2/modeling_qwen2.py Qwen2Attention, rotate_half [63bb7237]; configuration_qwen2.py Qwen2Config "
-        "[caa31776]"),
+        "(layer_types: max_window_layers, use_sliding_window) [caa31776]", .qwen_windows = 1),
     ROW("qwen2_moe", "qwen2_moe/modular_qwen2_moe.py (LlamaAttention, rotate_half) [8fb1742f]; configuration_qwen2_moe.py "
         "Qwen2MoeConfig [765e4fbc]"),
     ROW("qwen3", "qwen3/modeling_qwen3.py Qwen3Attention (q_norm, k_norm before the rotation), rotate_half [9ee3f431]; "
-        "configuration_qwen3.py Qwen3Config [1f3ae2b3]"),
+        "configuration_qwen3.py Qwen3Config (layer_types: max_window_layers, use_sliding_window) [1f3ae2b3]", .qwen_windows = 1),
     ROW("qwen3_moe", "qwen3_moe/modeling_qwen3_moe.py Qwen3MoeAttention, rotate_half [16b6c53c]; configuration_qwen3_moe.py "
         "Qwen3MoeConfig [26f4b0f6]"),
     ROW("starcoder2", "starcoder2/modular_starcoder2.py Starcoder2Attention (Mistral's rotate_half) [ae005ce1]; "

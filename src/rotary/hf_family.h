@@ -25,6 +25,8 @@ typedef struct hf_family {
     unsigned char chunked;     /* Llama 4: RoPE layers are chunked_attention, NoPE ones full */
     unsigned char sections_interleaved; /* M-RoPE's pairs cycle through the axes (Qwen3-VL's code) */
     unsigned char pattern;     /* layer_types when absent: every pattern-th layer full, the rest sliding */
+    unsigned char qwen_windows; /* layer_types when absent: sliding from layer max_window_layers (28) on,
+                                   if use_sliding_window and a sliding_window (Qwen2, Qwen3) */
     /* the config's names where the family's differ (NULL: HF's usual name); '|' separates
      * names of which the first present counts (old and new configs); theta "-": the code fixes
      * the base at theta_default */

@@ -2,7 +2,7 @@
  * beyond config.json, read through pe_config_from_hf from small configs in each family's own key
  * names (values of the family's configuration class defaults where a test needs one):
  *   - which layers rotate (Cohere2: sliding only; EXAONE 4: all without a window; Llama 4 and
- *     SmolLM3: NoPE every 4th), the pair layout (Cohere, GLM, GPT-J interleaved; GLM-4 MoE half;
+ *     SmolLM3: NoPE every 4th), which slide (Qwen2's max_window_layers), the pair layout (Cohere, GLM, GPT-J interleaved; GLM-4 MoE half;
  *     DeepSeek-V3 by rope_interleave), the slice (GPT-NeoX's rotary_pct, GPT-J's rotary_dim,
  *     GLM's 0.5 default), key aliases (n_layer, n_head, rotary_emb_base, d_model), kv heads
  *     (Falcon's multi_query and new_decoder_architecture), the softmax scale (Gemma 3's
@@ -74,6 +74,19 @@ static void which_layers_rotate(void **state) {
     assert_int_equal(c.method, PE_METHOD_ROPE);
     assert_string_equal(in.layer_type, "full_attention");
     assert_true(c.rope_base == 500000.0); /* Olmo3Config.default_theta */
+    /* Qwen2: sliding from max_window_layers on, only with use_sliding_window */
+    const char *qwen = "{\"model_type\": \"qwen2\", \"hidden_size\": 64, \"num_attention_heads\": 4, "
+                       "\"num_hidden_layers\": 4, \"sliding_window\": 32, \"max_window_layers\": 2%s}";
+    char text[300];
+    snprintf(text, sizeof text, qwen, ", \"use_sliding_window\": true");
+    ok(text, 1, &c, &in);
+    assert_string_equal(in.layer_type, "full_attention");
+    ok(text, 2, &c, &in);
+    assert_string_equal(in.layer_type, "sliding_attention");
+    assert_int_equal(in.window, 32);
+    snprintf(text, sizeof text, qwen, "");
+    ok(text, 3, &c, &in);
+    assert_string_equal(in.layer_type, "full_attention");
 }
 
 static void layouts_slices_aliases(void **state) {
