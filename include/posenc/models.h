@@ -15,14 +15,18 @@ extern "C" {
 /* ---- a model's layers from its HuggingFace config.json --------------------------------- */
 /* What a layer of the model needs beyond posenc's settings: the caller applies the window as
  * an attn_mask (posenc's masks), and the model's qk-norm and MLA projections around the layer. */
-typedef struct pe_hf_layer_info {
-    int64_t n_layers, head_dim; /* num_hidden_layers; the qk head (MLA: nope + rope dims) */
-    char layer_type[40];        /* HF's: full_attention, sliding_attention, chunked_attention */
-    int64_t window;             /* sliding_window or attention_chunk_size of the layer; 0: none */
-    int chunked;                /* window is Llama 4's attention chunk (blocks of keys), not a slide */
-    int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
-    int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
-    char family[32];            /* the row of posenc's family table that read it (its model_type) */
+#define PE_HF_LAYER_INFO_BYTES 256 /* fixed, as pe_config's: a new field appends at the end */
+typedef union pe_hf_layer_info {
+    struct {
+        int64_t n_layers, head_dim; /* num_hidden_layers; the qk head (MLA: nope + rope dims) */
+        char layer_type[40];        /* HF's: full_attention, sliding_attention, chunked_attention */
+        int64_t window;             /* sliding_window or attention_chunk_size of the layer; 0: none */
+        int chunked;                /* window is Llama 4's attention chunk (blocks of keys), not a slide */
+        int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
+        int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
+        char family[32];            /* the row of posenc's family table that read it (its model_type) */
+    };
+    unsigned char bytes_[PE_HF_LAYER_INFO_BYTES];
 } pe_hf_layer_info;
 /* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings, read as the code of
  * its family (model_type, or cfg's hf_assume) applies positions: method (rope; none for a NoPE

@@ -455,10 +455,15 @@ class Call:
                                             ctypes.byref(err)), err)
 
 
-class PeHfLayerInfo(ctypes.Structure):
+class _PeHfLayerInfoFields(ctypes.Structure):
     _fields_ = [("n_layers", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("layer_type", ctypes.c_char * 40),
                 ("window", ctypes.c_int64), ("chunked", ctypes.c_int), ("mla", ctypes.c_int),
                 ("qk_norm", ctypes.c_int), ("family", ctypes.c_char * 32)]
+
+
+class PeHfLayerInfo(ctypes.Union):  # pe_hf_layer_info (include/posenc/models.h): fields in a fixed size
+    _anonymous_ = ("f",)
+    _fields_ = [("f", _PeHfLayerInfoFields), ("bytes_", ctypes.c_ubyte * 256)]
 
 
 def hf_layer_settings(path, layer=0, assume=None):

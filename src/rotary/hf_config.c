@@ -32,6 +32,7 @@
 #include "hf_family.h"
 
 enum { HF_MAX_LAYERS = 65536, HF_MAX_HEAD_DIM = 65536 }; /* far past any published model */
+_Static_assert(sizeof(pe_hf_layer_info) == PE_HF_LAYER_INFO_BYTES, "pe_hf_layer_info's fields outgrew its size");
 
 /* HF names of the rope types, as posenc's rope_scaling values. */
 static const struct { const char *hf, *posenc; } TYPES[] = {
