@@ -275,7 +275,7 @@ fuzz-coverage:
 	            h, d "/", $$10, $$8 - $$9, $$8, $$7, $$4, n }' $$B/$$h.$$d.txt | tee -a build-fuzz/coverage.txt; \
 	    done; \
 	done; \
-	objs=; for h in $(FUZZ_HARNESSES); do objs="$$objs -object $$B/fuzz_$$h"; done; \
+	objs=; for h in $(FUZZ_HARNESSES); do objs="$${objs:+$$objs -object }$$B/fuzz_$$h"; done; \
 	llvm-profdata merge -sparse $(patsubst %,$$B/%.profdata,$(FUZZ_HARNESSES)) -o $$B/all.profdata; \
 	llvm-cov report $$objs -instr-profile=$$B/all.profdata src/ > $$B/all.src.txt; \
 	echo "== every harness together, line coverage per file of src/ (below 60 %: *)" | tee -a build-fuzz/coverage.txt; \

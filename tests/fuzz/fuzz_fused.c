@@ -4,7 +4,9 @@
  * forward and backward twice, once with PE_PATH_FUSED (the fused kernels wherever the method
  * allows them) and once on the reference path; both must succeed or both fail, and y (o), dx
  * (dq, dk, dv) and every tensor's gradient agree to float32 rounding, scaled by the logits'
- * size as tests/unit/test_fused.c does. A result that is not finite must have been an error. */
+ * size as tests/unit/test_fused.c does. A result that is not finite must have been an error.
+ * Methods without a fused path (cope, xl, deberta, tupe) run the same comparison, which then
+ * checks their forward and backward for errors, finiteness and determinism. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,9 +21,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* a broken promise: which one, then the crash libFuzzer keeps */
 #define BROKEN() (fprintf(stderr, "%s:%d: a check failed\n", __FILE__, __LINE__), abort())
 
+/* the methods the fused path computes, then (the fused path falls back to the reference one for
+ * them: the two runs must agree as a deterministic path agrees with itself) those it does not,
+ * for their forward and backward under every shape */
 static const char *const METHODS[] = {"none", "rope", "xpos", "alibi", "t5", "kerple", "fire", "sinusoidal", "learned",
                                       "floater", "shaw", "huang1", "huang2", "huang3", "huang4", "fope", "pope",
-                                      "data_alibi"};
+                                      "data_alibi", "cope", "xl", "deberta", "tupe"};
 enum { NMETHOD = sizeof METHODS / sizeof METHODS[0], HEADER = 8, MAXB = 2 };
 
 static double maxabs(const float *a, int64_t n) {

@@ -45,7 +45,13 @@ for i, _ in enumerate(cache_methods()):
 
 # fused: header (method 0: none, overridden by the text; form and flags; T; Tk extra; heads; D;
 # seed; lengths), then the settings as lines
-for i, setting in enumerate(fused_settings()):
+# and the methods the fused path does not compute (fuzz_fused compares their reference path with
+# itself: errors, finite results, determinism)
+REFERENCE_ONLY = ["method=cope causal=true npos_max=4", "method=cope causal=true npos_max=2 scale=0.8",
+                  "method=xl clamp_len=3", "method=xl same_length=true mem_len=2",
+                  "method=deberta position_buckets=4 max_relative_positions=8",
+                  "method=tupe num_buckets=8 max_distance=12", "method=tupe num_buckets=8 max_distance=12 tupe_cls=false"]
+for i, setting in enumerate(fused_settings() + REFERENCE_ONLY):
     words = [w for w in setting.split() if not w.startswith("-")]
     text = "\n".join(words).encode()
     for j, (flags, T, extra, heads, D) in enumerate([(0b100001, 70, 0, 0b0101, 7),
