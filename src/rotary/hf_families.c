@@ -28,6 +28,8 @@ static const hf_family FAMILIES[] = {
         "configuration_qwen3.py Qwen3Config (layer_types: max_window_layers, use_sliding_window) [1f3ae2b3]", .qwen_windows = 1),
     ROW("qwen3_moe", "qwen3_moe/modeling_qwen3_moe.py Qwen3MoeAttention, rotate_half [16b6c53c]; configuration_qwen3_moe.py "
         "Qwen3MoeConfig [26f4b0f6]"),
+    ROW("arcee", "arcee/modular_arcee.py ArceeConfig(LlamaConfig), ArceeForCausalLM(LlamaForCausalLM: Llama's attention; "
+        "only the MLP differs) [1505215d]"),
     ROW("starcoder2", "starcoder2/modular_starcoder2.py Starcoder2Attention (Mistral's rotate_half) [ae005ce1]; "
         "configuration_starcoder2.py Starcoder2Config [77efc55c]"),
     ROW("gemma", "gemma/modeling_gemma.py GemmaAttention (scaling head_dim**-0.5), rotate_half [c4cdd1a0]; "
