@@ -331,6 +331,12 @@ void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt,
 static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
 /* t5's and tupe's fit_length (t5.c) */
 void pe__t5_fit_length(pe_config *cfg, int64_t length);
+/* The query factors of Llama 4's NoPE temperature and Ministral 3's scaling: 1 + beta ln(1 +
+ * floor(p / L)) in double, rounded once (HF forms it in float32 from an exact floor). */
+static inline float pe__log_floor_factor(double p, double beta, double L) {
+    return (float)(1.0 + beta * log1p(floor(p / L)));
+}
+
 static inline int64_t pe__clip(int64_t a, int64_t lo, int64_t hi) {
     return a < lo ? lo : a > hi ? hi : a;
 }

@@ -54,7 +54,7 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 /* tau(p) in double, rounded once, as HF forms it in float32 from an exact floor */
 static float temperature(const pe_config *cfg, int64_t p) {
-    return (float)(1.0 + cfg->attn_scale * log1p(floor(((double)p + 1.0) / cfg->floor_scale)));
+    return pe__log_floor_factor((double)p + 1.0, cfg->attn_scale, cfg->floor_scale);
 }
 
 /* x (B, T, C) of the queries times tau(p) lambda_h; forward and, on dq, backward alike */

@@ -62,7 +62,7 @@ typedef struct hf_layer {
     json_t *rope;       /* the layer's rope parameters, or NULL */
     int64_t layer, n_layers, head_dim;
     int method; /* what the layer runs: PE_METHOD_ROPE, _NONE (NoPE) or _ALIBI */
-    int llama4, mla;
+    int chunked, mla; /* Llama 4's chunked RoPE layers; DeepSeek's latent attention */
     const char *type;  /* HF layer type */
     double local_base; /* > 0: a Gemma 3 (v4 config) sliding layer's base, which takes no scaling */
 } hf_layer;
@@ -149,13 +149,14 @@ static pe_status find_family(hf_layer *L, json_t *mt, const char *assume, pe_err
         return pe_error(err, PE_EKEY, "hf_config %s: no model_type: name the family whose attention code reads it "
                         "(key hf_assume, e.g. hf_assume=llama; posenc hf-config --families lists them)", L->path);
     if (!(L->F = pe__hf_family(name))) {
+        const char *near = pe__hf_family_nearest(name);
         if (assume && *assume)
             return pe_error(err, PE_EKEY, "key 'hf_assume': '%s' is not a family posenc knows (nearest: %s; posenc "
-                            "hf-config --families lists them)", name, pe__hf_family_nearest(name));
+                            "hf-config --families lists them)", name, near);
         return pe_error(err, PE_EKEY, "hf_config %s: model_type '%.60s' is not in posenc's family table (its attention "
                         "code may apply positions the file does not state); nearest known: %s. If it reads its "
                         "positions as that family's code does, say so with hf_assume=%s (posenc hf-config --assume %s)", L->path, name,
-                        pe__hf_family_nearest(name), pe__hf_family_nearest(name), pe__hf_family_nearest(name));
+                        near, near, near);
     }
     json_t *rk = L->F->refuse_key ? json_object_get(L->mc, L->F->refuse_key) : NULL;
     if (L->F->positions == HF_REFUSE ||
@@ -185,7 +186,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
     if (!json_is_string(mt)) mt = json_object_get(L->root, "model_type");
     if ((st = find_family(L, mt, assume, err))) goto fail;
     const hf_family *F = L->F;
-    L->llama4 = F->chunked;
+    L->chunked = F->chunked;
     L->mla = F->mla;
     L->method = F->positions == HF_ALIBI ? PE_METHOD_ALIBI : PE_METHOD_ROPE;
 
@@ -240,7 +241,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
             goto fail;
         }
         L->type = json_string_value(e);
-    } else if (L->llama4) {
+    } else if (L->chunked) {
         L->type = uses_rope ? "chunked_attention" : "full_attention";
     } else if (F->qwen_windows) { /* Qwen2Config: sliding from max_window_layers on, when it slides at all */
         const int slides = truthy(json_object_get(mc, "use_sliding_window"), 0) && windowed && sw;
@@ -557,7 +558,7 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
         if (!strcmp(L.type, "sliding_attention")) info->window = int_of(L.mc, "sliding_window", 0);
         if (!strcmp(L.type, "chunked_attention")) info->window = int_of(L.mc, "attention_chunk_size", 0), info->chunked = 1;
         info->mla = L.mla;
-        info->qk_norm = L.llama4 && truthy(json_object_get(L.mc, "use_qk_norm"), 0) && L.method == PE_METHOD_ROPE;
+        info->qk_norm = L.chunked && truthy(json_object_get(L.mc, "use_qk_norm"), 0) && L.method == PE_METHOD_ROPE;
     }
 done:
     json_decref(kv);

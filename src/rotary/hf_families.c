@@ -200,8 +200,8 @@ static int distance(const char *a, const char *b) {
         int diag = row[0];
         row[0] = i;
         for (int j = 1; j <= nb; j++) {
-            const int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            row[j] = best < up + 1 ? (best < row[j - 1] + 1 ? best : row[j - 1] + 1) : (up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1);
+            const int up = row[j], change = diag + (a[i - 1] != b[j - 1]), gap = (up < row[j - 1] ? up : row[j - 1]) + 1;
+            row[j] = change < gap ? change : gap;
             diag = up;
         }
     }

@@ -187,14 +187,14 @@ static int rotary_frame(const pe_config *cfg, int64_t D, const int64_t cur[2], i
 
 /* Ministral 3 / Mistral 4's query scaling (HF ministral3 _get_llama_4_attn_scale): every query
  * row, the whole head, times 1 + beta ln(1 + floor(p / L0)) at its position p, after the
- * rotation; in double, rounded once. A position below 0 (HF has none) scales by 1, as 0 does:
+ * rotation (pe__log_floor_factor, as NoPE's temperature). A position below 0 (HF has none) scales by 1, as 0 does:
  * the keys' contexts (the KV cache's) carry any positions. A scalar per row: forward and, on dq, backward alike. */
 static void scale_queries(const pe__ctx *ctx, float *x) {
     const double beta = ctx->cfg->llama_4_scaling_beta, L0 = (double)ctx->cfg->original_max_position_embeddings;
     if (!(beta > 0)) return;
     for (int64_t i = 0; i < ctx->B * ctx->T; i++) {
         const double p = ctx->pos[i] > 0 ? (double)ctx->pos[i] : 0.0; /* HF's positions are >= 0; below, 1 */
-        const float f = (float)(1.0 + beta * log1p(floor(p / L0)));
+        const float f = pe__log_floor_factor(p, beta, L0);
         for (int64_t c = 0; c < ctx->C; c++) x[i * ctx->C + c] *= f;
     }
 }
