@@ -39,7 +39,9 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
         snprintf(base, sizeof base, "%.10g", c->rope_base);
         char kind[32];
         key_text(c, "rope_scaling", kind, sizeof kind);
-        if (c->rope_scaling) snprintf(scaling, sizeof scaling, "%s x%g", kind, c->rope_factor);
+        if (c->rope_scaling == PE_ROPE_PROPORTIONAL)
+            snprintf(scaling, sizeof scaling, c->rope_factor != 1 ? "p-RoPE %g x%g" : "p-RoPE %g", c->rope_proportion, c->rope_factor);
+        else if (c->rope_scaling) snprintf(scaling, sizeof scaling, "%s x%g", kind, c->rope_factor);
         else snprintf(scaling, sizeof scaling, "none");
         /* the attention factor on cos and sin, as the layer derives it (LongRoPE: its short table) */
         double *inv = malloc(sizeof(double) * (size_t)c->rotary_dim);
@@ -54,6 +56,11 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
             return cli_fail("hf-config: layer %lld: %s", (long long)layer, err.msg);
         }
         snprintf(factor, sizeof factor, "%.6g", attn);
+        int64_t still = 0; /* pairs of frequency 0 (p-RoPE's): they pass through */
+        while (still < c->rotary_dim / 2 && inv[c->rotary_dim / 2 - 1 - still] == 0) still++;
+        if (still)
+            snprintf(notes, nn, "pairs %lld..%lld of %lld rotate; ", (long long)0,
+                     (long long)(c->rotary_dim / 2 - still - 1), (long long)(c->rotary_dim / 2));
         free(inv);
         snprintf(slice, sizeof slice, "%lld..%lld of %lld", (long long)c->rotary_offset,
                  (long long)(c->rotary_offset + c->rotary_dim - 1), (long long)info->head_dim);
@@ -61,7 +68,7 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
         if (c->rope_sections.n) {
             char sec[64];
             key_text(c, "rope_sections", sec, sizeof sec);
-            snprintf(notes, nn, "sections %s %s; ", sec,
+            snprintf(notes + strlen(notes), nn - strlen(notes), "sections %s %s; ", sec,
                      c->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
         }
         if (c->llama_4_scaling_beta > 0)
@@ -76,8 +83,10 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
     if (info->qk_norm) o += (size_t)snprintf(notes + o, nn - o, "qk L2-norm after rotation; ");
     if (info->mla) o += (size_t)snprintf(notes + o, nn - o, "MLA: one rotated key head; ");
     if (o >= 2) notes[o - 2] = 0;
-    snprintf(r->text, sizeof r->text, "%-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10.6g", info->layer_type,
-             pe_method_name(c->method), base, scaling, factor, slice, layout, c->scale);
+    char shape[48];
+    snprintf(shape, sizeof shape, "%lld/%lldx%lld", (long long)c->heads, (long long)c->kv_heads, (long long)info->head_dim);
+    snprintf(r->text, sizeof r->text, "%-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10.6g %-12s", info->layer_type,
+             pe_method_name(c->method), base, scaling, factor, slice, layout, c->scale, shape);
     heads[0] = c->heads, heads[1] = c->kv_heads;
     pe_attention_free(att);
     return 0;
@@ -114,22 +123,29 @@ int cli_hf_config(int argc, char **argv) {
     }
     if (!path) return cli_fail("hf-config: CONFIG.json is required (or --families)");
 
-    pe_hf_layer_info info;
+    pe_hf_layer_info info, info0;
     row first;
-    int64_t heads[2];
+    int64_t heads[2], heads0[2];
     if (describe(path, a.assume, only >= 0 ? only : 0, &info, &first, heads)) return 2;
+    info0 = info, heads0[0] = heads[0], heads0[1] = heads[1];
+    int same = 1; /* every layer of one shape (Gemma 4's global layers have their own) */
     const int64_t n = info.n_layers, lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : n;
     row *rows = malloc(sizeof(row) * (size_t)(hi - lo));
     int64_t *of = malloc(sizeof(int64_t) * (size_t)(hi - lo)); /* the distinct row of each layer */
     if (!rows || !of) return free(rows), free(of), cli_fail("out of memory");
     rows[0] = first;
-    for (int64_t l = lo + 1; l < hi; l++)
+    for (int64_t l = lo + 1; l < hi; l++) {
         if (describe(path, a.assume, l, &info, &rows[l - lo], heads)) return free(rows), free(of), 2;
-
-    printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld; read as family %s\n", path, (long long)n,
-           (long long)heads[0], (long long)heads[1], (long long)info.head_dim, info.family);
-    printf("%-6s %-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10s %s\n", group ? "count" : "layer", "type", "method",
-           "base", "scaling", "attn", "rotated dims", "pairs", "scale", group ? "notes; layers" : "notes");
+        same &= heads[0] == heads0[0] && heads[1] == heads0[1] && info.head_dim == info0.head_dim;
+    }
+    if (same)
+        printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld; read as family %s\n", path, (long long)n,
+               (long long)heads0[0], (long long)heads0[1], (long long)info0.head_dim, info0.family);
+    else
+        printf("%s: %lld layers, heads (kv) and head_dim per layer (column heads); read as family %s\n", path,
+               (long long)n, info0.family);
+    printf("%-6s %-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10s %-12s %s\n", group ? "count" : "layer", "type", "method",
+           "base", "scaling", "attn", "rotated dims", "pairs", "scale", "heads", group ? "notes; layers" : "notes");
     if (!group) {
         for (int64_t l = lo; l < hi; l++) printf("%-6lld %s %s\n", (long long)l, rows[l - lo].text, rows[l - lo].notes);
     } else {

@@ -86,6 +86,7 @@ void pe_config_init(pe_config *c) {
     c->attn_scale = 0.1;
     c->head_scale_init = 1; /* AntNLP/nope_head_scale args/model_args.py: softmax_scale = 1 */
     c->head_scale_min = NAN; /* no clamp: their scale_lb defaults to None */
+    c->rope_proportion = 1;
 }
 
 const char *pe_config_key_name(int k) { return k >= 0 && k < N_KEYS ? KEYS[k].name : NULL; }

@@ -44,7 +44,7 @@ pe_status pe_rope_frequencies(const pe_config *cfg, int64_t n_pos, const float *
                               double *attention_factor, pe_err *err) {
     if (!cfg || !inv_freq || !attention_factor || n_pos < 1)
         return pe_error(err, PE_EINVAL, "rope_frequencies: need settings, n_pos >= 1, inv_freq and attention_factor");
-    if (cfg->rotary_dim < 2 || cfg->rope_base <= 1 || cfg->rope_scaling < PE_ROPE_NONE || cfg->rope_scaling > PE_ROPE_LONGROPE)
+    if (cfg->rotary_dim < 2 || cfg->rope_base <= 1 || cfg->rope_scaling < PE_ROPE_NONE || cfg->rope_scaling > PE_ROPE_PROPORTIONAL)
         return pe_error(err, PE_EINVAL, "rope_frequencies: the settings are not a resolved rotary layer's "
                         "(pe_attention_config of a rope layer)");
     if (!factors && cfg->rope_scaling == PE_ROPE_LONGROPE && cfg->hf_factor_count)

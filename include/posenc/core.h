@@ -103,7 +103,7 @@ void pe_alibi_slopes(double *m, int64_t H);
 enum { PE_SIN_INTERLEAVED, PE_SIN_CONCAT, PE_SIN_T2T };
 enum { PE_ROPE_HALF, PE_ROPE_INTERLEAVED };
 enum { PE_ROPE_NONE, PE_ROPE_LINEAR, PE_ROPE_NTK, PE_ROPE_DYNAMIC, PE_ROPE_YARN, PE_ROPE_LLAMA3,
-       PE_ROPE_LONGROPE };
+       PE_ROPE_LONGROPE, PE_ROPE_PROPORTIONAL };
 enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
 #define PE_MAX_ROPE_PAIRS 512 /* rotary_dim / 2 of a LongRoPE table read from a config.json */
 #define PE_MAX_AXES 8          /* position axes of a token (rope_sections, rope_mixed) */
@@ -201,6 +201,7 @@ typedef union pe_config {
         uint64_t hf_filled[PE_KEY_WORDS];
         char hf_assume[512];
         double llama_4_scaling_beta;
+        double rope_proportion; /* proportional: the share of the rotary_dim / 2 frequencies that rotate */
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;

@@ -173,10 +173,26 @@ static const hf_family FAMILIES[] = {
     ROW("mistral4", "mistral4/modeling_mistral4.py Mistral4Attention (yarn_apply_mscale, rope_interleave), "
         "get_llama_4_attn_scale [0205eec1]; configuration_mistral4.py Mistral4Config [008e5743]",
         .layout = HF_INTERLEAVED_KEY, .scale = HF_SCALE_MSCALE, .mla = 1),
-    ROW("gemma4_text", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
-        .refuse = "its global layers use proportional RoPE (p-RoPE), which posenc does not have yet"),
-    ROW("gemma4", "modeling_rope_utils.py _compute_proportional_rope_parameters", .positions = HF_REFUSE,
-        .refuse = "its global layers use proportional RoPE (p-RoPE), which posenc does not have yet"),
+    /* Gemma 4: softmax scale 1 (q_norm, k_norm); 5 sliding layers to 1 full, the last always
+     * full; sliding layers rotate the whole head_dim at rope_type default (partial_rotary_factor
+     * not read), full ones global_head_dim heads (num_global_key_value_heads with
+     * attention_k_eq_v) at proportional RoPE (p-RoPE over the whole global head) */
+#define GEMMA4(mt, text)                                                                                           \
+    ROW(mt, text "gemma4/modeling_gemma4.py Gemma4TextAttention.__init__ (head_dim, use_alternative_attention, "        \
+        "scaling 1.0), Gemma4TextRotaryEmbedding (head_dim_key global_head_dim, compute_default_rope_parameters) "    \
+        "[c308a309]; configuration_gemma4.py Gemma4TextConfig (head_dim 256, global_head_dim 512, sliding_window 512, " \
+        "layer_types, default rope_parameters) [351f643a]; modeling_rope_utils.py _compute_proportional_rope_parameters", \
+        .scale = HF_SCALE_ONE, .pattern = 6, .last_full = 1, .global_shapes = 1, .global_head_dim_default = 512,     \
+        .head_dim_default = 256, .default_whole_head = 1, .window_default = 512,                                     \
+        .rope_default = "{\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 10000.0}, "            \
+                        "\"full_attention\": {\"rope_type\": \"proportional\", \"partial_rotary_factor\": 0.25, "       \
+                        "\"rope_theta\": 1000000.0}}",                                                                \
+        .refuse_key = "use_bidirectional_attention", .refuse_value = "all",                                            \
+        .refuse = "use_bidirectional_attention all makes every layer bidirectional with a halved window "             \
+                  "(Gemma4TextConfig.__post_init__), which posenc does not read")
+    GEMMA4("gemma4_text", ""),
+    GEMMA4("gemma4", "gemma4/configuration_gemma4.py Gemma4Config (text_config: gemma4_text) [351f643a]; "),
+#undef GEMMA4
     ROW("longcat_flash", "longcat_flash/modeling_longcat_flash.py LongcatFlashMLA.forward (mla_scale_q_lora) [0205eec1]",
         .positions = HF_REFUSE,
         .refuse = "its latent attention scales q and the latent keys by sqrt(hidden / lora rank) around the rotation"),

@@ -13,7 +13,8 @@ enum { HF_ROPE, HF_ALIBI, HF_REFUSE };                                /* positio
  * ones of a windowed model (every one without a window: EXAONE 4); Llama 4's interval */
 enum { HF_ON_ALL, HF_ON_SLIDING, HF_ON_NOT_GLOBAL, HF_ON_INTERVAL };
 enum { HF_HALF, HF_INTERLEAVED, HF_INTERLEAVED_KEY };                 /* pair layout */
-enum { HF_SCALE_HEAD_DIM, HF_SCALE_QUERY_PRE_ATTN, HF_SCALE_MSCALE, HF_SCALE_MULTIPLIER }; /* softmax scale */
+/* softmax scale: head_dim^-1/2, query_pre_attn_scalar^-1/2, MLA's mscale^2, Granite's multiplier, 1 (Gemma 4) */
+enum { HF_SCALE_HEAD_DIM, HF_SCALE_QUERY_PRE_ATTN, HF_SCALE_MSCALE, HF_SCALE_MULTIPLIER, HF_SCALE_ONE };
 enum { HF_KV_KEY, HF_KV_FALCON };                                     /* key/value heads */
 
 typedef struct hf_family {
@@ -38,6 +39,15 @@ typedef struct hf_family {
                                 where refuse_key is true, a number or a list (absent: refuse_default) */
     const char *refuse_key;
     unsigned char refuse_default;
+    const char *refuse_value; /* refuse also where refuse_key is this string */
+    /* Gemma 4: the layers that do not slide take global_head_dim (global_head_dim_default when
+     * the config has none; 0 or null: head_dim) and, with attention_k_eq_v, num_global_key_value_heads */
+    unsigned char global_shapes;
+    int64_t global_head_dim_default, head_dim_default; /* the class defaults where the config has none */
+    unsigned char last_full;      /* the last layer is full_attention whatever layer_types says */
+    unsigned char default_whole_head; /* rope_type default rotates the whole head, whatever partial_rotary_factor says */
+    const char *rope_default;     /* rope_parameters (JSON) when the config has none */
+    int64_t window_default;       /* sliding_window when the config has none */
 } hf_family;
 
 /* The row of model_type, or NULL. */

@@ -3,6 +3,9 @@
  * angle p * theta_t, theta_t = base^(-2t/rotary_dim) as modified by the scaling
  * (rope_scaling.c), cos and sin both multiplied by the scaling's attention factor.
  *
+ * (proportional, Gemma 4's p-RoPE: the slice is the whole head and its last pairs have frequency
+ * 0, so they pass through; their pairs are still (t, t + D/2), not a shorter slice's.)
+ *
  * Pair layouts within the rotated slice of one head (rotary_dim r, the rest passes through):
  *   half         pairs (t, t + r/2)   [c c c c s s s s . . ]   GPT-NeoX, HF Llama
  *   interleaved  pairs (2t, 2t + 1)   [c s c s c s c s . . ]   RoFormer, GPT-J, Meta
@@ -133,7 +136,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (sections && ctx->cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS) per_axis_freqs(ctx->cfg, st->inv_freq);
     for (int64_t t = -1; t < half; t++) { /* settings that derive a non-finite table: an error, not NaN outputs */
         const double v = t < 0 ? attn : st->inv_freq[t];
-        if (isfinite(v) && v > 0) continue;
+        if (isfinite(v) && (v > 0 || (t >= 0 && v == 0))) continue; /* a zero frequency does not rotate (p-RoPE) */
         const pe_config *c = ctx->cfg;
         if (st->cs_k != st->cs) free(st->cs_k);
         free(st->cs), free(st->inv_freq), free(st->axis), free(st);
@@ -285,7 +288,7 @@ const pe__method pe__method_rope = {
     .keys = "rope_layout rope_base rotary_dim rotary_offset rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
-            "rope_section_layout rope_section_freqs llama_4_scaling_beta hf_config hf_layer hf_assume",
+            "rope_section_layout rope_section_freqs llama_4_scaling_beta rope_proportion hf_config hf_layer hf_assume",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,

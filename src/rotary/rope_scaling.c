@@ -14,6 +14,9 @@
  *             L0/high_freq_factor, smooth in between
  *   longrope  theta_t / f_t, f = short_factor or, when max(pos)+1 > L0, long_factor;
  *             factor sqrt(1 + ln s / ln L0)
+ *   proportional  theta_t / s for the first floor(rope_proportion r / 2) pairs, 0 (no
+ *             rotation) for the rest: Gemma 4's p-RoPE, whose r is the whole head, so the
+ *             rotating pairs keep the full head's frequencies (_compute_proportional_rope_parameters)
  */
 #include "../internal.h"
 
@@ -115,6 +118,14 @@ static double rope_longrope(const pe_config *cfg, int64_t n_pos, const float *f,
     return s <= 1 ? 1.0 : sqrt(1 + log(s) / log(L0));
 }
 
+static double rope_proportional(const pe_config *cfg, int64_t n_pos, const float *f, double *inv_freq) {
+    (void)n_pos, (void)f;
+    const int64_t rotating = (int64_t)floor(cfg->rope_proportion * (double)cfg->rotary_dim / 2); /* HF: int(p * D // 2) */
+    default_freqs(cfg, cfg->rope_base, inv_freq);
+    for (int64_t t = 0; t < cfg->rotary_dim / 2; t++) inv_freq[t] = t < rotating ? inv_freq[t] / cfg->rope_factor : 0;
+    return 1.0;
+}
+
 /* Keys each variant needs beyond the common rope keys, and those it may use. */
 static const struct rope_type {
     const char *name;
@@ -132,6 +143,7 @@ static const struct rope_type {
                         "rope_factor low_freq_factor high_freq_factor max_position_embeddings"},
     [PE_ROPE_LONGROPE] = {"longrope", rope_longrope, "original_max_position_embeddings",
                           "rope_factor attention_factor max_position_embeddings"},
+    [PE_ROPE_PROPORTIONAL] = {"proportional", rope_proportional, "", "rope_factor rope_proportion"},
 };
 
 static int listed(const char *list, const char *word) {
@@ -145,7 +157,7 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
     static const char *const SCALING_KEYS[] = {
         "rope_factor", "original_max_position_embeddings", "max_position_embeddings", "beta_fast",
         "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "yarn_truncate",
-        "low_freq_factor", "high_freq_factor", NULL};
+        "low_freq_factor", "high_freq_factor", "rope_proportion", NULL};
     const struct rope_type *rt = &ROPE_TYPES[cfg->rope_scaling];
     int64_t r = cfg->rotary_dim;
     if (r < 2 || r % 2 || r > D)
@@ -164,6 +176,8 @@ pe_status pe__rope_check(const pe_config *cfg, int64_t D, pe_err *err) {
             return pe_error(err, PE_EKEY, "key '%s' does not apply to rope_scaling %s", k, rt->name);
     }
     if (!(cfg->rope_factor > 0)) return pe_error(err, PE_EKEY, "key 'rope_factor' must be > 0");
+    if (!(cfg->rope_proportion >= 0 && cfg->rope_proportion <= 1))
+        return pe_error(err, PE_EKEY, "key 'rope_proportion' must be within 0 .. 1");
     if (!(cfg->llama_4_scaling_beta >= 0) || !isfinite(cfg->llama_4_scaling_beta))
         return pe_error(err, PE_EKEY, "key 'llama_4_scaling_beta' must be a number >= 0");
     if (cfg->llama_4_scaling_beta > 0 && !pe_config_has(cfg, PE_K_original_max_position_embeddings))

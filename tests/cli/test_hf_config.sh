@@ -2,7 +2,8 @@
 # CLI tests of `posenc hf-config`: the per-layer table of the example configs of tests/hf
 # (Llama 4 Scout, Gemma 3 27B in the v4 layout and a Gemma 3 1B in HF v5's rope_parameters per
 # layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL, and one config per family whose attention code
-# decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom, Ministral 3),
+# decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom, Ministral 3, Gemma 4
+# with its per-layer head shapes and p-RoPE),
 # checked column by column (Ministral 3 with its query scaling); the families posenc refuses (Gemma 2, an unknown
 # model_type, none) and bad input.
 #   usage: bash tests/cli/test_hf_config.sh PATH/TO/posenc
@@ -16,7 +17,8 @@ expect_row() {
     local name=$1 cfg=$2 layer=$3
     shift 3
     local line
-    line=$("$POSENC" hf-config "$HF/$cfg" | awk -v l="$layer" 'NR > 2 && $1 == l')
+    [[ "$cfg" == /* ]] || cfg="$HF/$cfg" # a name in tests/hf, or a path
+    line=$("$POSENC" hf-config "$cfg" | awk -v l="$layer" 'NR > 2 && $1 == l')
     local want="$layer $*" got
     got=$(echo "$line" | awk -v n=$(($# + 1)) '{ s = $1; for (i = 2; i <= n; i++) s = s " " $i; print s }')
     if [ "$got" = "$want" ]; then ok "$name"; else not_ok "$name" "want: $want"$'\n'"got:  $line"; fi
@@ -60,6 +62,26 @@ expect_row "bloom: ALiBi"                   bloom.json 23 full_attention alibi -
 expect_bad "gemma2: soft-capping is refused" "attn_logit_softcapping" "" hf-config "$HF/gemma2.json"
 expect_row "ministral3: yarn, half"          ministral3.json 33 full_attention rope 1000000 yarn x16 1 0..127 of 128 half 0.0883883
 expect_notes "ministral3: its query scaling" ministral3.json 0 "q x 1 + 0.1 ln(1 + floor(p / 16384))"
+# Gemma 4: sliding layers at the whole head, global ones at p-RoPE on global_head_dim heads with
+# num_global_key_value_heads (attention_k_eq_v), softmax scale 1
+expect_row "gemma4 31b: sliding layer"  gemma4_31b.json 0  sliding_attention rope 10000 none 1 0..255 of 256 half 1 32/16x256
+expect_row "gemma4 31b: global p-RoPE"  gemma4_31b.json 5  full_attention rope 1000000 p-RoPE 0.25 1 0..511 of 512 half 1 32/4x512
+expect_row "gemma4 31b: last layer"     gemma4_31b.json 59 full_attention rope 1000000 p-RoPE 0.25 1 0..511 of 512 half 1 32/4x512
+expect_notes "gemma4 31b: a quarter of the pairs rotate" gemma4_31b.json 5 "pairs 0..63 of 256 rotate"
+expect_notes "gemma4 31b: the window"   gemma4_31b.json 4 "window 1024"
+expect_row "gemma4 e2b: global layer, no k_eq_v" gemma4_e2b.json 34 full_attention rope 1000000 p-RoPE 0.25 1 0..511 of 512 half 1 8/1x512
+expect_notes "gemma4 e2b: the class's window" gemma4_e2b.json 0 "window 512"
+# Gemma4TextConfig's defaults: 5:1 layers, the last forced full, its rope_parameters, head_dim 256
+printf '{"model_type": "gemma4_text", "num_hidden_layers": 7, "num_attention_heads": 8, "num_key_value_heads": 4}' > "$WORK/g4.json"
+expect_row "gemma4 defaults: sliding"   "$WORK/g4.json" 0 sliding_attention rope 10000 none 1 0..255 of 256 half 1 8/4x256
+expect_row "gemma4 defaults: the last is full" "$WORK/g4.json" 6 full_attention rope 1000000 p-RoPE 0.25 1 0..511 of 512 half 1 8/4x512
+printf '{"model_type": "gemma4_text", "num_hidden_layers": 2, "num_attention_heads": 8, "attention_k_eq_v": true}' > "$WORK/g4kv.json"
+expect_bad "gemma4: k_eq_v without global kv heads" "num_global_key_value_heads" "" hf-config "$WORK/g4kv.json"
+printf '{"model_type": "gemma4_text", "num_hidden_layers": 2, "num_attention_heads": 8, "use_bidirectional_attention": "all"}' > "$WORK/g4bi.json"
+expect_bad "gemma4: bidirectional everywhere is refused" "use_bidirectional_attention all" "" hf-config "$WORK/g4bi.json"
+printf '{"model_type": "gemma4_text", "num_hidden_layers": 1, "num_attention_heads": 8,
+  "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}}' > "$WORK/g4def.json"
+expect_bad "gemma4: a global layer's default rope cannot fit" "only proportional reads global_head_dim" "" hf-config "$WORK/g4def.json"
 printf '{"model_type": "qwen9", "hidden_size": 64, "num_attention_heads": 4}' > "$WORK/qwen9.json"
 expect_bad "an unknown model_type names the nearest" "model_type 'qwen9' is not in posenc's family table" "" hf-config "$WORK/qwen9.json"
 printf '{"hidden_size": 64, "num_attention_heads": 4}' > "$WORK/untyped.json"
@@ -68,7 +90,7 @@ expect_bad "a config without model_type" "no model_type" "" hf-config "$WORK/unt
     ok "--assume reads it as the family's code does" || not_ok "--assume reads it as the family's code does"
 expect_bad "--assume of an unknown family" "'qwen9' is not a family posenc knows" "" hf-config "$WORK/qwen9.json" --assume qwen9
 fam=$("$POSENC" hf-config --families)
-[[ "$fam" == *"cohere2 "*"yes"*"Cohere2Attention.forward"* && "$fam" == *"gemma4 "*"refused"* ]] &&
+[[ "$fam" == *"cohere2 "*"yes"*"Cohere2Attention.forward"* && "$fam" == *"gpt_oss "*"refused"* ]] &&
     ok "--families lists the table with its sources" || not_ok "--families lists the table with its sources" "$fam"
 
 n=$("$POSENC" hf-config "$HF/llama4_scout.json" | tail -n +3 | wc -l)

@@ -4,7 +4,7 @@ here from the HF functions each row cites (GPT-NeoX's rotate_half on its rotary_
 rotate_every_two at base 10000, GLM-4's repeat_interleave pairs on half the head, Cohere2's
 interleaved sliding layers and NoPE global ones, EXAONE 4 likewise in the half layout, Falcon's
 rotate_half, Bloom's build_alibi_tensor on key indexes, Ministral 3's YaRN with its query scaling
-by position)."""
+by position, Gemma 4's whole-head sliding layers and p-RoPE global layers)."""
 import math
 import os
 
@@ -125,3 +125,23 @@ def test_ministral3_yarn_and_query_scaling():
     kr = rotate_half_slice(k, torch.tensor(KEYS), D, inv) * attn
     tau = 1 + 0.1 * torch.log(1 + torch.floor(torch.tensor(FAR, dtype=torch.float64) / 16384))
     check_scores(out["scores"], ((qr * tau[:, None]) @ kr.T / math.sqrt(D))[None], len(FAR), len(KEYS))
+
+
+@pytest.mark.parametrize("layer,D", [(0, 256), (5, 512)])
+def test_gemma4_sliding_and_proportional(layer, D):
+    """Gemma 4 31B: sliding layers rotate_half over the whole 256-dim head at base 10^4
+    (Gemma4TextRotaryEmbedding.compute_default_rope_parameters), global ones over the whole
+    512-dim head with HF's _compute_proportional_rope_parameters: the first
+    int(0.25 * 512 // 2) = 64 frequencies 10^6^(-2t/512), the other 192 zero; softmax scale 1"""
+    need_method("rope")
+    q, k, out = run("gemma4_31b.json", layer, "rope", 1, D, FAR, KEYS)
+    if layer == 0:
+        inv = inv_freq(D, 10000.0)
+    else:
+        rope_angles = int(0.25 * D // 2)
+        inv = torch.cat([1.0 / 1e6 ** (torch.arange(0, 2 * rope_angles, 2, dtype=torch.float64) / D),
+                         torch.zeros(D // 2 - rope_angles, dtype=torch.float64)])
+    qr, kr = rotate_half_slice(q, torch.tensor(FAR), D, inv), rotate_half_slice(k, torch.tensor(KEYS), D, inv)
+    check_scores(out["scores"], (qr @ kr.T)[None], len(FAR), len(KEYS))
+    with pytest.raises(posenc.PosencError, match="head_dim"):
+        run("gemma4_31b.json", layer, "rope", 1, 768 - D, FAR, KEYS)  # the other layer kind's width

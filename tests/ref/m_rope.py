@@ -20,6 +20,10 @@ def scaled_inv_freq(kind, r, base, s, n_pos, o, short_factor=None, long_factor=N
         lmax = o["max_position_embeddings"]
         L = max(n_pos, lmax)
         return 1.0 / (base * (s * L / lmax - (s - 1)) ** (r / (r - 2))) ** exps, 1.0
+    if kind == "proportional":  # HF _compute_proportional_rope_parameters (Gemma 4's p-RoPE):
+        # the first int(p * r // 2) pairs at the whole head's frequencies (over s), the rest still
+        n = int(o.get("rope_proportion", 1.0) * r // 2)
+        return torch.where(torch.arange(r // 2) < n, default / s, torch.zeros_like(default)), 1.0
     L0 = o["original_max_position_embeddings"]
     if kind == "yarn":
         def corr(rot):
@@ -65,7 +69,7 @@ def scaled_inv_freq(kind, r, base, s, n_pos, o, short_factor=None, long_factor=N
 
 INT_KEYS = ("original_max_position_embeddings", "max_position_embeddings")
 REAL_KEYS = ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
-             "low_freq_factor", "high_freq_factor")
+             "low_freq_factor", "high_freq_factor", "rope_proportion")
 
 
 def inv_freq(ctx):
@@ -231,11 +235,24 @@ for _kind, _extra in [("none", {}), ("linear", dict(rope_factor=4)), ("ntk", dic
                       ("yarn", dict(rope_factor=32, original_max_position_embeddings=4096)),
                       ("llama3", dict(rope_factor=8, original_max_position_embeddings=8192)),
                       ("longrope", dict(original_max_position_embeddings=4096,
-                                        max_position_embeddings=131072))]:
+                                        max_position_embeddings=131072)),
+                      ("proportional", dict(rope_proportion=0.25, rope_base=1000000))]:
     for _layout in ("half", "interleaved"):
         CASES.append(dict(name=f"2p20_{_kind}_{_layout}", T=5, H=2, D=16, positions=NEAR_2_20,
                           causal=True, meta=dict(scaling(_kind, **_extra), rope_layout=_layout)))
 
+
+# Gemma 4's global layers: p-RoPE over the whole head (pairs (t, t + D/2)), a quarter of the
+# frequencies rotating (partial_rotary_factor 0.25, base 10^6)
+CASES += [
+    dict(name="proportional", T=6, H=4, D=16, kv_heads=1, causal=True, positions="gapped", B=2,
+         meta=scaling("proportional", rope_proportion=0.25, rope_base=1000000)),
+    dict(name="proportional_factor_odd", T=5, H=3, D=12, positions="offset",
+         meta=scaling("proportional", rope_proportion=0.3, rope_factor=8)),  # int(0.3 * 12 // 2) = 1 pair
+    dict(name="proportional_interleaved", T=5, H=2, D=16, positions="million", causal=True,
+         meta=dict(scaling("proportional", rope_proportion=0.5), rope_layout="interleaved")),
+    dict(name="proportional_none_rotate", T=4, H=2, D=8, meta=scaling("proportional", rope_proportion=0.2)),
+]
 
 # Ministral 3 / Mistral 4: queries scaled by position on every RoPE layer (llama_4_scaling_beta)
 CASES += [
@@ -303,6 +320,8 @@ PROJ_CASES = [
         "longrope", original_max_position_embeddings=8, max_position_embeddings=32)),
     dict(name="proj_partial_interleaved", T=2, Tk=5, H=3, D=6, causal=True,
          meta={"rotary_dim": "4", "rope_layout": "interleaved"}),
+    dict(name="proj_proportional_decode", T=1, Tk=9, H=4, D=16, kv_heads=2, positions="offset", causal=True,
+         meta=scaling("proportional", rope_proportion=0.25, rope_base=1000000)),
     dict(name="proj_llama4_scaling_decode", T=1, Tk=9, H=2, D=8, kv_heads=1, positions="offset", causal=True,
          meta={"llama_4_scaling_beta": "0.1", "original_max_position_embeddings": "4"}),
 ]

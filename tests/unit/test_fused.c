@@ -74,6 +74,7 @@ static const char *const SETTINGS[] = {
     "method=data_alibi post_log_scale=2.5 bias_init=0",
     "method=rope rotary_dim=4 rotary_offset=2",
     "method=rope llama_4_scaling_beta=0.1 original_max_position_embeddings=8",
+    "method=rope rope_scaling=proportional rope_proportion=0.25 rope_base=1000000",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
     "method=none head_scale=true head_scale_init=0.7",
 };

@@ -8,6 +8,7 @@
  *     (Falcon's multi_query and new_decoder_architecture), the softmax scale (Gemma 3's
  *     query_pre_attn_scalar, Granite's attention_multiplier), ALiBi (Bloom, MPT);
  *   - Ministral 3's query scaling by position (llama_4_scaling_beta on RoPE layers);
+ *   - Gemma 4's per-layer head shapes and p-RoPE (proportional) on its global layers;
  *   - refusals, each naming what posenc lacks or the nearest family: an unknown model_type, none
  *     at all, Falcon's ALiBi, Gemma 2's soft-capping, GPT-OSS's sinks;
  *   - hf_assume reads a config as the named family's code does. */
@@ -192,6 +193,57 @@ static void ministral3_query_scaling(void **state) {
     pe_attention_free(att);
 }
 
+/* Gemma 4 (modeling_gemma4.py Gemma4TextAttention): per-layer head shapes, p-RoPE on the global
+ * layers, the class's defaults; the key route checks the width of the layer's own kind */
+static void gemma4_layers(void **state) {
+    (void)state;
+    pe_config c;
+    pe_hf_layer_info in;
+    const char *g4 = "{\"model_type\": \"gemma4_text\", \"hidden_size\": 2816, \"num_hidden_layers\": 30, "
+                     "\"num_attention_heads\": 16, \"num_key_value_heads\": 8, \"num_global_key_value_heads\": 2, "
+                     "\"attention_k_eq_v\": true, \"sliding_window\": 1024, \"partial_rotary_factor\": 0.5}";
+    ok(g4, 4, &c, &in); /* sliding: the whole 256-dim head, partial_rotary_factor not read, scale 1 */
+    assert_string_equal(in.layer_type, "sliding_attention");
+    assert_int_equal(in.head_dim, 256);
+    assert_int_equal(in.window, 1024);
+    assert_int_equal(c.kv_heads, 8);
+    assert_false(pe_config_is_set(&c, "rotary_dim"));
+    assert_int_equal(c.rope_scaling, PE_ROPE_NONE);
+    assert_true(c.rope_base == 10000 && c.scale == 1);
+    ok(g4, 5, &c, &in); /* global: 512-dim heads, 2 kv heads, a quarter of the frequencies */
+    assert_string_equal(in.layer_type, "full_attention");
+    assert_int_equal(in.head_dim, 512);
+    assert_int_equal(c.kv_heads, 2);
+    assert_int_equal(c.rope_scaling, PE_ROPE_PROPORTIONAL);
+    assert_true(c.rope_proportion == 0.25 && c.rope_base == 1e6 && c.scale == 1);
+    pe_attention *att;
+    pe_err err;
+    if (pe_attention_init(&att, &c, 16 * 512, &err)) fail_msg("%s", err.msg);
+    double inv[256], attn;
+    if (pe_rope_frequencies(pe_attention_config(att), 1, NULL, inv, &attn, &err)) fail_msg("%s", err.msg);
+    for (int t = 0; t < 256; t++) /* HF: 1 / 1e6^(2t/512) for t < int(0.25 * 512 // 2), 0 after */
+        assert_true(t < 64 ? fabs(inv[t] / pow(1e6, -2.0 * t / 512) - 1) < 1e-15 : inv[t] == 0);
+    assert_true(attn == 1);
+    pe_attention_free(att);
+    /* the key route: a global layer is 512 wide, a sliding one 256 */
+    char path[] = "/tmp/posenc-g4-XXXXXX", text[64];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0 && write(fd, g4, strlen(g4)) == (ssize_t)strlen(g4));
+    close(fd);
+    for (int layer = 4; layer <= 5; layer++)
+        for (int D = 256; D <= 512; D += 256) {
+            pe_config_init(&c);
+            snprintf(text, sizeof text, "%d", layer);
+            if (pe_config_set(&c, "method", "rope", &err) || pe_config_set(&c, "heads", "16", &err) ||
+                pe_config_set(&c, "hf_config", path, &err) || pe_config_set(&c, "hf_layer", text, &err))
+                fail_msg("%s", err.msg);
+            const pe_status st = pe_attention_init(&att, &c, 16 * D, &err);
+            if ((st == PE_OK) != (D == (layer == 5 ? 512 : 256))) fail_msg("layer %d, head_dim %d: %s", layer, D, err.msg);
+            if (!st) pe_attention_free(att);
+        }
+    unlink(path);
+}
+
 static void refusals(void **state) {
     (void)state;
     const char *base = "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2";
@@ -229,6 +281,7 @@ int main(void) {
         cmocka_unit_test(layouts_slices_aliases),
         cmocka_unit_test(heads_scales_alibi),
         cmocka_unit_test(ministral3_query_scaling),
+        cmocka_unit_test(gemma4_layers),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
