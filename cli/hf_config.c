@@ -82,6 +82,7 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
                                             info->chunked ? "chunks of" : "window", (long long)info->window);
     if (info->qk_norm) o += (size_t)snprintf(notes + o, nn - o, "qk L2-norm after rotation; ");
     if (info->mla) o += (size_t)snprintf(notes + o, nn - o, "MLA: one rotated key head; ");
+    if (c->attention_sinks) o += (size_t)snprintf(notes + o, nn - o, "learned sinks (tensor sinks [%lld]); ", (long long)c->heads);
     if (o >= 2) notes[o - 2] = 0;
     char shape[48];
     snprintf(shape, sizeof shape, "%lld/%lldx%lld", (long long)c->heads, (long long)c->kv_heads, (long long)info->head_dim);

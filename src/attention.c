@@ -39,7 +39,9 @@ pe_status pe_attention_init(pe_attention **out, const pe_config *cfg, int64_t C,
     a->Ckv = a->Hkv * a->D;
     memset(a->specs, 0, sizeof a->specs);
     a->nparams = a->m->params ? a->m->params(&a->cfg, a->H, a->D, a->specs) : 0;
-    PE_ASSERT(a->nparams <= PE_MAX_PARAMS);
+    PE_ASSERT(a->nparams < PE_MAX_PARAMS);
+    if (a->cfg.attention_sinks) /* the layer's, after the method's: GPT-OSS starts them at N(0, 0.02) */
+        a->specs[a->nparams++] = (pe_param_spec){"sinks", 1, {a->H}, 0, {PE_INIT_NORMAL, 0.02, 0}};
     for (int i = 0; i < a->nparams; i++) /* what the references use for tables they say nothing of */
         if (!a->specs[i].init.kind) a->specs[i].init = (pe_init){PE_INIT_NORMAL, 0.02, 0};
     *out = a;
@@ -210,9 +212,10 @@ static void fill_positions(int64_t *dst, const int64_t *src, int batched, int64_
 static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
                        const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
     const int plain = a->pre && transform_only(a->m); /* the method has nothing left to do */
-    for (int i = 0; i < a->nparams && !plain; i++)
+    for (int i = plain ? pe__method_params(a) : 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
-            return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
+            return pe_error(err, PE_ETENSOR, "tensor '%s' is required by %s%s", a->specs[i].name,
+                            i < pe__method_params(a) ? "method " : "attention_sinks", i < pe__method_params(a) ? a->m->name : "");
     const int64_t A = pe_attention_axes(a, w), given = at && at->axes > 1 ? at->axes : 1;
     const int64_t *qp = at ? at->pos : NULL, *kp = at ? at->key_pos : NULL;
     if ((qp || kp) && given != A) {
@@ -280,7 +283,8 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                      .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .A = A, .pos_min = pmin,
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
-                     .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch};
+                     .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch,
+                     .sinks = pe__sinks_of(a, w)};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare && !plain ? a->m->prepare(ctx, err) : PE_OK;
     return st;
@@ -470,6 +474,7 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
+    a->ctx.sinks = pe__sinks_of(a, a->ctx.w), a->ctx.dsinks = pe__dsinks_of(a, a->ctx.g);
     pe_status st = pe__core_backward(a, dout, work, work + nq, work + nq + nk, err);
     if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
     if (!st) st = finite_out(work, nq + 2 * nk, "dq, dk, dv", err);
@@ -496,6 +501,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     pe__ctx *ctx = &a->ctx;
     ctx->w = w;
     ctx->g = g;
+    ctx->sinks = pe__sinks_of(a, w), ctx->dsinks = pe__dsinks_of(a, g);
     const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
     float *work = pe__scratch_get(&a->grad, n);
     if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);

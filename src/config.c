@@ -201,15 +201,18 @@ static int has_word(const char *list, const char *word) {
     return 0;
 }
 
+/* the first keys, and the later ones every method takes (appended after the methods' own) */
+static int is_common(int k) { return (k >= 0 && k < N_COMMON_KEYS) || k == PE_K_attention_sinks; }
+
 static int method_accepts(int method, int k) {
     if (k < 0 || k >= N_KEYS) return 0;
-    if (k < N_COMMON_KEYS) return 1;
+    if (is_common(k)) return 1;
     const pe__method *m = pe__method_get(method);
     return m && has_word(m->keys, KEYS[k].name);
 }
 
 int pe_method_accepts(pe_method m, int k) { return m >= 0 && m < PE_METHOD_COUNT && method_accepts(m, k); }
-int pe_config_key_common(int k) { return k >= 0 && k < N_COMMON_KEYS; }
+int pe_config_key_common(int k) { return is_common(k); }
 
 void pe_method_keys(pe_method m, char *buf, size_t len) {
     const pe__method *mt = pe__method_get(m);
@@ -422,6 +425,9 @@ pe_status pe__config_resolve(pe_config *cfg, int64_t C, pe_err *err) {
             return pe_error(err, PE_EKEY, "key 'window': expected LEFT,RIGHT, two integers >= -1 (-1: no limit on that "
                             "side; FlashAttention's window_size), e.g. 4095,0");
     }
+    if (cfg->attention_sinks && m->walk_forward) /* complex: its own softmax over two streams */
+        return pe_error(err, PE_EKEY, "key 'attention_sinks': method %s attends with its own walk, not the core's softmax",
+                        m->name);
     if (!pe_config_has(cfg, PE_K_scale)) cfg->scale = 1.0 / sqrt((double)D);
     if (pe_config_has(cfg, PE_K_hf_config)) {
         pe_status st = pe__hf_config_check(cfg, D, err);

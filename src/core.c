@@ -59,6 +59,36 @@ static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, 
         }
 }
 
+/* attention_sinks' gradient, the same for every executor: head h's logit sigma_h is one more
+ * entry of each query's softmax whose value is 0, so dL/dsigma_h = sum_i p_sink_i (0 - delta_i)
+ * with delta_i = sum_j p_ij dp_ij = do_i . o_i (as FlashAttention's backward forms it; with
+ * dropout and value terms too, as o holds them). p_sink_i from the fused path's row statistics
+ * (max m and 1 / sum, the sink included) or the reference path's scores. Fixed order: (b, i). */
+static void sinks_backward(const pe_attention *a, const pe__ctx *ctx, const float *o, const float *dout) {
+    const int64_t B = ctx->B, H = ctx->H, T = ctx->T, Tk = ctx->Tk, C = ctx->C, D = ctx->D;
+    for (int64_t h = 0; h < H; h++) {
+        double acc = 0;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t Tb, Tkb, qoff;
+            pe__row_lens(ctx, b, &Tb, &Tkb, &qoff);
+            for (int64_t i = 0; i < Tb; i++) {
+                float ps;
+                if (a->fused) {
+                    const float m = a->stats[(b * H + h) * T + i], il = a->stats[(B * H + b * H + h) * T + i];
+                    ps = il > 0 ? expf(ctx->sinks[h] - m) * il : 0.0f;
+                } else {
+                    pe__softmax_sink_weights(a->s + ((b * H + h) * T + i) * Tk, 1, Tk, ctx->sinks[h], &ps);
+                }
+                const float *oi = o + (b * T + i) * C + h * D, *di = dout + (b * T + i) * C + h * D;
+                double delta = 0;
+                for (int64_t d = 0; d < D; d++) delta += (double)oi[d] * di[d];
+                acc -= ps * delta;
+            }
+        }
+        ctx->dsinks[h] += (float)acc;
+    }
+}
+
 /* The call's executor over q, k, v of ctx's widths: fused (tiles, online softmax) or reference */
 static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                  float *o, float *scores, float *probs, pe_err *err) {
@@ -68,8 +98,14 @@ static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, 
 }
 static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                   const float *o, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
-    if (!a->fused) return pe__reference_backward(a, ctx, q, k, v, dout, dq, dk, dv, err);
-    return pe__fused_backward(ctx, a->m, a->specs, a->nparams, q, k, v, o, a->stats, dout, dq, dk, dv, err);
+    if (!a->fused) {
+        pe_status st = pe__reference_backward(a, ctx, q, k, v, dout, dq, dk, dv, err);
+        if (!st && ctx->dsinks) sinks_backward(a, ctx, o, dout);
+        return st;
+    }
+    pe_status st = pe__fused_backward(ctx, a->m, a->specs, pe__method_params(a), q, k, v, o, a->stats, dout, dq, dk, dv, err);
+    if (!st && ctx->dsinks) sinks_backward(a, ctx, o, dout);
+    return st;
 }
 
 /* A lifted method on either executor: lift q, k, pad v, attend H heads of W, unpad o. */

@@ -80,6 +80,11 @@ typedef struct pe__ctx {
     void *state; /* the method's, from prepare; freed by release */
     const int64_t *ids; /* (B, T) token ids of a complex-valued layer (PE__COMPLEX), else NULL */
     pe__scratch *scratch; /* the layer's, for the fused path's packed keys and tiles */
+    /* attention_sinks: head h's learned logit sinks[h] joins every query's softmax with no value
+     * (GPT-OSS); every executor folds it into its row sums, the core takes its gradient (core.c).
+     * NULL without; dsinks: its gradient in backward, or NULL */
+    const float *sinks;
+    float *dsinks;
 } pe__ctx;
 
 enum {
@@ -299,8 +304,12 @@ void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
 
-/* Row-wise softmax of s (n rows, m columns) into p; -inf entries give 0. */
-void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m);
+/* Row-wise softmax of s (n rows, m columns) into p; -inf entries give 0. sink: a logit in every
+ * row's sum with no column of its own (attention_sinks), -INFINITY for none. */
+void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m, float sink);
+/* Each row's weight of the sink in that softmax, from its scores (n rows of m; 0 for a row of
+ * padding, every key masked), into ps (n) */
+void pe__softmax_sink_weights(const float *s, int64_t n, int64_t m, float sink, float *ps);
 /* ds = p * (dp - sum_j p dp), row-wise. */
 void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m);
 

@@ -52,6 +52,15 @@ struct pe_attention {
     uint64_t drop_seed, seed_used;
 };
 
+/* attention_sinks' tensor is the layer's last, after the method's (pe_attention_init) */
+static inline int pe__method_params(const pe_attention *a) { return a->nparams - (a->cfg.attention_sinks != 0); }
+static inline const float *pe__sinks_of(const pe_attention *a, const pe_weights *w) {
+    return a->cfg.attention_sinks ? w->param[a->nparams - 1] : NULL;
+}
+static inline float *pe__dsinks_of(const pe_attention *a, const pe_grads *g) {
+    return a->cfg.attention_sinks ? g->dparam[a->nparams - 1] : NULL;
+}
+
 /* The core over a->q, a->k, a->v as projected (core.c): the transform stage (the rotate hook in
  * place, or a lift), then the call's executor (a->fused: the fused path; else the reference
  * path over (B, H, T, Tk) scores); scores, probs out when asked for (reference only). Backward:

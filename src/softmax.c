@@ -1,9 +1,12 @@
 /* Masked row softmax. Masked entries are -inf in s and exactly 0 in p; a row with every
  * entry masked gives all zeros (the core rejects such rows before they get here); a row with
- * a NaN gives NaN, never a silent 0 (the core then reports a non-finite output). */
+ * a NaN gives NaN, never a silent 0 (the core then reports a non-finite output). A sink
+ * (attention_sinks, HF GPT-OSS eager_attention_forward) is one more logit in every row's sum,
+ * its column dropped: the row's weights sum to 1 - p_sink. The backward is the same formula:
+ * the sink's dp is 0 (it has no value). */
 #include "internal.h"
 
-void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m) {
+void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m, float sink) {
     for (int64_t i = 0; i < n; i++) {
         const float *si = s + i * m;
         float *pi = p + i * m;
@@ -18,13 +21,26 @@ void pe__softmax_forward(const float *s, float *p, int64_t n, int64_t m) {
             memset(pi, 0, sizeof(float) * m);
             continue;
         }
-        double sum = 0;
+        mx = sink > mx ? sink : mx; /* the sink is one more entry of the row, without a value */
+        double sum = sink == -INFINITY ? 0.0 : expf(sink - mx);
         for (int64_t j = 0; j < m; j++) {
             pi[j] = si[j] == -INFINITY ? 0.0f : expf(si[j] - mx);
             sum += pi[j];
         }
         float inv = (float)(1.0 / sum);
         for (int64_t j = 0; j < m; j++) pi[j] *= inv;
+    }
+}
+
+void pe__softmax_sink_weights(const float *s, int64_t n, int64_t m, float sink, float *ps) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *si = s + i * m;
+        float mx = sink;
+        int any = 0;
+        for (int64_t j = 0; j < m; j++) mx = si[j] > mx ? si[j] : mx, any |= si[j] != -INFINITY;
+        double sum = expf(sink - mx);
+        for (int64_t j = 0; j < m; j++) sum += si[j] == -INFINITY ? 0.0f : expf(si[j] - mx);
+        ps[i] = any ? (float)(expf(sink - mx) / sum) : 0.0f;
     }
 }
 

@@ -202,6 +202,7 @@ typedef union pe_config {
         char hf_assume[512];
         double llama_4_scaling_beta;
         double rope_proportion; /* proportional: the share of the rotary_dim / 2 frequencies that rotate */
+        int attention_sinks;    /* a learned logit per head in every query's softmax (tensor sinks [H]) */
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;

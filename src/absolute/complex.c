@@ -190,7 +190,7 @@ static pe_status walk_forward(pe__ctx *ctx, float *y, float *y_im, float *scores
                 free(s);
                 return pe_error(err, PE_EINVAL, "query %lld has every key masked", (long long)bad);
             }
-            pe__softmax_forward(sh, p, T, T);
+            pe__softmax_forward(sh, p, T, T, -INFINITY);
             pe__gemm(0, 0, T, D, T, 1.0f, p, T, st->v + at, C, 0.0f, st->o + at, C);
             pe__gemm(0, 0, T, D, T, 1.0f, p, T, st->vi + at, C, 0.0f, st->oi + at, C);
         }

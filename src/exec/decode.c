@@ -74,6 +74,11 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
                     bad = at < bad ? at : bad;
                     continue;
                 }
+                if (ctx->sinks) { /* attention_sinks: one more term of the sum, without a value */
+                    const float sigma = ctx->sinks[h], mn = sigma > mx ? sigma : mx, f = expf(mx - mn);
+                    for (int64_t d = 0; d < D; d++) out[d] *= f;
+                    sum = sum * f + expf(sigma - mn);
+                }
                 for (int64_t d = 0; d < D; d++) out[d] /= sum;
             }
     }

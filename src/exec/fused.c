@@ -165,6 +165,23 @@ static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K
     return j;
 }
 
+/* attention_sinks: the block's rows have o = acc / l over their keys, with row max m; the sink
+ * sigma is one more term of the sum, m' = max(m, sigma), l' = l e^(m - m') + e^(sigma - m'), so
+ * o' = o l e^(m - m') / l' and the statistics become m', 1 / l' (what backward's p = e^(s - m') / l'
+ * reads). A row with no key (1 / l = 0) stays as it is: the call reports it. */
+static void fold_sink(const pe__fjob *j, float sigma) {
+    for (int64_t r = 0; r < j->ni; r++) {
+        const int64_t i = j->i0 + r;
+        if (!(j->il[i] > 0)) continue;
+        const float m = j->m[i], mn = sigma > m ? sigma : m;
+        const double l = 1.0 / (double)j->il[i], f = exp((double)m - mn), ln = l * f + exp((double)sigma - mn);
+        const float keep = (float)(l * f / ln);
+        float *o = j->out + i * j->ld;
+        for (int64_t d = 0; d < j->D; d++) o[d] *= keep;
+        j->m[i] = mn, j->il[i] = (float)(1.0 / ln);
+    }
+}
+
 pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k,
                             const float *v, float *o, float *stats, pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
@@ -211,6 +228,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
             }
             if (j.ni <= 0) continue;
             int64_t r = K->forward(&j);
+            if (ctx->sinks) fold_sink(&j, ctx->sinks[h]);
             if (r >= 0) {
                 int64_t at = bh * T + j.i0 + r;
                 PE_OMP(omp critical(pe_fused_bad))

@@ -131,7 +131,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
                 free(drop), free(tbuf);
                 return pe__empty_row(ctx, a->m, b, bad, err);
             }
-            pe__softmax_forward(s, p, T, Tk);
+            pe__softmax_forward(s, p, T, Tk, ctx->sinks ? ctx->sinks[h] : -INFINITY);
             float *oh = o + b * T * C + h * D;
             const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
             if (a->drop_used > 0) {

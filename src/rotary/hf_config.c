@@ -152,7 +152,9 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
 
     /* the layer's rope parameters: per layer type in HF v5 */
     json_t *rs = json_object_get(mc, "rope_scaling"), *rp = json_object_get(mc, "rope_parameters");
-    if (F->rope_default && (!rs || json_is_null(rs)) && (!rp || json_is_null(rp))) /* the class's own */
+    /* the class's own where the config has none (Gemma 4: rope_parameters None too; GPT-OSS's
+     * rope_scaling null stays none) */
+    if (F->rope_default && !rs && (!rp || json_is_null(rp)))
         json_object_set_new(mc, "rope_parameters", rp = json_loads(F->rope_default, 0, NULL));
     if (rs && !json_is_null(rs) && rp && !json_is_null(rp)) {
         st = pe__hf_bad(L, err, "both rope_scaling and rope_parameters are given");

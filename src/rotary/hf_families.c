@@ -76,8 +76,14 @@ static const hf_family FAMILIES[] = {
         "configuration_qwen3_vl.py Qwen3VLTextConfig [e1b55167]", .sections_interleaved = 1, .theta_default = 5000000.0),
     ROW("qwen3_vl", "qwen3_vl/configuration_qwen3_vl.py Qwen3VLConfig (text_config: qwen3_vl_text) [e1b55167]",
         .sections_interleaved = 1, .theta_default = 5000000.0),
-    ROW("gpt_oss", "gpt_oss/modular_gpt_oss.py GptOssAttention (sinks) [ede92a87]", .positions = HF_REFUSE,
-        .refuse = "its attention has learned sinks (a per-head logit in the softmax), which posenc does not have yet"),
+    /* GPT-OSS: Llama's rotation by halves, a learned sink logit per head in every softmax, even
+     * layers sliding (128), YaRN x32 at base 150000 when the config gives no rope_scaling */
+    ROW("gpt_oss", "gpt_oss/modular_gpt_oss.py GptOssAttention (sinks), eager_attention_forward (the sink column), "
+        "_apply_rotary_emb (chunk into halves) [ede92a87]; configuration_gpt_oss.py GptOssConfig (head_dim 64, "
+        "sliding_window 128, rope_theta 150000, rope_scaling yarn, layer_types (i + 1) % 2) [828a27fd]", .sinks = 1,
+        .pattern = 2, .theta_default = 150000.0, .head_dim_default = 64, .window_default = 128,
+        .rope_default = "{\"rope_type\": \"yarn\", \"factor\": 32.0, \"beta_fast\": 32.0, \"beta_slow\": 1.0, "
+                        "\"truncate\": false, \"original_max_position_embeddings\": 4096}"),
     /* Llama 4: NoPE every no_rope_layer_interval-th layer (no_rope_layers), complex pairs,
      * the NoPE layers' query temperature, default_theta 500000 */
     ROW("llama4_text", "llama4/modeling_llama4.py Llama4TextAttention (use_rope, attn_temperature_tuning), apply_rotary_emb "

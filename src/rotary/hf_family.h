@@ -48,6 +48,7 @@ typedef struct hf_family {
     unsigned char default_whole_head; /* rope_type default rotates the whole head, whatever partial_rotary_factor says */
     const char *rope_default;     /* rope_parameters (JSON) when the config has none */
     int64_t window_default;       /* sliding_window when the config has none */
+    unsigned char sinks;          /* learned attention sinks on every layer (attention_sinks) */
 } hf_family;
 
 /* The row of model_type, or NULL. */

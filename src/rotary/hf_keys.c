@@ -261,5 +261,7 @@ static pe_status apply_nope(pe_config *cfg, const hf_layer *L, pe_err *err) {
 pe_status pe__hf_apply_layer(pe_config *cfg, const hf_layer *L, int64_t D, pe_err *err) {
     pe_status st = L->method == PE_METHOD_ROPE ? apply_rope(cfg, L, D, err)
                    : L->method == PE_METHOD_NONE ? apply_nope(cfg, L, err) : PE_OK;
+    if (!st && L->F->sinks && !pe_config_has(cfg, PE_K_attention_sinks)) /* GPT-OSS: the tensor sinks [H] */
+        st = pe_config_set(cfg, "attention_sinks", "true", err);
     return st ? st : apply_scale(cfg, L, D, err);
 }

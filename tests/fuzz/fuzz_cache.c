@@ -38,6 +38,7 @@ static const char *const SETTINGS[] = {
     "method=kerple kerple=log", "method=kerple kerple=power", "method=fire fire_init_L=8", "method=fope",
     "method=fope fope_num_freq=1", "method=cope npos_max=4", "method=data_alibi", "method=complex",
     "method=rope rope_scaling=proportional rope_proportion=0.5 rope_base=1000000",
+    "method=rope attention_sinks=true", "method=alibi attention_sinks=true",
 };
 enum { NSET = sizeof SETTINGS / sizeof SETTINGS[0], MAXB = 3, MAXN = 40, REC = 8 };
 

@@ -4,7 +4,8 @@ here from the HF functions each row cites (GPT-NeoX's rotate_half on its rotary_
 rotate_every_two at base 10000, GLM-4's repeat_interleave pairs on half the head, Cohere2's
 interleaved sliding layers and NoPE global ones, EXAONE 4 likewise in the half layout, Falcon's
 rotate_half, Bloom's build_alibi_tensor on key indexes, Ministral 3's YaRN with its query scaling
-by position, Gemma 4's whole-head sliding layers and p-RoPE global layers)."""
+by position, Gemma 4's whole-head sliding layers and p-RoPE global layers, GPT-OSS's YaRN with
+its learned sinks)."""
 import math
 import os
 
@@ -42,7 +43,7 @@ def every_two_slice(x, pos, rd, inv):
     return torch.cat([r * c + rot * s, x[:, rd:]], -1)
 
 
-def run(config, layer, method, H, D, qpos, kpos, extra=None):
+def run(config, layer, method, H, D, qpos, kpos, extra=None, tensors=None):
     """posenc's scores and probabilities for one layer of config (the key route)"""
     T, Tk = len(qpos), len(kpos)
     q = rng.standard_normal((T, H * D)).astype(np.float32)
@@ -51,7 +52,7 @@ def run(config, layer, method, H, D, qpos, kpos, extra=None):
     settings = {"method": method, "heads": H, "causal": "true", "hf_config": os.path.join(HF, config), "hf_layer": layer}
     settings.update(extra or {})
     out = posenc.attend(settings, {"q": q, "k": k, "v": v, "positions": np.array(qpos, np.int64),
-                                   "key_positions": np.array(kpos, np.int64)})
+                                   "key_positions": np.array(kpos, np.int64), **(tensors or {})})
     return torch.tensor(q, dtype=torch.float64), torch.tensor(k, dtype=torch.float64), out
 
 
@@ -145,3 +146,26 @@ def test_gemma4_sliding_and_proportional(layer, D):
     check_scores(out["scores"], (qr @ kr.T)[None], len(FAR), len(KEYS))
     with pytest.raises(posenc.PosencError, match="head_dim"):
         run("gemma4_31b.json", layer, "rope", 1, 768 - D, FAR, KEYS)  # the other layer kind's width
+
+
+def test_gpt_oss_yarn_and_sinks():
+    """GPT-OSS: YaRN x32 from 4096 at base 150000 without truncation (attention factor
+    0.1 ln 32 + 1 on cos and sin), rotation by halves, then the learned sink of each head as one
+    more logit of every row's softmax, dropped (modular_gpt_oss.py eager_attention_forward)"""
+    need_method("rope")
+    H, D = 2, 64
+    sinks = np.array([1.5, -0.5], np.float32)
+    q, k, out = run("gpt_oss.json", 1, "rope", H, D, FAR, KEYS, tensors={"sinks": sinks})
+    o = dict(original_max_position_embeddings=4096, beta_fast=32.0, beta_slow=1.0, yarn_truncate=False)
+    inv, attn = m_rope.scaled_inv_freq("yarn", D, 150000.0, 32.0, max(FAR + KEYS) + 1, o)
+    T, Tk = len(FAR), len(KEYS)
+    qh, kh = q.reshape(T, H, D).transpose(0, 1), k.reshape(Tk, H, D).transpose(0, 1)
+    qr = torch.stack([rotate_half_slice(qh[h], torch.tensor(FAR), D, inv) * attn for h in range(H)])
+    kr = torch.stack([rotate_half_slice(kh[h], torch.tensor(KEYS), D, inv) * attn for h in range(H)])
+    s = (qr @ kr.transpose(1, 2) / math.sqrt(D)).masked_fill(~causal_mask(T, Tk), -math.inf)
+    sk = torch.tensor(sinks, dtype=torch.float64).reshape(H, 1, 1).expand(H, T, 1)
+    combined = torch.cat([s, sk], -1)
+    p = torch.softmax(combined - combined.max(-1, keepdim=True).values, -1)[..., :-1]
+    got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
+    assert (got - p).abs().max().item() < 1e-5
+    assert (got.sum(-1) < 1).all()  # the sink takes its share

@@ -38,7 +38,8 @@ def run_module(meta, t, dtype=torch.float32):
         inp = inp.to(dtype).requires_grad_()
     pos = torch.tensor(t["positions"]) if "positions" in t else None
     mems = torch.tensor(t["mems"]) if "mems" in t else None
-    y, probs = att(inp, positions=pos, mems=mems, need_weights=True)
+    mask = torch.tensor(t["attn_mask"]) if "attn_mask" in t else None
+    y, probs = att(inp, positions=pos, mems=mems, need_weights=True, attn_mask=mask)
     outs = {"probs": probs}
     if isinstance(y, tuple):
         outs["y"], outs["y_imag"] = y

@@ -37,6 +37,9 @@ CASES = [
     dict(name="slopes_bidir_gapped", T=5, H=2, D=4, B=2, positions="gapped",
          tensors={"alibi_slopes": (2,)}),
     dict(name="gqa", T=6, H=4, D=4, kv_heads=2, causal=True),
+    # learned attention sinks beside the bias (GPT-OSS's sinks on another method)
+    dict(name="sinks", T=6, H=3, D=4, causal=True, positions="gapped", B=2, meta={"attention_sinks": "true"},
+         tensors={"sinks": (3,)}),
 ]
 
 PROJ_CASES = [dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2)]

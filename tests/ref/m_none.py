@@ -52,6 +52,7 @@ CASES = [
 ]
 
 PROJ_CASES = [
+    dict(name="proj_sinks", T=4, Tk=6, H=2, D=4, causal=True, meta={"attention_sinks": "true"}, tensors={"sinks": (2,)}),
     dict(name="proj_gqa", T=3, Tk=7, H=4, D=4, kv_heads=2, causal=True, positions="gapped", B=2),
     dict(name="proj_tuned_decode", T=1, Tk=9, H=4, D=4, kv_heads=2, causal=True, positions="offset",
          meta=tuned(4, 0.1)),

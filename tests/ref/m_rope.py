@@ -162,6 +162,8 @@ def tensors(meta, H, D, npos):
 
 
 def init(name, shape, rng):
+    if name == "sinks":  # logits of either sign, some above the scores
+        return (3.0 * rng.random(shape) - 1.0).astype("float32")
     return (1.0 + 3.0 * rng.random(shape)).astype("float32")  # LongRoPE factors are >= 1
 
 
@@ -254,6 +256,15 @@ CASES += [
     dict(name="proportional_none_rotate", T=4, H=2, D=8, meta=scaling("proportional", rope_proportion=0.2)),
 ]
 
+# GPT-OSS: learned attention sinks (a logit per head in each row's softmax), here with GQA, a
+# window and gapped rows, and with a mask
+SINKS = {"attention_sinks": "true"}
+CASES += [
+    dict(name="sinks_gqa_window", T=7, H=4, D=8, kv_heads=2, causal=True, positions="gapped", B=2,
+         meta=dict(SINKS, window="3,0"), tensors={"sinks": (4,)}),
+    dict(name="sinks_mask", T=6, H=2, D=8, mask="random", meta=SINKS, tensors={"sinks": (2,)}),
+]
+
 # Ministral 3 / Mistral 4: queries scaled by position on every RoPE layer (llama_4_scaling_beta)
 CASES += [
     dict(name="llama4_scaling", T=6, H=2, D=8, causal=True, positions="gapped", B=2,
@@ -320,6 +331,9 @@ PROJ_CASES = [
         "longrope", original_max_position_embeddings=8, max_position_embeddings=32)),
     dict(name="proj_partial_interleaved", T=2, Tk=5, H=3, D=6, causal=True,
          meta={"rotary_dim": "4", "rope_layout": "interleaved"}),
+    dict(name="proj_sinks_decode", T=1, Tk=9, H=4, D=8, kv_heads=2, positions="offset", causal=True,
+         meta=SINKS, tensors={"sinks": (4,)}),
+    dict(name="proj_sinks_chunk", T=3, Tk=70, H=2, D=8, causal=True, meta=SINKS, tensors={"sinks": (2,)}),
     dict(name="proj_proportional_decode", T=1, Tk=9, H=4, D=16, kv_heads=2, positions="offset", causal=True,
          meta=scaling("proportional", rope_proportion=0.25, rope_base=1000000)),
     dict(name="proj_llama4_scaling_decode", T=1, Tk=9, H=2, D=8, kv_heads=1, positions="offset", causal=True,

@@ -139,7 +139,14 @@ def _core(mod, ctx, q, k, v):
         m = ctx.t["attn_mask"]
         m = m[None] if m.dim() == 2 else m
         s = s.masked_fill(~m[:, None], float("-inf"))
-    p = torch.softmax(s, -1)
+    if ctx.get("attention_sinks", False, bool):
+        # HF gpt_oss eager_attention_forward: a learned logit per head as one more column of
+        # every row, in the softmax, then dropped (it has no value)
+        sinks = ctx.t["sinks"].reshape(1, -1, 1, 1).expand(s.shape[0], -1, s.shape[2], 1)
+        combined = torch.cat([s, sinks], -1)
+        p = torch.softmax(combined - combined.max(-1, keepdim=True).values, -1)[..., :-1]
+    else:
+        p = torch.softmax(s, -1)
     o = p @ v
     if hasattr(mod, "value"):
         o = o + mod.value(ctx, p)

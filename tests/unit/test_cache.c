@@ -38,6 +38,7 @@ static const char *const METHODS[] = {
     "method=rope rope_layout=interleaved rotary_dim=4", "method=rope rotary_dim=2 rotary_offset=2",
     "method=rope llama_4_scaling_beta=0.2 original_max_position_embeddings=4",
     "method=rope rope_scaling=proportional rope_proportion=0.5 rope_base=1000000",
+    "method=rope attention_sinks=true", "method=alibi attention_sinks=true",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
     "method=none head_scale=true head_scale_init=0.7",
     "method=rope rope_scaling=longrope original_max_position_embeddings=16 max_position_embeddings=64",

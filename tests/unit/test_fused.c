@@ -75,6 +75,9 @@ static const char *const SETTINGS[] = {
     "method=rope rotary_dim=4 rotary_offset=2",
     "method=rope llama_4_scaling_beta=0.1 original_max_position_embeddings=8",
     "method=rope rope_scaling=proportional rope_proportion=0.25 rope_base=1000000",
+    "method=rope attention_sinks=true",
+    "method=alibi attention_sinks=true",
+    "method=pope attention_sinks=true",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",
     "method=none head_scale=true head_scale_init=0.7",
 };

@@ -10,7 +10,8 @@
  *   - Ministral 3's query scaling by position (llama_4_scaling_beta on RoPE layers);
  *   - Gemma 4's per-layer head shapes and p-RoPE (proportional) on its global layers;
  *   - refusals, each naming what posenc lacks or the nearest family: an unknown model_type, none
- *     at all, Falcon's ALiBi, Gemma 2's soft-capping, GPT-OSS's sinks;
+ *     at all, Falcon's ALiBi, Gemma 2's soft-capping, LongCat's q scaling;
+ *   - GPT-OSS's learned sinks (attention_sinks) and its class's YaRN;
  *   - hf_assume reads a config as the named family's code does. */
 #include <math.h>
 #include <stdio.h>
@@ -244,6 +245,25 @@ static void gemma4_layers(void **state) {
     unlink(path);
 }
 
+static void gpt_oss_sinks(void **state) {
+    (void)state;
+    pe_config c;
+    pe_hf_layer_info in;
+    ok("{\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 24, \"num_attention_heads\": 64, "
+       "\"num_key_value_heads\": 8}", 0, &c, &in);
+    assert_true(c.attention_sinks);
+    assert_string_equal(in.layer_type, "sliding_attention");
+    assert_int_equal(in.window, 128);
+    assert_int_equal(in.head_dim, 64);
+    assert_int_equal(c.rope_scaling, PE_ROPE_YARN); /* GptOssConfig's rope_scaling */
+    assert_true(c.rope_factor == 32 && c.rope_base == 150000 && !c.yarn_truncate);
+    assert_int_equal(c.original_max_position_embeddings, 4096);
+    ok("{\"model_type\": \"gpt_oss\", \"num_hidden_layers\": 24, \"num_attention_heads\": 64, "
+       "\"rope_scaling\": null}", 1, &c, &in); /* null stays none */
+    assert_int_equal(c.rope_scaling, PE_ROPE_NONE);
+    assert_string_equal(in.layer_type, "full_attention");
+}
+
 static void refusals(void **state) {
     (void)state;
     const char *base = "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2";
@@ -257,8 +277,8 @@ static void refusals(void **state) {
     refused(text, NULL, "sqrt(head_dim)");
     snprintf(text, sizeof text, "{\"model_type\": \"gemma2\", %s}", base);
     refused(text, NULL, "soft-capped");
-    snprintf(text, sizeof text, "{\"model_type\": \"gpt_oss\", %s}", base);
-    refused(text, NULL, "sinks");
+    snprintf(text, sizeof text, "{\"model_type\": \"longcat_flash\", %s}", base);
+    refused(text, NULL, "sqrt(hidden / lora rank)");
     /* hf_assume: a config of an unknown family read as Llama's code reads it */
     pe_config c;
     pe_hf_layer_info in;
@@ -282,6 +302,7 @@ int main(void) {
         cmocka_unit_test(heads_scales_alibi),
         cmocka_unit_test(ministral3_query_scaling),
         cmocka_unit_test(gemma4_layers),
+        cmocka_unit_test(gpt_oss_sinks),
         cmocka_unit_test(refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
