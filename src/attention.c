@@ -564,8 +564,8 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
         if (!w->param[i] && !a->specs[i].optional)
             return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
-                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = 1, .pos_min = lo, .pos_max = hi, .run = &a->run,
-                     .w = w};
+                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = pe_attention_axes(a, w), .pos_min = lo, .pos_max = hi,
+                     .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w)};
     return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
 }
 

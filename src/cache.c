@@ -18,7 +18,12 @@
  * double (rotary_angle hook) and applied once: the keys then equal keys rotated from scratch
  * to float32 rounding, at any position. Context shifts re-rotate the same way.
  *
- * Storage: (B, cap, Ckv) for k and v and (B, cap) positions, cap doubling up to max_tokens, so
+ * Multi-axis positions (rope with rope_sections: M-RoPE's (time, row, column)): a token holds A
+ * positions, pair t of a key rotates at its axis's one (pe_rope_pair_axes), and re-rotation takes
+ * each pair's difference on its own axis; the positions' range [lo, hi] is over every axis. A
+ * shift moves each axis by its own delta (pe_kv_cache_shift_axes; pe_kv_cache_shift: every axis).
+ *
+ * Storage: (B, cap, Ckv) for k and v and (B, cap, A) positions, cap doubling up to max_tokens, so
  * growth copies each token O(1) times. */
 #include "internal.h"
 
@@ -28,8 +33,9 @@ struct pe_kv_cache {
     int transform; /* the method transforms q, k, v (rotate hook): on append and attend */
     int rotary;    /* ... by rotations that have frames (rotary_angle, rotary_frame) */
     int64_t B, cap, max, H, Hkv, D, C, Ckv;
+    int64_t A;     /* position axes per token (rope_sections), 1 for the others */
     float *k, *v;  /* (B, cap, Ckv) */
-    int64_t *pos;  /* (B, cap) */
+    int64_t *pos;  /* (B, cap, A) */
     int64_t *len;  /* (B) */
     int64_t frame[2];
     int have_frame;
@@ -37,7 +43,7 @@ struct pe_kv_cache {
     /* scratch of the calls */
     float *q;      /* (B, T, C) transformed queries */
     size_t q_cap;
-    int64_t *kpos; /* (B, Tk) key positions, then (B, T) query positions */
+    int64_t *kpos; /* (B, Tk, A) key positions, then (B, T, A) query positions */
     size_t kpos_cap;
     float *layer;  /* pe_kv_cache_layer_forward: x', q, o (B, T, C), k, v (B, T, Ckv) */
     size_t layer_cap;
@@ -71,9 +77,10 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     if (m->flags & PE__LAYER_INPUT)
         return pe_error(err, PE_EINVAL, "kv_cache: method %s computes its terms from the layer input x of every token, "
                         "which a cache of keys and values does not hold: it has no KV cache", m->name);
-    if (pe_attention_axes(att, NULL) > 1)
-        return pe_error(err, PE_EINVAL, "kv_cache: method %s reads positions with %lld axes; the cache holds one per token",
-                        m->name, (long long)pe_attention_axes(att, NULL));
+    const int64_t A = pe_attention_axes(att, NULL);
+    if (A < m->axes_min)
+        return pe_error(err, PE_EINVAL, "kv_cache: method %s reads as many position axes as rows of its tensor, which the "
+                        "cache does not know before it is given (rope with rope_sections has a cache)", m->name);
     const pe_config *cfg = pe_attention_config(att);
     const int64_t H = cfg->heads, Hkv = cfg->kv_heads, D = pe_attention_head_dim(att);
     if ((double)B * (double)max_tokens * (double)(Hkv * D) * 2 > (double)(INT64_MAX / 8))
@@ -82,7 +89,7 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
     pe_kv_cache *c = calloc(1, sizeof *c);
     if (!c) return pe_error(err, PE_ENOMEM, "out of memory");
     *c = (pe_kv_cache){.att = att, .m = m, .B = B, .max = max_tokens, .H = H, .Hkv = Hkv, .D = D, .C = H * D,
-                       .Ckv = Hkv * D, .lo = INT64_MAX, .hi = INT64_MIN};
+                       .Ckv = Hkv * D, .A = A, .lo = INT64_MAX, .hi = INT64_MIN};
     c->transform = m->rotate_forward != NULL;
     c->rotary = c->transform && m->rotary_angle && m->rotary_frame;
     c->len = calloc((size_t)B, sizeof(int64_t));
@@ -107,13 +114,14 @@ void pe_kv_cache_clear(pe_kv_cache *c) {
 }
 
 int64_t pe_kv_cache_length(const pe_kv_cache *c, int64_t b) { return b >= 0 && b < c->B ? c->len[b] : -1; }
+int64_t pe_kv_cache_axes(const pe_kv_cache *c) { return c->A; }
 
 pe_status pe_kv_cache_view(const pe_kv_cache *c, int64_t b, const float **k, const float **v, const int64_t **pos,
                            int64_t *n, pe_err *err) {
     if (b < 0 || b >= c->B) return pe_error(err, PE_EINVAL, "kv_cache: row %lld of %lld", (long long)b, (long long)c->B);
     if (k) *k = c->k ? c->k + b * c->cap * c->Ckv : NULL;
     if (v) *v = c->v ? c->v + b * c->cap * c->Ckv : NULL;
-    if (pos) *pos = c->pos ? c->pos + b * c->cap : NULL;
+    if (pos) *pos = c->pos ? c->pos + b * c->cap * c->A : NULL;
     if (n) *n = c->len[b];
     return PE_OK;
 }
@@ -127,7 +135,7 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
     const int64_t B = c->B, Ckv = c->Ckv;
     /* zeroed: the reference path multiplies a padding key's value by p = 0, which must be finite */
     float *k = calloc((size_t)(B * cap * Ckv), sizeof(float)), *v = calloc((size_t)(B * cap * Ckv), sizeof(float));
-    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(B * cap));
+    int64_t *pos = malloc(sizeof(int64_t) * (size_t)(B * cap * c->A));
     if (!k || !v || !pos) {
         free(k), free(v), free(pos);
         return pe_error(err, PE_ENOMEM, "out of memory for a cache of %lld x %lld tokens", (long long)B, (long long)cap);
@@ -135,7 +143,7 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
     for (int64_t b = 0; b < B && c->cap; b++) {
         memcpy(k + b * cap * Ckv, c->k + b * c->cap * Ckv, sizeof(float) * (size_t)(c->len[b] * Ckv));
         memcpy(v + b * cap * Ckv, c->v + b * c->cap * Ckv, sizeof(float) * (size_t)(c->len[b] * Ckv));
-        memcpy(pos + b * cap, c->pos + b * c->cap, sizeof(int64_t) * (size_t)c->len[b]);
+        memcpy(pos + b * cap * c->A, c->pos + b * c->cap * c->A, sizeof(int64_t) * (size_t)(c->len[b] * c->A));
     }
     free(c->k), free(c->v), free(c->pos);
     c->k = k, c->v = v, c->pos = pos, c->cap = cap;
@@ -146,25 +154,28 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
 static void remake_range(pe_kv_cache *c) {
     c->lo = INT64_MAX, c->hi = INT64_MIN;
     for (int64_t b = 0; b < c->B; b++)
-        for (int64_t u = 0; u < c->len[b]; u++) {
-            int64_t p = c->pos[b * c->cap + u];
+        for (int64_t u = 0; u < c->len[b] * c->A; u++) {
+            int64_t p = c->pos[b * c->cap * c->A + u];
             c->lo = p < c->lo ? p : c->lo, c->hi = p > c->hi ? p : c->hi;
         }
 }
 
 /* Re-rotates the cached keys of every row from frame `from` to frame `to`: key u of row b moves
- * from position old[b cap + u] to c->pos[b cap + u] (old NULL: the same). Uniform (same frame,
- * one shift d for every moved key): one table of R(-d theta), keys from `first` on. Otherwise
- * per key: R(p_new theta_new - p_old theta_old) times scale_new / scale_old, in double. */
+ * from positions old[(b cap + u) A ..] to c->pos[(b cap + u) A ..] (old NULL: the same). Uniform
+ * (same frame, one shift per axis for every moved key): one table of R(-d theta), keys from
+ * `first` on. Otherwise per key: R(p_new theta_new - p_old theta_old) times scale_new / scale_old,
+ * in double, each pair at its own axis's positions (the rotary_angle hook picks it). */
 static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t from[2], const int64_t to[2],
                           const int64_t *old, int64_t first, pe_err *err) {
     enum { CHUNK = 256 };
     pe__ctx co, cn;
-    int64_t probe_o = from[0], probe_n = to[0], rd;
+    int64_t probe_o[PE_MAX_AXES], probe_n[PE_MAX_AXES], rd;
+    const int64_t A = c->A;
+    for (int64_t a = 0; a < A; a++) probe_o[a] = from[0], probe_n[a] = to[0];
     int layout;
-    pe_status st = pe__attention_context(c->att, w, 1, &probe_o, from[0], from[1], &co, err);
+    pe_status st = pe__attention_context(c->att, w, 1, probe_o, from[0], from[1], &co, err);
     if (st) return st;
-    if ((st = pe__attention_context(c->att, w, 1, &probe_n, to[0], to[1], &cn, err))) {
+    if ((st = pe__attention_context(c->att, w, 1, probe_n, to[0], to[1], &cn, err))) {
         pe__attention_release(c->att, &co);
         return st;
     }
@@ -174,14 +185,14 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
     float *cs = malloc(sizeof(float) * (size_t)(CHUNK * half * 2));
     if (!cs) st = pe_error(err, PE_ENOMEM, "out of memory for the re-rotation table");
     for (int64_t b = 0; b < c->B && !st; b++) {
-        const int64_t n = c->len[b], *pn = c->pos + b * c->cap, *po = old ? old + b * c->cap : pn;
+        const int64_t n = c->len[b], *pn = c->pos + b * c->cap * A, *po = old ? old + b * c->cap * A : pn;
         float *k = c->k + b * c->cap * c->Ckv + pe_attention_config(c->att)->rotary_offset; /* the rotated slice */
         if (uniform) { /* the same rotation for every key from `first`: rows of CHUNK keys' heads */
-            if (first >= n || po[first] == pn[first]) continue;
+            if (first >= n || !memcmp(po + first * A, pn + first * A, sizeof(int64_t) * (size_t)A)) continue;
             for (int64_t t = 0; t < half; t++) {
                 double ao, so, an, sn;
-                c->m->rotary_angle(&co, PE_ROTATE_K, po[first], t, &ao, &so);
-                c->m->rotary_angle(&cn, PE_ROTATE_K, pn[first], t, &an, &sn);
+                c->m->rotary_angle(&co, PE_ROTATE_K, po + first * A, t, &ao, &so);
+                c->m->rotary_angle(&cn, PE_ROTATE_K, pn + first * A, t, &an, &sn);
                 cs[2 * t] = (float)(cos(an - ao) * (sn / so)), cs[2 * t + 1] = (float)(sin(an - ao) * (sn / so));
             }
             for (int64_t r = 1; r < CHUNK; r++) memcpy(cs + r * half * 2, cs, sizeof(float) * (size_t)(half * 2));
@@ -199,8 +210,8 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
             for (int64_t u = 0; u < nu; u++)
                 for (int64_t t = 0; t < half; t++) {
                     double ao, so, an, sn;
-                    c->m->rotary_angle(&co, PE_ROTATE_K, po[u0 + u], t, &ao, &so);
-                    c->m->rotary_angle(&cn, PE_ROTATE_K, pn[u0 + u], t, &an, &sn);
+                    c->m->rotary_angle(&co, PE_ROTATE_K, po + (u0 + u) * A, t, &ao, &so);
+                    c->m->rotary_angle(&cn, PE_ROTATE_K, pn + (u0 + u) * A, t, &an, &sn);
                     float *e = cs + (u * half + t) * 2;
                     e[0] = (float)(cos(an - ao) * (sn / so)), e[1] = (float)(sin(an - ao) * (sn / so));
                 }
@@ -228,10 +239,24 @@ static pe_status frame_for(pe_kv_cache *c, const pe_weights *w, int64_t lo, int6
     return st;
 }
 
-/* Positions of n new tokens of each row (given, or following the row's last), into c->kpos. */
+/* Where row b's next token goes by default: after its last (one axis), or, with A axes, at the
+ * row's largest position + 1 on every axis (Qwen2-VL's get_rope_index: text after an image
+ * continues from its largest position); 0 for an empty row. */
+static int64_t next_position(const pe_kv_cache *c, int64_t b) {
+    const int64_t len = c->len[b], *p = c->pos + b * c->cap * c->A;
+    if (!len) return 0;
+    if (c->A == 1) return p[len - 1] + 1;
+    int64_t mx = p[0];
+    for (int64_t e = 1; e < len * c->A; e++) mx = p[e] > mx ? p[e] : mx;
+    return mx + 1;
+}
+
+/* Positions of n new tokens of each row (given, or following the row's last), into c->kpos
+ * (B, n, A). */
 static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, int pos_batched, const int64_t *lens,
                                int64_t *lo, int64_t *hi, pe_err *err) {
-    pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(c->B * n), sizeof(int64_t), err);
+    const int64_t A = c->A;
+    pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(c->B * n * A), sizeof(int64_t), err);
     if (st) return st;
     *lo = c->lo, *hi = c->hi;
     for (int64_t b = 0; b < c->B; b++) {
@@ -242,16 +267,17 @@ static pe_status new_positions(pe_kv_cache *c, int64_t n, const int64_t *pos, in
         if (len + nb > c->max)
             return pe_error(err, PE_EINVAL, "kv_cache full: row %lld holds %lld of max_tokens %lld; %lld more do not fit "
                             "(pe_kv_cache_shift drops tokens)", (long long)b, (long long)len, (long long)c->max, (long long)nb);
-        const int64_t next = len ? c->pos[b * c->cap + len - 1] + 1 : 0;
-        for (int64_t t = 0; t < n; t++) {
-            int64_t p = pos ? pos[(pos_batched ? b * n : 0) + t] : next + t;
-            if (t >= nb) p = nb ? c->kpos[b * n] : (len ? c->pos[b * c->cap] : 0); /* padding: a real one */
-            if (t < nb && (p < -PE_MAX_POSITION || p > PE_MAX_POSITION))
-                return pe_error(err, PE_EPOS, "kv_cache: row %lld: position %lld of token %lld is outside +-2^53", (long long)b,
-                                (long long)p, (long long)t);
-            c->kpos[b * n + t] = p;
-            if (t < nb) *lo = p < *lo ? p : *lo, *hi = p > *hi ? p : *hi;
-        }
+        const int64_t next = next_position(c, b);
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t a = 0; a < A; a++) {
+                int64_t p = pos ? pos[((pos_batched ? b * n : 0) + t) * A + a] : next + t;
+                if (t >= nb) p = nb ? c->kpos[b * n * A + a] : (len ? c->pos[b * c->cap * A + a] : 0); /* padding: a real one */
+                if (t < nb && (p < -PE_MAX_POSITION || p > PE_MAX_POSITION))
+                    return pe_error(err, PE_EPOS, "kv_cache: row %lld: position %lld of token %lld is outside +-2^53",
+                                    (long long)b, (long long)p, (long long)t);
+                c->kpos[(b * n + t) * A + a] = p;
+                if (t < nb) *lo = p < *lo ? p : *lo, *hi = p > *hi ? p : *hi;
+            }
     }
     return PE_OK;
 }
@@ -277,9 +303,10 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
         memcpy(kd, k + b * n * Ckv, sizeof(float) * (size_t)(nb * Ckv));
         memcpy(vd, v + b * n * Ckv, sizeof(float) * (size_t)(nb * Ckv));
         if (c->transform &&
-            (st = pe__attention_apply(c->att, w, nb, c->kpos + b * n, c->frame[0], c->frame[1], NULL, NULL, kd, vd, err)))
+            (st = pe__attention_apply(c->att, w, nb, c->kpos + b * n * c->A, c->frame[0], c->frame[1], NULL, NULL, kd, vd,
+                                      err)))
             return st; /* nothing counted: the row's length is unchanged */
-        memcpy(c->pos + at, c->kpos + b * n, sizeof(int64_t) * (size_t)nb);
+        memcpy(c->pos + at * c->A, c->kpos + b * n * c->A, sizeof(int64_t) * (size_t)(nb * c->A));
     }
     for (int64_t b = 0; b < c->B; b++) c->len[b] += lens ? lens[b] : n;
     c->lo = lo < c->lo ? lo : c->lo, c->hi = hi > c->hi ? hi : c->hi;
@@ -294,14 +321,17 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
                         (long long)c->B);
     if (at && (at->key_pos || at->k_lens))
         return pe_error(err, PE_EINVAL, "kv_cache_attend: the keys are the cache's (key_pos and k_lens must be NULL)");
-    const int64_t B = c->B, C = c->C;
+    const int64_t B = c->B, C = c->C, A = c->A;
+    if (at && at->pos && (at->axes > 1 ? at->axes : 1) != A)
+        return pe_error(err, PE_EINVAL, "kv_cache_attend: positions of %lld axes, but the cache holds %lld per token",
+                        (long long)(at->axes > 1 ? at->axes : 1), (long long)A);
     int64_t Tk = 0, lo, hi;
     for (int64_t b = 0; b < B; b++) Tk = c->len[b] > Tk ? c->len[b] : Tk;
     if (!Tk) return pe_error(err, PE_EINVAL, "kv_cache_attend: the cache is empty (append the keys first)");
-    pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(B * (Tk + T) + B), sizeof(int64_t), err);
+    pe_status st = grow_scratch((void **)&c->kpos, &c->kpos_cap, (size_t)(B * (Tk + T) * A + B), sizeof(int64_t), err);
     if (!st && c->transform) st = grow_scratch((void **)&c->q, &c->q_cap, (size_t)(B * T * C), sizeof(float), err);
     if (st) return st;
-    int64_t *kpos = c->kpos, *qpos = kpos + B * Tk, *klen = qpos + B * T;
+    int64_t *kpos = c->kpos, *qpos = kpos + B * Tk * A, *klen = qpos + B * T * A;
     int lens = at && at->q_lens;
     lo = c->lo, hi = c->hi;
     for (int64_t b = 0; b < B; b++) {
@@ -313,13 +343,16 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
         if (!(at && at->pos) && nq > len)
             return pe_error(err, PE_EINVAL, "kv_cache_attend: row %lld: %lld queries at the positions of its last tokens, but "
                             "it holds %lld (give positions)", (long long)b, (long long)nq, (long long)len);
-        const int64_t *cp = c->pos + b * c->cap, fill = len ? cp[0] : 0;
-        for (int64_t u = 0; u < Tk; u++) kpos[b * Tk + u] = u < len ? cp[u] : fill;
-        for (int64_t t = 0; t < T; t++) {
-            int64_t p = t >= nq ? fill : at && at->pos ? at->pos[(at->pos_batched ? b * T : 0) + t] : cp[len - nq + t];
-            qpos[b * T + t] = p;
-            if (t < nq) lo = p < lo ? p : lo, hi = p > hi ? p : hi;
-        }
+        const int64_t *cp = c->pos + b * c->cap * A;
+        for (int64_t u = 0; u < Tk; u++)
+            for (int64_t a = 0; a < A; a++) kpos[(b * Tk + u) * A + a] = u < len ? cp[u * A + a] : len ? cp[a] : 0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t a = 0; a < A; a++) {
+                int64_t p = t >= nq ? (len ? cp[a] : 0)
+                            : at && at->pos ? at->pos[((at->pos_batched ? b * T : 0) + t) * A + a] : cp[(len - nq + t) * A + a];
+                qpos[(b * T + t) * A + a] = p;
+                if (t < nq) lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+            }
     }
     const float *qa = q;
     if (c->transform) {
@@ -331,7 +364,7 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
     }
     pe_positions cat = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1,
                         .mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0,
-                        .q_lens = lens && at ? at->q_lens : NULL, .k_lens = lens ? klen : NULL};
+                        .q_lens = lens && at ? at->q_lens : NULL, .k_lens = lens ? klen : NULL, .axes = A};
     const int transformed = c->transform || (c->m->flags & PE__INPUT);
     return pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, transformed, o, err);
 }
@@ -348,10 +381,10 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
     pe_status st = new_positions(c, T, pos, pos_batched, lens, &lo, &hi, err);
     if (st) return st;
     if ((st = grow_scratch((void **)&c->layer, &c->layer_cap, (size_t)(N * (3 * C + 2 * Ckv)), sizeof(float), err)) ||
-        (st = grow_scratch((void **)&c->lpos, &c->lpos_cap, (size_t)N, sizeof(int64_t), err)))
+        (st = grow_scratch((void **)&c->lpos, &c->lpos_cap, (size_t)(N * c->A), sizeof(int64_t), err)))
         return st;
     int64_t *p = c->lpos;
-    memcpy(p, c->kpos, sizeof(int64_t) * (size_t)N); /* append reuses the scratch */
+    memcpy(p, c->kpos, sizeof(int64_t) * (size_t)(N * c->A)); /* append reuses the scratch */
     float *xe = c->layer, *q = xe + N * C, *o = q + N * C, *k = o + N * C, *v = k + N * Ckv;
     memcpy(xe, x, sizeof(float) * (size_t)(N * C));
     if (lo > hi) lo = hi = p[0];
@@ -362,7 +395,7 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
         pe__linear_forward(v, xe, w->wv, w->bv, N, C, Ckv);
         st = pe_kv_cache_append(c, w, k, v, T, p, 1, lens, err);
     }
-    pe_positions at = {.pos = p, .pos_batched = 1, .q_lens = lens};
+    pe_positions at = {.pos = p, .pos_batched = 1, .q_lens = lens, .axes = c->A};
     if (!st && (st = pe_kv_cache_attend(c, w, q, T, &at, o, err))) { /* the tokens leave again: nothing changed */
         for (int64_t b = 0; b < B; b++) c->len[b] -= lens ? lens[b] : T;
         remake_range(c);
@@ -373,57 +406,75 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
 
 pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, int64_t delta,
                             pe_err *err) {
-    if (keep < 0 || n_drop < 0) return pe_error(err, PE_EINVAL, "kv_cache_shift: keep and n_drop must be >= 0");
-    if (delta < -2 * PE_MAX_POSITION || delta > 2 * PE_MAX_POSITION)
-        return pe_error(err, PE_EPOS, "kv_cache_shift: delta %lld moves positions past +-2^53", (long long)delta);
+    int64_t d[PE_MAX_AXES];
+    for (int64_t a = 0; a < c->A; a++) d[a] = delta;
+    return pe_kv_cache_shift_axes(c, w, keep, n_drop, d, err);
+}
+
+pe_status pe_kv_cache_shift_axes(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, const int64_t *delta,
+                                 pe_err *err) {
+    const int64_t A = c->A;
+    if (keep < 0 || n_drop < 0 || !delta)
+        return pe_error(err, PE_EINVAL, "kv_cache_shift: keep and n_drop must be >= 0, and delta given");
+    int moved = 0;
+    for (int64_t a = 0; a < A; a++) {
+        if (delta[a] < -2 * PE_MAX_POSITION || delta[a] > 2 * PE_MAX_POSITION)
+            return pe_error(err, PE_EPOS, "kv_cache_shift: delta %lld moves positions past +-2^53", (long long)delta[a]);
+        moved |= delta[a] != 0;
+    }
     for (int64_t b = 0; b < c->B; b++) { /* everything checked before anything moves */
         const int64_t len = c->len[b];
         if (len && (keep > len || n_drop > len - keep)) /* keep + n_drop > len, without overflow */
             return pe_error(err, PE_EINVAL, "kv_cache_shift: row %lld holds %lld tokens, fewer than keep %lld + n_drop %lld",
                             (long long)b, (long long)len, (long long)keep, (long long)n_drop);
-        for (int64_t u = len ? keep + n_drop : 0; u < len; u++) { /* an empty row checks nothing */
-            const int64_t p = c->pos[b * c->cap + u] - delta;
-            if (p < -PE_MAX_POSITION || p > PE_MAX_POSITION)
-                return pe_error(err, PE_EPOS, "kv_cache_shift: row %lld: token %lld at %lld would move to %lld, outside +-2^53",
-                                (long long)b, (long long)u, (long long)(p + delta), (long long)p);
-        }
+        for (int64_t u = len ? keep + n_drop : 0; u < len; u++) /* an empty row checks nothing */
+            for (int64_t a = 0; a < A; a++) {
+                const int64_t p = c->pos[(b * c->cap + u) * A + a] - delta[a];
+                if (p < -PE_MAX_POSITION || p > PE_MAX_POSITION)
+                    return pe_error(err, PE_EPOS, "kv_cache_shift: row %lld: token %lld at %lld would move to %lld, outside "
+                                    "+-2^53", (long long)b, (long long)u, (long long)(p + delta[a]), (long long)p);
+            }
     }
-    if (delta && c->transform && !c->rotary)
+    if (moved && c->transform && !c->rotary)
         return pe_error(err, PE_EINVAL, "kv_cache_shift: method %s adds position terms to the cached keys and values; "
                         "moving them needs the tokens appended again", c->m->name);
     int64_t lo = INT64_MAX, hi = INT64_MIN; /* the range after the shift */
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t u = 0, len = c->len[b]; u < len; u++) {
             if (u >= keep && u - keep < n_drop) continue; /* dropped */
-            const int64_t p = c->pos[b * c->cap + u] - (u >= keep ? delta : 0);
-            lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+            for (int64_t a = 0; a < A; a++) {
+                const int64_t p = c->pos[(b * c->cap + u) * A + a] - (u >= keep ? delta[a] : 0);
+                lo = p < lo ? p : lo, hi = p > hi ? p : hi;
+            }
         }
     /* the frame the re-rotation will use, made once here: one the method cannot make (xPos's
      * scale past float range) refuses before anything moves */
     if (c->rotary && c->have_frame && lo <= hi) {
         const int moves = c->m->rotary_frame(pe_attention_config(c->att), c->D, c->frame, lo, hi);
-        int64_t to[2] = {moves ? lo : c->frame[0], moves ? hi : c->frame[1]};
+        int64_t to[2] = {moves ? lo : c->frame[0], moves ? hi : c->frame[1]}, at[PE_MAX_AXES];
+        for (int64_t a = 0; a < A; a++) at[a] = to[0];
         pe__ctx probe;
-        pe_status st = pe__attention_context(c->att, w, 1, &to[0], to[0], to[1], &probe, err);
+        pe_status st = pe__attention_context(c->att, w, 1, at, to[0], to[1], &probe, err);
         if (st) return st;
         pe__attention_release(c->att, &probe);
     }
     const int64_t Ckv = c->Ckv;
     int64_t *old = NULL;
-    if (c->rotary && delta && !(old = malloc(sizeof(int64_t) * (size_t)(c->B * c->cap))))
+    if (c->rotary && moved && !(old = malloc(sizeof(int64_t) * (size_t)(c->B * c->cap * A))))
         return pe_error(err, PE_ENOMEM, "out of memory for the shift");
     for (int64_t b = 0; b < c->B; b++) {
         const int64_t len = c->len[b];
         if (!len) continue;
         float *k = c->k + b * c->cap * Ckv, *v = c->v + b * c->cap * Ckv;
-        int64_t *p = c->pos + b * c->cap, rest = len - keep - n_drop;
+        int64_t *p = c->pos + b * c->cap * A, rest = len - keep - n_drop;
         if (n_drop) {
             memmove(k + keep * Ckv, k + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
             memmove(v + keep * Ckv, v + (keep + n_drop) * Ckv, sizeof(float) * (size_t)(rest * Ckv));
-            memmove(p + keep, p + keep + n_drop, sizeof(int64_t) * (size_t)rest);
+            memmove(p + keep * A, p + (keep + n_drop) * A, sizeof(int64_t) * (size_t)(rest * A));
         }
-        if (old) memcpy(old + b * c->cap, p, sizeof(int64_t) * (size_t)(len - n_drop));
-        for (int64_t u = keep; u < keep + rest; u++) p[u] -= delta;
+        if (old) memcpy(old + b * c->cap * A, p, sizeof(int64_t) * (size_t)((len - n_drop) * A));
+        for (int64_t u = keep; u < keep + rest; u++)
+            for (int64_t a = 0; a < A; a++) p[u * A + a] -= delta[a];
         c->len[b] = keep + rest;
     }
     pe_status st = PE_OK;

@@ -226,9 +226,10 @@ typedef struct pe__method {
      * (rows, rd/2, 2) cos, sin (scale included) of the queries (which 0) or keys (which 1),
      * rows in ctx->pos order; *rd and *layout say what it rotates. */
     const float *(*rotary_table)(const pe__ctx *ctx, int which, int64_t *rd, int *layout);
-    /* The same in double for one pair t at position p (after prepare): its angle and its scale
-     * (which: 0 q, 1 k), from which a cache re-rotates keys by differences. */
-    void (*rotary_angle)(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale);
+    /* The same in double for one pair t of a token at positions p (its ctx->A axes; the pair
+     * reads its own) after prepare: its angle and its scale (which: 0 q, 1 k), from which a cache
+     * re-rotates keys by differences. */
+    void (*rotary_angle)(const pe__ctx *ctx, int which, const int64_t *p, int64_t t, double *angle, double *scale);
     /* A rotary method's rotations depend on the attention's range of positions [lo, hi] (its
      * pos_min, pos_max) only through a frame: 1 when an attention over [lo, hi] needs another
      * frame than cur (the range a cache rotated its keys in), which then becomes [lo, hi].
@@ -515,8 +516,8 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                   const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
                                   const pe_positions *at, int transformed, float *o, pe_err *err);
-/* A context of n rows at positions pos (as both queries and keys) in an attention over
- * positions [lo, hi], prepared; pe__attention_release frees what prepare made. */
+/* A context of n rows at positions pos (n, A: the layer's axes; as both queries and keys) in an
+ * attention over positions [lo, hi], prepared; pe__attention_release frees what prepare made. */
 pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
                                 int64_t hi, pe__ctx *ctx, pe_err *err);
 void pe__attention_release(pe_attention *a, pe__ctx *ctx);

@@ -32,12 +32,16 @@ void pe_kv_cache_free(pe_kv_cache *c);
 void pe_kv_cache_clear(pe_kv_cache *c);
 /* Tokens cached in row b (-1 for a row that does not exist). */
 int64_t pe_kv_cache_length(const pe_kv_cache *c, int64_t b);
-/* Row b's storage: k, v (n, Hkv*D) as cached (rotated), positions (n); any pointer may be NULL. */
+/* Position axes per token the cache holds: rope with rope_sections' count (M-RoPE), else 1. */
+int64_t pe_kv_cache_axes(const pe_kv_cache *c);
+/* Row b's storage: k, v (n, Hkv*D) as cached (rotated), positions (n, A); any pointer may be NULL. */
 pe_status pe_kv_cache_view(const pe_kv_cache *c, int64_t b, const float **k, const float **v, const int64_t **pos,
                            int64_t *n, pe_err *err);
 
-/* Appends n tokens to every row: k, v (B, n, Hkv*D) as projected (not rotated); pos (B, n) when
- * pos_batched, else (n), or NULL: each row continues from its last position + 1 (0 when empty);
+/* Appends n tokens to every row: k, v (B, n, Hkv*D) as projected (not rotated); pos (B, n, A) when
+ * pos_batched, else (n, A) (A = pe_kv_cache_axes), or NULL: each row continues from its last
+ * position + 1 (0 when empty; with A axes from its largest position + 1, on every axis: M-RoPE's
+ * text after an image);
  * lens (B) or NULL: row b takes its first lens[b] tokens (0 .. n). A row that would pass
  * max_tokens is an error and nothing is appended. w: the method's tensors (NULL: none). */
 pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k, const float *v, int64_t n,
@@ -46,7 +50,7 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
  * positions (default: those of the row's last T tokens, i.e. the tokens just appended), q_lens,
  * and an attn_mask (B, T, Tk) over the cached keys (Tk: the longest row); key_pos and k_lens
  * must be NULL. causal masks a key after the query's own token (the queries are the row's last
- * tokens). o (B, T, H*D). */
+ * tokens); at->axes must match the cache's. o (B, T, H*D). */
 pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q, int64_t T, const pe_positions *at,
                              float *o, pe_err *err);
 /* The whole layer for T new tokens: x (B, T, C) -> y (B, T, C), as pe_attention_layer_forward
@@ -60,6 +64,11 @@ pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const f
  * time (bias, relative, none) shift; floater (position terms added to k and v) refuses delta != 0. */
 pe_status pe_kv_cache_shift(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, int64_t delta,
                             pe_err *err);
+/* The same with a delta per position axis (A of them): M-RoPE's keys moved on their time axis
+ * alone (delta 0 on the others), or on every axis; pe_kv_cache_shift moves every axis by delta.
+ * The keys are re-rotated exactly, each pair on its own axis. */
+pe_status pe_kv_cache_shift_axes(pe_kv_cache *c, const pe_weights *w, int64_t keep, int64_t n_drop, const int64_t *delta,
+                                 pe_err *err);
 
 #ifdef __cplusplus
 }

@@ -163,6 +163,8 @@ if HAS_CACHE:
         "pe_kv_cache_attend": (ctypes.c_int, [_P, _P, _F, ctypes.c_int64, _P, _F, ctypes.POINTER(PeErr)]),
         "pe_kv_cache_shift": (ctypes.c_int, [_P, _P, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                              ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_shift_axes": (ctypes.c_int, [_P, _P, ctypes.c_int64, ctypes.c_int64, _I, ctypes.POINTER(PeErr)]),
+        "pe_kv_cache_axes": (ctypes.c_int64, [_P]),
     }.items():
         _f = getattr(lib, _name)
         _f.restype, _f.argtypes = _res, _args

@@ -168,11 +168,11 @@ static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int
     return which ? st->cs_k : st->cs;
 }
 
-/* Pair t at position p: the angle p theta_t and the attention factor (either side). */
-static void rotary_angle(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale) {
+/* Pair t at positions p: the angle p[axis of t] theta_t and the attention factor (either side). */
+static void rotary_angle(const pe__ctx *ctx, int which, const int64_t *p, int64_t t, double *angle, double *scale) {
     (void)which;
     const rope_state *st = ctx->state;
-    *angle = (double)p * st->inv_freq[t], *scale = st->attn;
+    *angle = (double)p[st->axis ? st->axis[t] : 0] * st->inv_freq[t], *scale = st->attn;
 }
 
 /* The frequencies depend on the positions only through n = max(positions) + 1: dynamic NTK's

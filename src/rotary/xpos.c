@@ -109,8 +109,9 @@ static void release(pe__ctx *ctx) {
 }
 
 /* Pair t at position p: the angle p theta_t and the scale z_t^(+-(p - c)/B) of q or k. */
-static void rotary_angle(const pe__ctx *ctx, int which, int64_t p, int64_t t, double *angle, double *scale) {
+static void rotary_angle(const pe__ctx *ctx, int which, const int64_t *pp, int64_t t, double *angle, double *scale) {
     const xpos_state *st = ctx->state;
+    const int64_t p = pp[0]; /* one axis */
     double power = (double)(p - st->centre) / ctx->cfg->xpos_scale_base;
     *angle = (double)p * st->inv_freq[t], *scale = pow(st->z[t], which ? -power : power);
 }

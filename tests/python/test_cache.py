@@ -153,3 +153,39 @@ def test_cache_hostile_integers():
         cache.append(k[:, :, :1], k[:, :, :1], positions=torch.tensor([2**53 + 1]))
     assert len(cache) == 3
     assert torch.equal(cache.attend(q), before)
+
+
+@pytest.mark.parametrize("delta", [None, (2, 2, 2), (2, 0, 0)])
+def test_mrope_decode_and_shift(delta):
+    """M-RoPE through the cache: positions (time, row, column) as Qwen2-VL lays out text:2,
+    image:2x3, text:2 (posenc.mrope_positions), decoded token by token against the float64
+    reference's projected form, then a shift on every axis or on the time axis alone"""
+    rng = np.random.default_rng(11)
+    H, D = 2, 8
+    C = H * D
+    meta = {"method": "rope", "heads": H, "causal": True, "rope_sections": "2,1,1"}
+    pos = np.array([[0, 0, 0], [1, 1, 1]] + [[2, 2 + r, 2 + c] for r in range(2) for c in range(3)] +
+                   [[5, 5, 5], [6, 6, 6]], dtype=np.int64)
+    N = len(pos)
+    q = rng.uniform(-1, 1, (1, N, C)).astype(np.float32)
+    k = rng.uniform(-1, 1, (1, N, C)).astype(np.float32)
+    v = rng.uniform(-1, 1, (1, N, C)).astype(np.float32)
+    cache = posenc.KVCache(meta, C, max_tokens=16)
+    assert cache.axes == 3
+    for t in range(N):
+        cache.append(k[:, t:t + 1], v[:, t:t + 1], pos[t:t + 1])
+        o = cache.attend(q[:, t:t + 1], pos[t:t + 1])
+        want = posenc_ref.attend_qkv(_text(meta), {"q": q[:, t:t + 1], "k": k[:, :t + 1], "v": v[:, :t + 1],
+                                                   "positions": pos[None, t:t + 1], "key_positions": pos[None, :t + 1]})["o"]
+        assert_close(f"o of token {t}", o, want.numpy(), rtol=1e-4, atol=1e-5)
+    if delta is None:
+        return
+    cache.shift(1, 2, delta)
+    keep = np.r_[0:1, 3:N]
+    kpos = np.concatenate([pos[:1], pos[3:] - np.array(delta)])
+    o = cache.attend(q[:, -1:], kpos[-1:])
+    want = posenc_ref.attend_qkv(_text(meta), {"q": q[:, -1:], "k": k[:, keep], "v": v[:, keep],
+                                               "positions": kpos[None, -1:], "key_positions": kpos[None]})["o"]
+    assert_close("o after the shift", o, want.numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="position axes"):
+        cache.shift(0, 1, (1, 1))
