@@ -122,7 +122,7 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o $(BUILD)/obj/cli/compare_tables.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
+$(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o $(BUILD)/obj/cli/compare_tables.o $(BUILD)/obj/cli/compare_run.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
 # the executors (src/exec: fused, decode, their kernels and threads): OpenMP when the compiler has it
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/exec/*.c)) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
 # the figures of `posenc plot` (cli/draw.c) draw with cairo too
