@@ -364,8 +364,8 @@ static int run_and_write(cmp_all *a, const compare_args *ca, int jobs, const cha
     a->jobs = a->jobs < 1 ? 1 : a->jobs;
     print_plan(a, skipped);
     if (a->shard.n)
-        printf("shard %d/%d (%s): %d of the %d runs, %d of them done already; run files into %s\n", a->shard.k, a->shard.n,
-               a->shard.from, mine, a->njobs, done, out);
+        printf("shard %d/%d (%s): %d of the %d runs, %d of them done already%s%s\n", a->shard.k, a->shard.n, a->shard.from,
+               mine, a->njobs, done, ca->estimate ? "" : "; run files into ", ca->estimate ? "" : out);
     fflush(stdout);
     tr_env_setup(1);
     cmp_pool p = {.todo = todo, .shard_of = shard_of, .save = a->shard.n ? out : NULL, .quiet = ca->quiet,

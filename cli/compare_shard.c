@@ -386,7 +386,7 @@ static char **run_files(const char *dir, int *n) {
     if (!d) return NULL;
     for (struct dirent *e; (e = readdir(d));) {
         size_t l = strlen(e->d_name);
-        if (l < 5 || strcmp(e->d_name + l - 4, ".run")) continue;
+        if (l < 5 || e->d_name[0] == '.' || strcmp(e->d_name + l - 4, ".run")) continue; /* not pe_out's temporaries */
         char **g = *n < cap ? names : realloc(names, sizeof(char *) * (size_t)(cap = cap ? 2 * cap : 64));
         if (!g || !(g[*n] = strdup(e->d_name))) {
             for (int i = 0; i < *n; i++) free((g ? g : names)[i]);
