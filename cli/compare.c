@@ -5,7 +5,9 @@
  * --full does it for lm and the synthetic tasks, each with its own budget (FULL below), plus
  * the variants the published orderings need, in one pool of runs, and --results writes the
  * results page (cli/results.c). Runs are independent: one single-threaded run per core
- * (OpenMP), which at this model size beats threading inside a run (doc/perf.md, item 4). */
+ * (OpenMP), which at this model size beats threading inside a run (doc/perf.md, item 4; the
+ * pool: cli/compare_run.c). --shard K/N runs a share of them and writes one file per run,
+ * --merge builds the outputs from the shards' files (cli/compare_shard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,8 +15,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -369,7 +369,7 @@ static int run_and_write(cmp_all *a, const compare_args *ca, int jobs, const cha
     fflush(stdout);
     tr_env_setup(1);
     cmp_pool p = {.todo = todo, .shard_of = shard_of, .save = a->shard.n ? out : NULL, .quiet = ca->quiet,
-              .estimate_only = ca->estimate};
+                  .estimate_only = ca->estimate};
     cmp_run_jobs(a, &p);
     if (ca->estimate) return free(shard_of), free(todo), 0;
     struct rusage ru;
