@@ -300,7 +300,6 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
     return 0;
 }
 
-
 int cmp_report_failures(const cmp_all *a, const unsigned char *which) {
     int failures = 0;
     for (int j = 0; j < a->njobs; j++)
