@@ -122,7 +122,7 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o $(BUILD)/obj/cli/compare_tables.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
+$(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o $(BUILD)/obj/cli/compare_tables.o $(BUILD)/obj/cli/compare_run.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
 # the executors (src/exec: fused, decode, their kernels and threads): OpenMP when the compiler has it
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/exec/*.c)) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
 # the figures of `posenc plot` (cli/draw.c) draw with cairo too
@@ -187,6 +187,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode $(BUILD)/examples/api
 	@bash tests/cli/test_cli.sh $(BUILD)/posenc
 	@bash tests/cli/test_encode.sh $(BUILD)/posenc
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
+	@bash tests/cli/test_shards.sh $(BUILD)/posenc
 	@bash tests/cli/test_bench.sh $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc

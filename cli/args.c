@@ -227,6 +227,11 @@ int arg_parse_only(const arg_cmd *c, int argc, char **argv, void *opts, arg_res 
             given[o - c->opts] = 1;
             if (o->kind == ARG_FLAG) {
                 rc = store(c, o, a, NULL, opts);
+            } else if (o->kind == ARG_LIST && v && !is_option(c, v)) {
+                /* the words up to the next option; given again, the later list wins */
+                arg_list *l = (arg_list *)((char *)opts + o->off);
+                *l = (arg_list){.first = argv[i + 1], .v = argv + i + 1, .n = 0};
+                while (i + 1 < argc && !is_option(c, argv[i + 1])) l->n++, i++;
             } else if (!v || (!o->any && is_option(c, v))) {
                 rc = cli_fail("%s: option %s needs a value", c->name, a);
             } else {

@@ -21,11 +21,20 @@ typedef enum arg_kind {
     ARG_REAL,   /* double within [rlo, rhi] */
     ARG_STR,    /* const char * */
     ARG_ENUM,   /* const char *, one of the space-separated words of choices */
+    ARG_LIST,   /* arg_list: one or more words, every word after the option up to the next option */
     ARG_IN,     /* const char *: a file read (must exist, regular) */
     ARG_OUT,    /* const char *: a file written (probed: folder writable, not a device/FIFO/dir) */
     ARG_OUTDIR, /* const char *: a folder written into (made if missing; its parent must exist) */
     ARG_EDIT,   /* const char *: a file rewritten in place (a README): both of IN and OUT */
 } arg_kind;
+
+/* The values of an ARG_LIST option: v[0] .. v[n-1] are argv's words. first is v[0], where every
+ * other string option keeps its value, so a reader of the table (the fuzzer) sees a string. */
+typedef struct arg_list {
+    const char *first;
+    char *const *v;
+    int n;
+} arg_list;
 
 /* One option, or one positional argument (then name is what help shows, e.g. "CASE"). */
 typedef struct arg_opt {

@@ -5,7 +5,9 @@
  * --full does it for lm and the synthetic tasks, each with its own budget (FULL below), plus
  * the variants the published orderings need, in one pool of runs, and --results writes the
  * results page (cli/results.c). Runs are independent: one single-threaded run per core
- * (OpenMP), which at this model size beats threading inside a run (doc/perf.md, item 4). */
+ * (OpenMP), which at this model size beats threading inside a run (doc/perf.md, item 4; the
+ * pool: cli/compare_run.c). --shard K/N runs a share of them and writes one file per run,
+ * --merge builds the outputs from the shards' files (cli/compare_shard.c). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,8 +15,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -166,8 +166,7 @@ static int task_setup(cmp_task *t, const tr_options *o, int64_t shape_k, int64_t
     return 0;
 }
 
-/* The options of job j's run. */
-static tr_options run_options(const cmp_task *t, const cmp_job *jb) {
+tr_options cmp_run_options(const cmp_task *t, const cmp_job *jb) {
     tr_options ro = t->base;
     const cmp_variant *vr = &t->V[jb->v];
     snprintf(ro.method, sizeof ro.method, "%s", vr->method);
@@ -175,183 +174,6 @@ static tr_options run_options(const cmp_task *t, const cmp_job *jb) {
     ro.shape = vr->shape ? t->shape_k : 0;
     ro.random_positions = vr->random ? t->random_n : t->base.random_positions;
     return ro;
-}
-
-static double thread_seconds(void) {
-    struct timespec ts;
-    return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? tr_now() : (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Every job of every task, in one pool: the costliest first, one per core, progress and ETA
- * on stderr. */
-static void run_jobs(cmp_all *a, int quiet, int estimate_only) {
-    const int njobs = a->njobs;
-    int *order = malloc(sizeof(int) * (size_t)njobs);
-    double *cost = malloc(sizeof(double) * (size_t)njobs);
-    if (!order || !cost) {
-        for (int j = 0; j < njobs; j++) a->J[j].failed = 1, snprintf(a->J[j].err, sizeof a->J[j].err, "out of memory");
-        free(order), free(cost);
-        return;
-    }
-    /* the methods' costs differ by 10x: time a few steps of each variant of each task, then
-     * start the longest runs first so that no slow run is left alone at the end */
-    int nvt = 0, vt_first[CMP_MAX_TASKS];
-    for (int t = 0; t < a->nt; t++) vt_first[t] = nvt, nvt += a->T[t].nv;
-    double *vcost = calloc((size_t)nvt, sizeof(double));
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(a->jobs)
-#endif
-    for (int i = 0; i < nvt; i++) {
-        tr_env_thread();
-        int t = 0;
-        while (t + 1 < a->nt && vt_first[t + 1] <= i) t++;
-        const cmp_task *tk = &a->T[t];
-        cmp_job probe = {.t = t, .v = i - vt_first[t], .seed = 1};
-        tr_options ro = run_options(tk, &probe);
-        pe_err e;
-        tr_run run;
-        if (!vcost || tr_run_init(&run, &ro, &tk->task, &e)) continue; /* the run itself reports it */
-        /* 2 steps to warm up, 4 timed in the thread's CPU time, which other processes on the
-         * machine do not inflate (the runs will have the cores to themselves) */
-        double loss, t1 = -1;
-        int k = 0;
-        for (; k < 6 && ro.steps > 0; k++) {
-            if (k == 2) t1 = thread_seconds();
-            if (tr_run_step(&run, &loss, NULL, &e)) break;
-        }
-        vcost[i] = t1 >= 0 && k > 2 ? (thread_seconds() - t1) / (k - 2) : 0;
-        tr_run_free(&run);
-    }
-    double total_cost = 0;
-    for (int j = 0; j < njobs; j++) {
-        cmp_job *jb = &a->J[j];
-        jb->step_cost = vcost ? vcost[vt_first[jb->t] + jb->v] : 0;
-        cost[j] = jb->step_cost * (double)a->T[jb->t].base.steps;
-        total_cost += cost[j];
-        order[j] = j;
-    }
-    free(vcost);
-    for (int x = 1; x < njobs; x++) /* stable insertion sort, costliest first */
-        for (int y = x; y > 0 && cost[order[y]] > cost[order[y - 1]]; y--) {
-            int s = order[y];
-            order[y] = order[y - 1], order[y - 1] = s;
-        }
-    {
-        /* the estimate: the runs' training steps at the probes' speed, shared by the cores
-         * (the evaluations, a few percent of a run, are not in it; nor is the slowdown of two
-         * runs sharing a machine's caches) */
-        char est[32], each[32];
-        tr_format_time(est, sizeof est, total_cost / a->jobs);
-        tr_format_time(each, sizeof each, total_cost);
-        printf("estimated %s (%s of runs, %d at a time, from 4 timed steps of each variant)", est, each, a->jobs);
-        for (int t = 0; t < a->nt && a->nt > 1; t++) {
-            double c = 0;
-            for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->seeds; j++) c += cost[j];
-            tr_format_time(each, sizeof each, c);
-            printf("%s %s %s", t ? "," : ";", a->T[t].base.task, each);
-        }
-        printf("\n");
-        fflush(stdout);
-    }
-    if (estimate_only) {
-        free(order), free(cost);
-        return;
-    }
-    /* progress: the ETA weighs every step by its run's measured cost, since the tasks' steps differ */
-    double done_cost = 0, t0 = tr_now(), last_print = -1;
-    int runs_done = 0;
-    const int tty = isatty(2);
-    double *t_start = malloc(sizeof(double) * (size_t)a->nt), *t_end = malloc(sizeof(double) * (size_t)a->nt);
-    for (int t = 0; t < a->nt && t_start && t_end; t++) t_start[t] = INFINITY, t_end[t] = 0;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(a->jobs)
-#endif
-    for (int oj = 0; oj < njobs; oj++) {
-        tr_env_thread();
-        cmp_job *jb = &a->J[order[oj]];
-        const cmp_task *tk = &a->T[jb->t];
-        const cmp_variant *vr = &tk->V[jb->v];
-        tr_options ro = run_options(tk, jb);
-        pe_err e = {{0}};
-        tr_run run;
-        double start = tr_now();
-        int64_t tokens = 0;
-        if (tr_run_init(&run, &ro, &tk->task, &e)) {
-            jb->failed = 1;
-            snprintf(jb->err, sizeof jb->err, "%s", e.msg);
-        } else {
-            double loss = 0;
-            while (run.step < ro.steps && !jb->failed) {
-                int64_t tkn = 0;
-                if (tr_run_step(&run, &loss, &tkn, &e) || !isfinite(loss)) {
-                    jb->failed = 1;
-                    snprintf(jb->err, sizeof jb->err, "step %lld: %s", (long long)run.step, isfinite(loss) ? e.msg : "loss not finite");
-                }
-                tokens += tkn;
-                double dc;
-#ifdef _OPENMP
-#pragma omp atomic capture
-#endif
-                dc = done_cost += jb->step_cost;
-                double lp;
-#ifdef _OPENMP
-#pragma omp atomic read
-#endif
-                lp = last_print;
-                if (!quiet && (tr_now() - t0 - lp > (tty ? 0.25 : 15.0))) {
-#ifdef _OPENMP
-#pragma omp critical(progress)
-#endif
-                    {
-                        double el = tr_now() - t0;
-                        if (el - last_print > (tty ? 0.25 : 15.0)) {
-                            char eta[32], ela[32], what[96] = "";
-                            tr_format_time(eta, sizeof eta, dc > 0 ? el / dc * (total_cost - dc) : 0);
-                            tr_format_time(ela, sizeof ela, el);
-                            if (a->nt > 1) snprintf(what, sizeof what, "%s: ", tk->base.task);
-                            fprintf(stderr, "%scompare: %d/%d runs done, %s%s seed %d at step %lld, %s elapsed, ETA %s   %s",
-                                    tty ? "\r" : "", runs_done, njobs, what, vr->name, jb->seed, (long long)run.step, ela,
-                                    eta, tty ? "" : "\n");
-#ifdef _OPENMP
-#pragma omp atomic write
-#endif
-                            last_print = el;
-                        }
-                    }
-                }
-            }
-            jb->seconds = tr_now() - start;
-            jb->tok_per_s = jb->seconds > 0 ? (double)tokens / jb->seconds : 0;
-            jb->final_loss = loss;
-            for (int k = 0; k < ro.n_eval && !jb->failed; k++)
-                if (tr_run_eval(&run, ro.eval[k], &jb->m[k], &e)) {
-                    jb->failed = 1;
-                    snprintf(jb->err, sizeof jb->err, "evaluation at %lldx: %s", (long long)ro.eval[k], e.msg);
-                }
-            tr_run_free(&run);
-        }
-        double end = tr_now();
-#ifdef _OPENMP
-#pragma omp critical(task_times)
-#endif
-        if (t_start && t_end) {
-            t_start[jb->t] = start < t_start[jb->t] ? start : t_start[jb->t];
-            t_end[jb->t] = end > t_end[jb->t] ? end : t_end[jb->t];
-        }
-#ifdef _OPENMP
-#pragma omp atomic
-#endif
-        runs_done++;
-    }
-    a->elapsed = tr_now() - t0;
-    for (int t = 0; t < a->nt; t++) {
-        /* a task's runs interleave with the others': its time is the sum of its runs' */
-        double s = 0;
-        for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->seeds; j++) s += a->J[j].seconds;
-        a->T[t].elapsed = a->nt > 1 ? s : t_start && t_end && t_end[t] > t_start[t] ? t_end[t] - t_start[t] : a->elapsed;
-    }
-    if (!quiet) fprintf(stderr, "%s", tty ? "\r\033[K" : "");
-    free(order), free(cost), free(t_start), free(t_end);
 }
 
 static void free_all(cmp_all *a) {
@@ -364,69 +186,28 @@ static void free_all(cmp_all *a) {
     free(a);
 }
 
-int cli_compare(int argc, char **argv) {
-    compare_args ca;
-    arg_res r;
-    ARGS_COMPARE.init(&ca);
-    int rc = arg_parse(&ARGS_COMPARE, argc, argv, &ca, &r);
-    if (rc < 0) tr_options_help();
-    if (rc) return rc < 0 ? 0 : rc;
+/* The tasks: one (the command line's), or every task of FULL with its budget; the command
+ * line's training options apply to every task, after the budget. The methods the trainer
+ * cannot take go to skipped. 0 or 2. */
+static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, char *skipped, size_t skipped_n) {
     pe_err err = {{0}};
-    const char *methods = ca.methods, *out = ca.out, *readme = ca.readme, *results = ca.results;
-    const int seeds = ca.seeds ? (int)ca.seeds : ca.quick ? 1 : 3;
-    int jobs = (int)ca.jobs;
-    rc = cli_train_keys(&ARGS_COMPARE, &r);
-    if (!rc && ca.full && readme && !results)
-        rc = cli_fail("compare: --full --readme writes the verdicts of the results page: it needs --results");
-    if (!rc && !ca.full && results) rc = cli_fail("compare: --results needs --full");
-    for (int i = 0; !rc && i < r.n_keys; i++) {
-        const char *k = r.keys[i];
-        if (!strcmp(k, "method") || !strcmp(k, "seed") || !strcmp(k, "shape"))
-            rc = cli_fail("compare: --%s is chosen per run; use --methods, --seeds, --shape-k", k);
-        else if (ca.full && !strcmp(k, "task")) rc = cli_fail("compare: --full runs every task; --task is for one");
-        else if (!tr_options_known(k)) rc = cli_fail("compare: unknown option --%s", k);
-    }
-    /* the README's block must be there before the runs, not found missing after them */
-    if (!rc && readme && cli_readme_block("compare", readme, ca.full ? "results" : "compare", NULL)) rc = 2;
-    if (!rc && results) { /* and the results page writable */
-        pe_out po;
-        if (pe_out_open(&po, results, &err)) rc = cli_fail("compare: --results: %s", err.msg);
-        else pe_out_abort(&po);
-    }
-    if (rc) {
-        arg_free(&r);
-        return rc;
-    }
-    tr_env_blas_select("compare", argc, argv);
-
-    cmp_all *a = calloc(1, sizeof *a);
-    if (!a) {
-        arg_free(&r);
-        return cli_fail("compare: out of memory");
-    }
-    a->seeds = seeds, a->quick = ca.quick, a->full = ca.full;
-    for (int i = 0, n = 0; i < argc && n < (int)sizeof a->command - 1; i++)
-        n += snprintf(a->command + n, sizeof a->command - (size_t)n, "%s%s", i ? " " : "", argv[i]);
-
-    /* the tasks: one (the command line's), or every task of FULL with its budget; the command
-     * line's training options apply to every task, after the budget */
-    const int ntasks = ca.full ? N_FULL : 1;
-    char skipped[2048] = "";
+    int rc = 0;
+    const int ntasks = ca->full ? N_FULL : 1;
     for (int t = 0; !rc && t < ntasks; t++) {
         cmp_task *tk = &a->T[a->nt];
         tr_options o;
         tr_options_default(&o);
-        if (ca.full) {
+        if (ca->full) {
             tr_options_set(&o, "task", FULL[t].task, &err);
-            if (set_pairs(&o, FULL[t].opts, &err) || (ca.quick && set_pairs(&o, FULL_QUICK, &err))) {
+            if (set_pairs(&o, FULL[t].opts, &err) || (ca->quick && set_pairs(&o, FULL_QUICK, &err))) {
                 rc = cli_fail("compare: the budget of %s: %s", FULL[t].task, err.msg);
                 break;
             }
-            if (ca.quick) tr_options_set(&o, "length", strcmp(FULL[t].task, "lm") ? "4" : "16", &err);
-            tk->why = ca.quick ? "--quick: a smoke test's budget" : FULL[t].why;
+            if (ca->quick) tr_options_set(&o, "length", strcmp(FULL[t].task, "lm") ? "4" : "16", &err);
+            tk->why = ca->quick ? "--quick: a smoke test's budget" : FULL[t].why;
             snprintf(tk->stem, sizeof tk->stem, "%s", FULL[t].task);
         } else {
-            if (ca.quick) { /* before the command line's options, which override it */
+            if (ca->quick) { /* before the command line's options, which override it */
                 const char *q[][2] = {{"length", "32"}, {"steps", "60"}, {"batch", "8"}, {"eval-tokens", "1024"},
                                       {"corpus-chars", "200000"}};
                 for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) tr_options_set(&o, q[i][0], q[i][1], &err);
@@ -434,28 +215,28 @@ int cli_compare(int argc, char **argv) {
             tk->why = "";
             snprintf(tk->stem, sizeof tk->stem, "compare");
         }
-        for (int i = 0; !rc && i < r.n_keys; i++)
-            if (tr_options_set(&o, r.keys[i], r.vals[i], &err)) rc = cli_fail("compare: %s", err.msg);
+        for (int i = 0; !rc && i < r->n_keys; i++)
+            if (tr_options_set(&o, r->keys[i], r->vals[i], &err)) rc = cli_fail("compare: %s", err.msg);
         if (rc) break;
         /* the variants: every method the trainer supports, in the library's order, or the
          * list; then (--full) the task's own variants whose method is in it */
         char why[256];
-        if (!strcmp(methods, "all")) {
+        if (!strcmp(ca->methods, "all")) {
             for (int m = 0; m < PE_METHOD_COUNT; m++) {
                 const char *name = pe_method_name(m);
                 if (add_variant(tk->V, &tk->nv, name, why, sizeof why)) {
-                    if (t == 0) snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "  skipped %s\n", why);
+                    if (t == 0) snprintf(skipped + strlen(skipped), skipped_n - strlen(skipped), "  skipped %s\n", why);
                     continue;
                 }
                 if (!strcmp(name, "sinusoidal")) add_variant(tk->V, &tk->nv, "sinusoidal+shape", why, sizeof why);
             }
         } else {
             char buf[1024];
-            snprintf(buf, sizeof buf, "%s", methods);
+            snprintf(buf, sizeof buf, "%s", ca->methods);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
                 if (add_variant(tk->V, &tk->nv, tok, why, sizeof why)) rc = cli_fail("compare: --methods: %s", why);
         }
-        if (!rc && ca.full) {
+        if (!rc && ca->full) {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", FULL[t].variants);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
@@ -466,35 +247,89 @@ int cli_compare(int argc, char **argv) {
             }
         }
         if (!rc && !tk->nv) rc = cli_fail("compare: no method to train");
-        if (!rc) rc = task_setup(tk, &o, ca.shape_k, ca.random_n);
+        if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n);
         if (!rc) a->nt++;
     }
-    arg_free(&r);
-    if (rc) {
-        free_all(a);
-        return rc;
+    return rc;
+}
+
+/* The options together, before any work; the shard (--shard, else the environment's unless
+ * merging) into *shard. 0 or 2 after the message. */
+static int check_args(const compare_args *ca, const arg_res *r, cmp_shard *shard) {
+    pe_err err = {{0}};
+    int rc = cli_train_keys(&ARGS_COMPARE, r);
+    *shard = (cmp_shard){0};
+    if (!rc && ca->full && ca->readme && !ca->results)
+        rc = cli_fail("compare: --full --readme writes the verdicts of the results page: it needs --results");
+    if (!rc && !ca->full && ca->results) rc = cli_fail("compare: --results needs --full");
+    for (int i = 0; !rc && i < r->n_keys; i++) {
+        const char *k = r->keys[i];
+        if (!strcmp(k, "method") || !strcmp(k, "seed") || !strcmp(k, "shape"))
+            rc = cli_fail("compare: --%s is chosen per run; use --methods, --seeds, --shape-k", k);
+        else if (ca->full && !strcmp(k, "task")) rc = cli_fail("compare: --full runs every task; --task is for one");
+        else if (!tr_options_known(k)) rc = cli_fail("compare: unknown option --%s", k);
     }
-    for (int t = 0; t < a->nt; t++) a->T[t].first_job = a->njobs, a->njobs += a->T[t].nv * seeds;
+    if (!rc && ca->merge.n && ca->shard) rc = cli_fail("compare: --merge builds the outputs of the shards; --shard runs one");
+    if (!rc && ca->merge.n && ca->estimate) rc = cli_fail("compare: --merge trains nothing: --estimate has nothing to time");
+    if (!rc && ca->shard) rc = cmp_shard_parse(ca->shard, shard);
+    else if (!rc && !ca->merge.n) rc = cmp_shard_from_env(shard);
+    if (!rc && shard->n && (ca->readme || ca->results))
+        rc = cli_fail("compare: %s: a shard writes run files, not tables: --%s goes to --merge", shard->from,
+                      ca->readme ? "readme" : "results");
+    /* the README's block must be there before the runs, not found missing after them */
+    if (!rc && ca->readme && cli_readme_block("compare", ca->readme, ca->full ? "results" : "compare", NULL)) rc = 2;
+    if (!rc && ca->results) { /* and the results page writable */
+        pe_out po;
+        if (pe_out_open(&po, ca->results, &err)) rc = cli_fail("compare: --results: %s", err.msg);
+        else pe_out_abort(&po);
+    }
+    return rc;
+}
+
+/* The runs: every variant of every task with seeds 1..N, variant-major; -1: out of memory. */
+static int build_jobs(cmp_all *a) {
+    for (int t = 0; t < a->nt; t++) a->T[t].first_job = a->njobs, a->njobs += a->T[t].nv * a->seeds;
     a->J = calloc((size_t)a->njobs, sizeof(cmp_job));
-    if (!a->J) {
-        free_all(a);
-        return cli_fail("compare: out of memory");
-    }
+    if (!a->J) return -1;
     for (int t = 0; t < a->nt; t++)
-        for (int j = 0; j < a->T[t].nv * seeds; j++) {
+        for (int j = 0; j < a->T[t].nv * a->seeds; j++) {
             cmp_job *jb = &a->J[a->T[t].first_job + j];
-            jb->t = t, jb->v = j / seeds, jb->seed = 1 + j % seeds;
+            jb->t = t, jb->v = j / a->seeds, jb->seed = 1 + j % a->seeds;
         }
-#ifdef _OPENMP
-    if (!jobs) jobs = omp_get_num_procs();
-#else
-    jobs = 1;
-#endif
-    if (jobs > a->njobs) jobs = a->njobs;
-    a->jobs = jobs;
-    if (ca.full) {
+    return cmp_fingerprint(a);
+}
+
+/* A shard's runs to do (todo[j]): its share (shard_of), less those whose files are in out;
+ * *mine and *done count them. 0 or 2. */
+static int shard_todo(cmp_all *a, const char *out, int *shard_of, unsigned char *todo, int *mine, int *done) {
+    unsigned char *have = calloc((size_t)a->njobs + 1, 1);
+    if (!have || cmp_partition(a, a->shard.n, shard_of)) return free(have), cli_fail("compare: out of memory");
+    int rc = cmp_runs_read(a, out, 0, have);
+    *mine = *done = 0;
+    for (int j = 0; j < a->njobs; j++) {
+        const int in = shard_of[j] == a->shard.k;
+        *mine += in, *done += in && have[j];
+        todo[j] = in && !have[j];
+    }
+    free(have);
+    return rc;
+}
+
+/* --merge: every run's result from the folders' run files; 0 or 2. */
+static int merge_runs(cmp_all *a, const arg_list *dirs) {
+    unsigned char *have = calloc((size_t)a->njobs + 1, 1);
+    if (!have) return cli_fail("compare: out of memory");
+    int rc = 0;
+    for (int i = 0; i < dirs->n && !rc; i++) rc = cmp_runs_read(a, dirs->v[i], 1, have);
+    if (!rc) rc = cmp_merge_finish(a, have);
+    free(have);
+    return rc;
+}
+
+static void print_plan(const cmp_all *a, const char *skipped) {
+    if (a->full) {
         printf("posenc compare --full: %d tasks, %d runs (variants x %d seeds), %d at a time, BLAS core %s\n", a->nt,
-               a->njobs, seeds, jobs, tr_env_blas_core());
+               a->njobs, a->seeds, a->jobs, tr_env_blas_core());
         for (int t = 0; t < a->nt; t++) {
             const tr_options *b = &a->T[t].base;
             printf("  %-8s %2d variants, length %lld, %lld steps x %lld, %lld layers x %lld wide, %lld heads\n", b->task,
@@ -505,73 +340,90 @@ int cli_compare(int argc, char **argv) {
     } else {
         const tr_options *b = &a->T[0].base;
         printf("posenc compare: %d methods x %d seeds on %s (training length %lld), %lld steps of %lld sequences each,\n"
-               "  %lld layers x %lld wide, %lld heads; evaluation at", a->T[0].nv, seeds, b->text[0] ? b->text : b->task,
+               "  %lld layers x %lld wide, %lld heads; evaluation at", a->T[0].nv, a->seeds, b->text[0] ? b->text : b->task,
                (long long)b->length, (long long)b->steps, (long long)b->batch, (long long)b->layers, (long long)b->width,
                (long long)b->heads);
         for (int k = 0; k < b->n_eval; k++) printf(" %lldx", (long long)b->eval[k]);
-        printf("; %d runs at a time, BLAS core %s\n%s", jobs, tr_env_blas_core(), skipped);
+        printf("; %d runs at a time, BLAS core %s\n%s", a->jobs, tr_env_blas_core(), skipped);
     }
-    fflush(stdout);
+}
 
+/* Runs this process's runs (every one, or a shard's) and writes what it writes: the outputs,
+ * or a shard's run files. Returns the exit status. */
+static int run_and_write(cmp_all *a, const compare_args *ca, int jobs, const char *skipped) {
+    const char *out = ca->out;
+    int *shard_of = calloc((size_t)a->njobs + 1, sizeof(int)), mine = a->njobs, done = 0, rc = 0;
+    unsigned char *todo = malloc((size_t)a->njobs + 1);
+    if (!shard_of || !todo) rc = cli_fail("compare: out of memory");
+    else if (a->shard.n) rc = shard_todo(a, out, shard_of, todo, &mine, &done);
+    else memset(todo, 1, (size_t)a->njobs);
+    if (!rc && a->shard.n && !ca->estimate && mkdir(out, 0777) && errno != EEXIST)
+        rc = cli_fail("compare: --out: cannot create '%s': %s", out, strerror(errno));
+    if (rc) return free(shard_of), free(todo), rc;
+    a->jobs = jobs > mine - done ? mine - done : jobs;
+    a->jobs = a->jobs < 1 ? 1 : a->jobs;
+    print_plan(a, skipped);
+    if (a->shard.n)
+        printf("shard %d/%d (%s): %d of the %d runs, %d of them done already%s%s\n", a->shard.k, a->shard.n, a->shard.from,
+               mine, a->njobs, done, ca->estimate ? "" : "; run files into ", ca->estimate ? "" : out);
+    fflush(stdout);
     tr_env_setup(1);
-    run_jobs(a, ca.quiet, ca.estimate);
-    if (ca.estimate) {
-        free_all(a);
-        return 0;
-    }
+    cmp_pool p = {.todo = todo, .shard_of = shard_of, .save = a->shard.n ? out : NULL, .quiet = ca->quiet,
+                  .estimate_only = ca->estimate};
+    cmp_run_jobs(a, &p);
+    if (ca->estimate) return free(shard_of), free(todo), 0;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     a->cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1e-6 * (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
-    int failures = 0;
-    for (int j = 0; j < a->njobs; j++)
-        if (a->J[j].failed) {
-            const cmp_job *jb = &a->J[j];
-            fprintf(stderr, "posenc: compare: %s%s%s seed %d failed: %s\n", ca.full ? a->T[jb->t].base.task : "",
-                    ca.full ? ": " : "", a->T[jb->t].V[jb->v].name, jb->seed, jb->err);
-            failures++;
-        }
+    if (a->shard.n) {
+        const int failures = cmp_report_failures(a, todo);
+        char tot[32];
+        tr_format_time(tot, sizeof tot, a->elapsed);
+        printf("\nshard %d/%d: %d runs in %s%s; with every shard's files, posenc compare --merge DIR ... builds the "
+               "outputs\n", a->shard.k, a->shard.n, p.runs, tot, failures ? "; some failed, see above" : "");
+        rc = p.save_failed ? 2 : failures ? 1 : 0;
+    } else if (cmp_runs_roundtrip(a)) rc = cli_fail("compare: out of memory");
+    else rc = cmp_outputs(a, out, ca->readme, ca->results);
+    free(shard_of), free(todo);
+    return rc;
+}
 
-    /* tables and files, task by task */
-    rc = failures ? 1 : 0;
-    if (mkdir(out, 0777) && errno != EEXIST) {
-        rc = cli_fail("compare: --out: cannot create '%s': %s", out, strerror(errno));
-        free_all(a);
+int cli_compare(int argc, char **argv) {
+    compare_args ca;
+    arg_res r;
+    ARGS_COMPARE.init(&ca);
+    int rc = arg_parse(&ARGS_COMPARE, argc, argv, &ca, &r);
+    if (rc < 0) tr_options_help();
+    if (rc) return rc < 0 ? 0 : rc;
+    cmp_shard shard;
+    if ((rc = check_args(&ca, &r, &shard))) {
+        arg_free(&r);
         return rc;
     }
-    for (int t = 0; t < a->nt; t++) {
-        cmp_task *tk = &a->T[t];
-        if (cmp_task_stats(tk, a) || !(tk->md = cmp_task_table(tk, a))) {
-            rc = cli_fail("compare: out of memory");
-            break;
-        }
+    tr_env_blas_select("compare", argc, argv);
+
+    cmp_all *a = calloc(1, sizeof *a);
+    if (!a) {
+        arg_free(&r);
+        return cli_fail("compare: out of memory");
     }
-    char tot[32], cpu[32];
-    tr_format_time(tot, sizeof tot, a->elapsed);
-    tr_format_time(cpu, sizeof cpu, a->cpu);
-    printf("\n%d runs in %s, %s of CPU time, %d at a time%s\n", a->njobs, tot, cpu, jobs,
-           failures ? "; some failed, see above" : "");
-    for (int t = 0; t < a->nt && rc < 2; t++) {
-        int r2 = cmp_task_files(&a->T[t], a, out, a->T[t].md);
-        if (r2) rc = r2;
-    }
-    if (rc < 2 && readme && !ca.full) {
-        /* the block: the table and the plot, the image path relative to the README */
-        char *block = malloc(70000), rel[1100];
-        const char *slash = strrchr(readme, '/');
-        size_t dl = slash ? (size_t)(slash - readme + 1) : 0;
-        snprintf(rel, sizeof rel, "%s/compare.png", out);
-        const char *img = dl && !strncmp(rel, readme, dl) ? rel + dl : rel;
-        if (!block) rc = cli_fail("compare: out of memory");
-        else {
-            snprintf(block, 70000, "%s\n![metric versus evaluation length](%s)\n", a->T[0].md, img);
-            if (cli_readme_block("compare", readme, "compare", block)) rc = 2;
-            else printf("updated %s\n", readme);
-        }
-        free(block);
-    }
-    if (rc < 2 && results) {
-        if (cmp_results_write(a, results, out, readme)) rc = 2;
-        else printf("wrote %s%s%s\n", results, readme ? " and updated " : "", readme ? readme : "");
+    a->seeds = ca.seeds ? (int)ca.seeds : ca.quick ? 1 : 3, a->quick = ca.quick, a->full = ca.full, a->shard = shard;
+    for (int i = 0, n = 0; i < argc && n < (int)sizeof a->command - 1; i++)
+        n += snprintf(a->command + n, sizeof a->command - (size_t)n, "%s%s", i ? " " : "", argv[i]);
+    char skipped[2048] = "";
+    rc = build_tasks(a, &ca, &r, skipped, sizeof skipped);
+    arg_free(&r);
+    if (!rc && build_jobs(a)) rc = cli_fail("compare: out of memory");
+    if (!rc && ca.merge.n) {
+        if (!(rc = merge_runs(a, &ca.merge))) rc = cmp_outputs(a, ca.out, ca.readme, ca.results);
+    } else if (!rc) {
+        int jobs = (int)ca.jobs;
+#ifdef _OPENMP
+        if (!jobs) jobs = omp_get_num_procs();
+#else
+        jobs = 1;
+#endif
+        rc = run_and_write(a, &ca, jobs, skipped);
     }
     free_all(a);
     return rc;

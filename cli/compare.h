@@ -29,11 +29,23 @@ typedef struct cmp_variant {
 typedef struct cmp_job {
     int t, v, seed;
     double step_cost; /* seconds per step, measured before the runs (longest runs start first) */
+    uint64_t fp;      /* the fingerprint of the run's settings (compare_shard.c) */
+    /* the result, all of which a run file holds (compare_shard.c) */
     tr_metrics m[TR_MAX_EVAL];
     double seconds, tok_per_s, final_loss;
+    double cpu;                  /* CPU seconds of its thread */
+    double wall_start, wall_end; /* seconds since 1970 (the span of merged shards) */
+    int shard_k, shard_n, jobs;  /* the shard it ran in (0/1: none) and that process's runs at a time */
     int failed;
     char err[640];
 } cmp_job;
+
+/* A share of the runs: the k-th of n (n 0: every run, no run files); from: what chose it
+ * ("--shard", or the environment's variables) for messages. */
+typedef struct cmp_shard {
+    int k, n;
+    char from[80];
+} cmp_shard;
 
 /* One task of the comparison: its budget, variants, and, after the runs, the statistics. */
 typedef struct cmp_task {
@@ -64,11 +76,15 @@ typedef struct cmp_all {
     int njobs;
     double elapsed, cpu;  /* seconds of the whole comparison */
     char command[1024];   /* the command line, for the results page */
+    uint64_t fp;          /* the fingerprint of the whole comparison's settings */
+    cmp_shard shard;
 } cmp_all;
 
 /* The metric of variant v at the k-th evaluation length, and whether it learned the task. */
 static inline double cmp_mean(const cmp_task *t, int v, int k) { return t->mean[v * t->base.n_eval + k]; }
 static inline double cmp_sd(const cmp_task *t, int v, int k) { return t->sd[v * t->base.n_eval + k]; }
+/* The options of job jb's run. */
+tr_options cmp_run_options(const cmp_task *t, const cmp_job *jb);
 /* The index of a variant by name, -1 when it was not run. */
 int cmp_find(const cmp_task *t, const char *name);
 /* The index of the task by name among a's, -1 when not run. */
@@ -91,5 +107,57 @@ double cmp_bigram_bpc(const tr_task *t);
 double cmp_chance_at(const tr_task *t, int64_t n, int64_t eval_tokens);
 char *cmp_task_table(const cmp_task *t, const cmp_all *a);
 int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const char *md);
+/* Every output from the runs' results in a->J (and a->elapsed, cpu, jobs): the failures on
+ * stderr, each task's statistics, table and files into out, the README's block (readme
+ * without --full) and the results page (results). The one way to them, whether the runs ran
+ * here or were merged from shards. Returns 0, 1 (some run failed) or 2. */
+int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *results);
+/* The failed runs (those with which[j]; NULL: all) on stderr, one line each; their count. */
+int cmp_report_failures(const cmp_all *a, const unsigned char *which);
+
+/* What the pool runs: the jobs with todo[j] set; a shard (a->shard.n) saves
+ * each into save as it ends, and --estimate adds every shard's total (shard_of). */
+typedef struct cmp_pool {
+    const unsigned char *todo;
+    const int *shard_of;
+    const char *save;
+    int quiet, estimate_only, save_failed;
+    /* progress: the ETA weighs every step by its run's measured cost, since the tasks' steps differ */
+    double total_cost, done_cost, t0, last_print;
+    int runs, runs_done, tty;
+} cmp_pool;
+/* Runs p's jobs (compare_run.c): the costliest first, a->jobs at a time; prints the estimate
+ * (and with --estimate stops there). */
+void cmp_run_jobs(cmp_all *a, cmp_pool *p);
+
+/* ---- shards and run files (compare_shard.c) ---------------------------------------------- */
+
+/* "K/N" into s (0 <= K < N); 2 after the message. */
+int cmp_shard_parse(const char *text, cmp_shard *s);
+/* The shard the environment gives: SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT (less
+ * SLURM_ARRAY_TASK_MIN, over SLURM_ARRAY_TASK_STEP), OMPI_COMM_WORLD_RANK / _SIZE, PMI_RANK /
+ * PMI_SIZE, the first pair of which both are set; s->n 0 when none is (or its count is 1).
+ * 2 after a message naming the variable of a bad value. */
+int cmp_shard_from_env(cmp_shard *s);
+/* The fingerprints of the comparison and of each run (a->fp, a->J[j].fp); -1: out of memory. */
+int cmp_fingerprint(cmp_all *a);
+/* "TASK.VARIANT.seedS", the run file's name less ".run". */
+void cmp_run_name(const cmp_all *a, int j, char *buf, size_t n);
+/* The shard of every run (shard_of[j] in 0 .. n-1), by a cost model of the run's sizes: the
+ * same on every machine. -1: out of memory. */
+int cmp_partition(const cmp_all *a, int n, int *shard_of);
+/* Writes run j's file into dir (whole or not at all); 2 after the message. */
+int cmp_run_save(const cmp_all *a, int j, const char *dir);
+/* The run files of dir: any of other settings is refused (2 after the message naming it);
+ * done[j] = 1 for each run of this comparison whose file holds a finished run (merge: any
+ * result, failed ones too, read into a->J; the first folder's where two have it). A folder that
+ * does not exist has none (merge: 2). */
+int cmp_runs_read(cmp_all *a, const char *dir, int merge, unsigned char *done);
+/* Every run's result through its run file's text and back: what the outputs are built from
+ * is what a run file holds. -1: out of memory. */
+int cmp_runs_roundtrip(cmp_all *a);
+/* After cmp_runs_read of every folder: 2 with the missing runs named, else a->elapsed, cpu
+ * and jobs of the merged shards. */
+int cmp_merge_finish(cmp_all *a, const unsigned char *done);
 
 #endif

@@ -1,10 +1,12 @@
 /* posenc compare's tables and files: mean and spread over seeds per variant and length, the
- * Markdown table (with the chance and bigram floors), and the CSV, table and plot of a task
- * written whole (compare.h). */
+ * Markdown table (with the chance and bigram floors), the CSV, table and plot of a task
+ * written whole, and every output of a comparison from its runs' results (compare.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../train/env.h"
 #include "../train/plot.h"
@@ -298,3 +300,70 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
     return 0;
 }
 
+int cmp_report_failures(const cmp_all *a, const unsigned char *which) {
+    int failures = 0;
+    for (int j = 0; j < a->njobs; j++)
+        if (a->J[j].failed && (!which || which[j])) {
+            const cmp_job *jb = &a->J[j];
+            fprintf(stderr, "posenc: compare: %s%s%s seed %d failed: %s\n", a->full ? a->T[jb->t].base.task : "",
+                    a->full ? ": " : "", a->T[jb->t].V[jb->v].name, jb->seed, jb->err);
+            failures++;
+        }
+    return failures;
+}
+
+/* The README's block: the table and the plot, the image path relative to the README */
+static int readme_block(const cmp_all *a, const char *out, const char *readme) {
+    char *block = malloc(70000), rel[1100];
+    const char *slash = strrchr(readme, '/');
+    size_t dl = slash ? (size_t)(slash - readme + 1) : 0;
+    snprintf(rel, sizeof rel, "%s/compare.png", out);
+    const char *img = dl && !strncmp(rel, readme, dl) ? rel + dl : rel;
+    int rc = 0;
+    if (!block) rc = cli_fail("compare: out of memory");
+    else {
+        snprintf(block, 70000, "%s\n![metric versus evaluation length](%s)\n", a->T[0].md, img);
+        if (cli_readme_block("compare", readme, "compare", block)) rc = 2;
+        else printf("updated %s\n", readme);
+    }
+    free(block);
+    return rc;
+}
+
+int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *results) {
+    const int failures = cmp_report_failures(a, NULL);
+    int rc = failures ? 1 : 0;
+    if (mkdir(out, 0777) && errno != EEXIST) return cli_fail("compare: --out: cannot create '%s': %s", out, strerror(errno));
+    for (int t = 0; t < a->nt; t++) {
+        /* a task's runs interleave with the others': its time is the sum of its runs'; alone,
+         * from the first of them starting to the last ending */
+        cmp_task *tk = &a->T[t];
+        double sum = 0, first = 0, last = 0;
+        for (int j = tk->first_job; j < tk->first_job + tk->nv * a->seeds; j++) {
+            const cmp_job *jb = &a->J[j];
+            sum += jb->seconds;
+            if (j == tk->first_job || jb->wall_start < first) first = jb->wall_start;
+            if (j == tk->first_job || jb->wall_end > last) last = jb->wall_end;
+        }
+        tk->elapsed = a->nt > 1 ? sum : last > first ? last - first : a->elapsed;
+        if (cmp_task_stats(tk, a) || !(tk->md = cmp_task_table(tk, a))) {
+            rc = cli_fail("compare: out of memory");
+            break;
+        }
+    }
+    char tot[32], cpu[32];
+    tr_format_time(tot, sizeof tot, a->elapsed);
+    tr_format_time(cpu, sizeof cpu, a->cpu);
+    printf("\n%d runs in %s, %s of CPU time, %d at a time%s\n", a->njobs, tot, cpu, a->jobs,
+           failures ? "; some failed, see above" : "");
+    for (int t = 0; t < a->nt && rc < 2; t++) {
+        int r2 = cmp_task_files(&a->T[t], a, out, a->T[t].md);
+        if (r2) rc = r2;
+    }
+    if (rc < 2 && readme && !a->full && readme_block(a, out, readme)) rc = 2;
+    if (rc < 2 && results) {
+        if (cmp_results_write(a, results, out, readme)) rc = 2;
+        else printf("wrote %s%s%s\n", results, readme ? " and updated " : "", readme ? readme : "");
+    }
+    return rc;
+}

@@ -141,13 +141,25 @@ static const arg_opt COMPARE_OPTS[] = {
         .def = "the longest evaluated sequence, up to a power of two",
         .help = "NAME+random variants: randomized positions from [0, N)\n(--random-positions N)"),
     OPT(compare_args, "quiet", quiet, ARG_FLAG, .help = "no progress line"),
+    OPT(compare_args, "shard", shard, ARG_STR, .meta = "K/N", .def = "the environment's, else every run",
+        .help = "run the K-th (0 .. N-1) of N disjoint shares of the runs, balanced by a cost model\n"
+                "(the same on every machine): DIR/TASK.VARIANT.seedS.run per run, no tables; a run\n"
+                "whose file is there is skipped (a rerun continues a killed shard); not given:\n"
+                "SLURM_ARRAY_TASK_ID/_COUNT, OMPI_COMM_WORLD_RANK/_SIZE or PMI_RANK/_SIZE where\n"
+                "set (a count of 1 there: no shards)\n--estimate: this shard's time and every shard's"),
+    OPT(compare_args, "merge", merge, ARG_LIST, .meta = "DIR ...",
+        .help = "train nothing: build the tables, CSVs, plots (and --results, --readme) from the\n"
+                "run files of the shards in the folders, as the unsharded run writes them; the same\n"
+                "settings as the shards' (--full, --quick, --methods, --seeds, training options)"),
     {0}};
 const arg_cmd ARGS_COMPARE = CMD("compare", compare_args, .opts = COMPARE_OPTS, .keys = ARG_KEYS_VALUE,
     .usage = "[--methods LIST] [--seeds N] [--quick] [--out DIR] [--readme FILE] [--jobs N] [--shape-k K]\n"
-             "                      [--random-n N] [--full [--results FILE]] [--estimate] [--quiet] [training options]",
+             "                      [--random-n N] [--full [--results FILE]] [--estimate] [--quiet] [training options]\n"
+             "                      [--shard K/N | --merge DIR ...]",
     .about = "Trains every method with the same budget and seeds, evaluates at multiples of the training\n"
              "length, prints the table (mean +- standard deviation over seeds) and writes DIR/compare.csv,\n"
-             "DIR/compare.md and DIR/compare.png. --full: every task, DIR/TASK.csv, .md, .png each.",
+             "DIR/compare.md and DIR/compare.png. --full: every task, DIR/TASK.csv, .md, .png each.\n"
+             "On several machines: --shard K/N on each (one run file per run), then --merge DIR ...",
     .notes = "training options (the same budget for every method; see posenc train --help):");
 
 /* ---- generate -------------------------------------------------------------------------------- */

@@ -34,6 +34,8 @@ typedef struct train_args {
 
 typedef struct compare_args {
     const char *methods, *out, *readme, *results;
+    const char *shard; /* "K/N"; NULL: the environment's (cli/compare_shard.c), else every run */
+    arg_list merge;    /* the folders of run files to build the outputs from (n 0: not merging) */
     long long seeds, jobs, shape_k; /* jobs 0: the cores; shape_k 0: half the training length */
     long long random_n;             /* 0: the longest evaluated sequence, up to a power of two */
     int quick, quiet, full, estimate;
