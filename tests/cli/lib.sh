@@ -16,6 +16,9 @@ finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; 
 bail() { echo "not ok - $1"; echo "0 passed, 1 failed"; exit 1; }
 need_numpy() { "$PY" -c 'import numpy' 2>/dev/null || bail "$PY has no numpy"; }
 
+# a batch job's variables would make every compare of a test a shard (cli/compare_shard.c)
+unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_COUNT SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_STEP \
+    OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE
 [ -x "$POSENC" ] || bail "$POSENC is not an executable"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/posenc_$_name.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -4,9 +4,6 @@
 # continues; bad options exit 2 with one line "posenc: ..." on stderr.
 #   usage: bash tests/cli/test_compare.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" compare "${1:-}"
-# a batch job's variables would make every compare here a shard (cli/compare_shard.c)
-unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_COUNT SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_STEP \
-    OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE
 
 bad() { local name=$1; shift; expect_bad "$name" "" "" "$@"; }
 

@@ -8,9 +8,6 @@
 # merging the same run files twice gives the same bytes, timings included.
 #   usage: bash tests/cli/test_shards.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" shards "${1:-}"
-# a batch job's variables would make every compare here a shard (cli/compare_shard.c)
-unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_COUNT SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_STEP \
-    OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE PMI_RANK PMI_SIZE
 
 Q=(--quick --quiet)
 bad() { local name=$1 expect=$2; shift 2; expect_bad "$name" "$expect" "" "$@"; }
