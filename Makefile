@@ -30,6 +30,14 @@ ifeq ($(shell pkg-config --exists cairo fontconfig 2>/dev/null && echo yes),yes)
   TRAIN_CFLAGS := -DPE_CAIRO $(shell pkg-config --cflags cairo fontconfig)
   LIBCAIRO     := $(shell pkg-config --libs cairo fontconfig)
 endif
+# Data-parallel training (posenc train under mpirun; train/dist.c): Open MPI when pkg-config finds
+# it (Debian: libopenmpi-dev); MPI=0 builds without it, as a machine without Open MPI does (in a
+# BUILD folder of its own: the objects do not record which it was).
+MPI      ?= $(shell pkg-config --exists ompi 2>/dev/null && echo 1 || echo 0)
+ifeq ($(MPI),1)
+  MPI_CFLAGS := -DPE_MPI $(shell pkg-config --cflags ompi)
+  LIBMPI     := $(shell pkg-config --libs ompi)
+endif
 ALL_CFLAGS := $(BASE) $(CFLAGS)
 LDLIBS     := -ljansson $(LIBBLAS) -lm $(OMP)
 
@@ -123,13 +131,14 @@ $(BUILD)/libposenc_io.a: $(IO_OBJ)
 	ar rcs $@ $^
 
 $(TRAIN_OBJ) $(BUILD)/obj/cli/train.o $(BUILD)/obj/cli/compare.o $(BUILD)/obj/cli/compare_tables.o $(BUILD)/obj/cli/compare_run.o: ALL_CFLAGS += $(OMP) $(TRAIN_CFLAGS)
+$(BUILD)/obj/train/dist.o: ALL_CFLAGS += $(MPI_CFLAGS)
 # the executors (src/exec: fused, decode, their kernels and threads): OpenMP when the compiler has it
 $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard src/exec/*.c)) $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard cli/bench*.c)): ALL_CFLAGS += $(OMP)
 # the figures of `posenc plot` (cli/draw.c) draw with cairo too
 $(BUILD)/obj/cli/draw.o: ALL_CFLAGS += $(TRAIN_CFLAGS)
 
 $(BUILD)/posenc: $(CLI_OBJ) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
-	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LDLIBS)
+	$(CC) $(SAN) $(OMP) -o $@ $^ $(LIBCAIRO) $(LIBMPI) $(LDLIBS)
 
 # examples/decode.c: the engine API (KV cache) as a user links it, posenc.h only
 $(BUILD)/examples/decode: examples/decode.c $(BUILD)/libposenc.a
@@ -149,7 +158,7 @@ $(BUILD)/tests/test_analyze: tests/unit/test_analyze.c $(HARNESS) $(BUILD)/obj/c
 # the trainer's tests link the trainer
 $(BUILD)/tests/test_train: tests/unit/test_train.c $(HARNESS) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(OMP) -o $@ $< $(HARNESS) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LIBCAIRO) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) $(OMP) -o $@ $< $(HARNESS) $(TRAIN_OBJ) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LIBCAIRO) $(LIBMPI) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(HARNESS) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a
 	@mkdir -p $(dir $@)

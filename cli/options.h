@@ -26,7 +26,7 @@ typedef struct convert_rope_args {
 } convert_rope_args;
 
 typedef struct train_args {
-    const char *save, *resume;
+    const char *save, *resume, *loss_log;
     long long save_every; /* -1: not given (the checkpoint's, or only at the end) */
     long long threads;
     int quiet;

@@ -13,6 +13,7 @@
 #include "../tools/output.h"
 #include "cli.h"
 #include "options.h"
+#include "../train/dist.h"
 #include "../train/env.h"
 
 /* The trainer's option names and the layer's keys, for "did you mean". */
@@ -47,43 +48,15 @@ static void on_interrupt(int sig) {
     interrupted = 1;
 }
 
-int cli_train(int argc, char **argv) {
-    train_args a;
-    arg_res r;
-    ARGS_TRAIN.init(&a);
-    int rc = arg_parse(&ARGS_TRAIN, argc, argv, &a, &r);
-    if (rc < 0) tr_options_help();
-    if (rc) return rc < 0 ? 0 : rc;
-    if ((rc = cli_train_keys(&ARGS_TRAIN, &r))) {
-        arg_free(&r);
-        return rc;
-    }
-    const char *save = a.save, *resume = a.resume;
-    int64_t save_every = a.save_every < 0 ? 0 : a.save_every;
-    static char ck_save[512];
-    const int threads = (int)a.threads, quiet = a.quiet;
+/* The run of cli_train once its options are set: train, save, evaluate; 0 or an exit status. */
+static int train(const tr_options *opts, const train_args *a, const char *save, int64_t save_every) {
     pe_err err = {{0}};
-    tr_options o;
-    tr_options_default(&o);
-    if (resume) { /* a resumed run goes on saving where it saved, unless told otherwise */
-        int64_t ck_every = 0;
-        if (tr_checkpoint_saving(resume, ck_save, sizeof ck_save, &ck_every, &err)) rc = cli_fail("train: %s", err.msg);
-        if (!rc && !save && ck_save[0]) save = ck_save;
-        if (a.save_every < 0) save_every = ck_every;
-    }
-    if (!rc && save == ck_save) { /* the checkpoint's --save, checked now as a given one is */
-        pe_out probe;
-        if (pe_out_open(&probe, save, &err)) rc = cli_fail("train: --save: %s", err.msg);
-        else pe_out_abort(&probe);
-    }
-    if (!rc) tr_env_blas_select("train", argc, argv);
-    if (!rc && resume && tr_checkpoint_options(resume, &o, &err)) rc = cli_fail("train: %s", err.msg);
-    /* the run's options over the checkpoint's */
-    for (int i = 0; !rc && i < r.n_keys; i++)
-        if (tr_options_set(&o, r.keys[i], r.vals[i], &err)) rc = cli_fail("train: %s", err.msg);
-    arg_free(&r);
-    if (rc) return rc;
-    tr_env_setup(threads);
+    int rc = 0, quiet = a->quiet;
+    const tr_options o = *opts;
+    const char *resume = a->resume;
+    pe_out curve; /* --loss-log */
+    int logging = 0;
+    tr_env_setup((int)a->threads);
 
     tr_task task;
     tr_run run;
@@ -94,6 +67,12 @@ int cli_train(int argc, char **argv) {
     }
     if (save) snprintf(run.save, sizeof run.save, "%s", save);
     run.save_every = save_every;
+    const int rank = tr_dist_rank(), ranks = tr_dist_size();
+    if (tr_run_distribute(&run, rank, ranks, tr_dist_sum_f32, tr_dist_sum_f64, &err)) {
+        rc = cli_fail("train: %s", err.msg);
+        goto done;
+    }
+    if (rank > 0) save = NULL; /* rank 0 writes the checkpoints: every rank holds the same model */
     if (resume && tr_run_load(&run, resume, &err)) {
         rc = cli_fail("train: %s", err.msg);
         goto done;
@@ -108,8 +87,16 @@ int cli_train(int argc, char **argv) {
            (long long)ro->layers, (long long)ro->width, (long long)ro->heads,
            tr_model_size(run.model), (long long)ro->steps, (long long)ro->batch, ro->lr,
            (unsigned long long)ro->seed);
+    if (ranks > 1)
+        printf("  data parallel over %d ranks of %lld sequences each, gradients summed in rank order\n", ranks,
+               (long long)ro->batch / ranks);
     if (resume) printf("  (resumed from %s at step %lld)\n", resume, (long long)run.step);
     fflush(stdout);
+    if (a->loss_log && pe_out_open(&curve, a->loss_log, &err)) {
+        rc = cli_fail("train: --loss-log: %s", err.msg);
+        goto done;
+    }
+    logging = a->loss_log != NULL;
 
     double t0 = tr_now(), last_print = 0, loss = 0, ema = NAN;
     int64_t tokens = 0, start = run.step;
@@ -117,10 +104,17 @@ int cli_train(int argc, char **argv) {
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int); /* Ctrl-C: a last checkpoint, then stop */
+    /* mpirun(1): "When orterun receives a SIGTERM and SIGINT, it will attempt to kill the entire
+     * job by sending all processes in the job a SIGTERM, waiting a small number of seconds, then
+     * sending all processes in the job a SIGKILL": over ranks, SIGTERM is the Ctrl-C */
+    struct sigaction old_term;
+    if (ranks > 1) sigaction(SIGTERM, &sa, &old_term);
     while (run.step < ro->steps) {
         int64_t tk;
-        if (interrupted) {
+        if (tr_dist_any(interrupted)) { /* every rank stops after the same step */
             sigaction(SIGINT, &old_int, NULL);
+            rc = 130;
+            if (rank > 0) goto done;
             if (save && !tr_run_save(&run, save, &err))
                 fprintf(stderr, "\nposenc: train: interrupted at step %lld; checkpoint %s (posenc train --resume %s goes on)\n",
                         (long long)run.step, save, save);
@@ -129,7 +123,6 @@ int cli_train(int argc, char **argv) {
                         err.msg);
             else
                 fprintf(stderr, "\nposenc: train: interrupted at step %lld (no --save: nothing kept)\n", (long long)run.step);
-            rc = 130;
             goto done;
         }
         if (tr_run_step(&run, &loss, &tk, &err)) {
@@ -140,6 +133,7 @@ int cli_train(int argc, char **argv) {
             rc = cli_fail("train: step %lld: the loss is not finite", (long long)run.step);
             goto done;
         }
+        if (logging) fprintf(curve.fp, "%lld %.17g\n", (long long)run.step, loss);
         tokens += tk;
         ema = isnan(ema) ? loss : 0.9 * ema + 0.1 * loss;
         double el = tr_now() - t0;
@@ -157,6 +151,7 @@ int cli_train(int argc, char **argv) {
         }
     }
     sigaction(SIGINT, &old_int, NULL);
+    if (ranks > 1) sigaction(SIGTERM, &old_term, NULL);
     double el = tr_now() - t0;
     if (run.step > start)
         printf("trained %lld steps in %.1f s: %.1fk tokens/s, train loss of the last step %.4f\n", (long long)(run.step - start), el,
@@ -168,6 +163,7 @@ int cli_train(int argc, char **argv) {
         }
         printf("checkpoint: %s\n", save);
     }
+    if (rank > 0) goto done; /* the same model on every rank: rank 0 evaluates it */
     /* evaluation on held-out sequences; exact match only means something for the tasks,
      * whose answers are either right or wrong (lm has no answer) */
     const int tasks = task.kind != TR_TASK_LM;
@@ -184,7 +180,66 @@ int cli_train(int argc, char **argv) {
         printf(tasks ? " %8.4f\n" : "\n", mt.exact);
     }
 done:
+    /* the curve up to where the run stopped, Ctrl-C included; nothing of a failed run */
+    if (logging && (rc == 0 || rc == 130) && pe_out_commit(&curve, &err)) rc = rc ? rc : cli_fail("train: --loss-log: %s", err.msg);
+    else if (logging && rc && rc != 130) pe_out_abort(&curve);
     tr_run_free(&run);
     tr_task_free(&task);
+    return rc;
+}
+
+int cli_train(int argc, char **argv) {
+    train_args a;
+    arg_res r;
+    ARGS_TRAIN.init(&a);
+    int rc = arg_parse(&ARGS_TRAIN, argc, argv, &a, &r);
+    if (rc < 0) tr_options_help();
+    if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = cli_train_keys(&ARGS_TRAIN, &r))) {
+        arg_free(&r);
+        return rc;
+    }
+    const char *save = a.save, *resume = a.resume;
+    int64_t save_every = a.save_every < 0 ? 0 : a.save_every;
+    static char ck_save[512];
+    pe_err err = {{0}};
+    tr_options o;
+    tr_options_default(&o);
+    if (resume) { /* a resumed run goes on saving where it saved, unless told otherwise */
+        int64_t ck_every = 0;
+        if (tr_checkpoint_saving(resume, ck_save, sizeof ck_save, &ck_every, &err)) rc = cli_fail("train: %s", err.msg);
+        if (!rc && !save && ck_save[0]) save = ck_save;
+        if (a.save_every < 0) save_every = ck_every;
+    }
+    if (!rc && save == ck_save) { /* the checkpoint's --save, checked now as a given one is */
+        pe_out probe;
+        if (pe_out_open(&probe, save, &err)) rc = cli_fail("train: --save: %s", err.msg);
+        else pe_out_abort(&probe);
+    }
+    int launched_rank, launched = tr_dist_launched(&launched_rank);
+    if (!rc && !tr_dist_built() && launched > 1) { /* N copies would each train the whole run: one says so */
+        cli_silent = launched_rank > 0;
+        rc = cli_fail("train: this posenc was built without MPI, so it cannot train over the %d processes mpirun (or srun) "
+                      "started: rebuild it with Open MPI (Debian: libopenmpi-dev), or run one process", launched);
+    }
+    if (!rc) tr_env_blas_select("train", argc, argv); /* may re-execute the tool: before MPI_Init */
+    if (!rc && resume && tr_checkpoint_options(resume, &o, &err)) rc = cli_fail("train: %s", err.msg);
+    /* the run's options over the checkpoint's */
+    for (int i = 0; !rc && i < r.n_keys; i++)
+        if (tr_options_set(&o, r.keys[i], r.vals[i], &err)) rc = cli_fail("train: %s", err.msg);
+    arg_free(&r);
+    if (rc) return rc;
+    if (tr_dist_init(&err)) return cli_fail("train: %s", err.msg);
+    if (tr_dist_rank() > 0) { /* output and progress come from rank 0; errors from the rank that has them */
+        a.quiet = 1, a.loss_log = NULL;
+        if (!freopen("/dev/null", "w", stdout)) return cli_fail("train: /dev/null: cannot write");
+    }
+    rc = train(&o, &a, save, save_every);
+    /* a failing rank ends the others, which would wait for it in the next sum (mpirun(1):
+     * "if any process dies abnormally (either exiting before invoking MPI_FINALIZE, or dying as
+     * the result of a signal), mpirun will print out an error message and kill the rest");
+     * Ctrl-C (130) stopped every rank at the same step */
+    if (rc && rc != 130 && tr_dist_size() > 1) tr_dist_abort(rc);
+    tr_dist_finalize();
     return rc;
 }

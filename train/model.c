@@ -514,6 +514,8 @@ pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos,
     return st;
 }
 
+void tr_model_set_count(tr_model *m, int64_t n) { m->count = n; }
+
 pe_status tr_model_backward(tr_model *m, pe_err *err) {
     if (!m->have_forward) return pe_error(err, PE_EINVAL, "backward without a forward");
     const int64_t N = m->B * m->T, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V, Ly = m->cfg.layers;

@@ -115,6 +115,10 @@ pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos,
                              float *probs, pe_err *err);
 /* Backward of the last forward: accumulates (+=) d(mean loss)/d(params) into the grads. */
 pe_status tr_model_backward(tr_model *m, pe_err *err);
+/* Between a forward and its backward: the mean of the backward divides by n scored targets
+ * instead of the forward's own count (data parallel: a rank's share of the batch scores only
+ * some of the batch's n, and the batch's mean is what every rank's gradient is of). */
+void tr_model_set_count(tr_model *m, int64_t n);
 /* The last forward's next-token probabilities (N, V). */
 const float *tr_model_probs(const tr_model *m);
 

@@ -24,6 +24,7 @@ static pe_status reserve(tr_run *r, int64_t N, pe_err *err) {
 
 pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err) {
     memset(r, 0, sizeof *r);
+    r->ranks = 1;
     r->o = *o;
     tr_options_resolve(&r->o);
     pe_status st = tr_options_check(&r->o, err);
@@ -92,6 +93,31 @@ void tr_run_free(tr_run *r) {
     memset(r, 0, sizeof *r);
 }
 
+pe_status tr_run_distribute(tr_run *r, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
+                            pe_status (*sum_f64)(double *, size_t, pe_err *), pe_err *err) {
+    if (ranks < 1 || rank < 0 || rank >= ranks) return pe_error(err, PE_EINVAL, "rank %d of %d", rank, ranks);
+    if (r->o.batch % ranks)
+        return pe_error(err, PE_EINVAL, "--batch %lld does not split over %d ranks: give a multiple of %d",
+                        (long long)r->o.batch, ranks, ranks);
+    /* the memory is per sequence of the batch and checkpointed whole: a rank holds only its rows */
+    if (ranks > 1 && tr_model_has_memory(r->model))
+        return pe_error(err, PE_EINVAL, "%s carries memory between segments: it trains in one process, not over %d ranks",
+                        r->o.method, ranks);
+    r->rank = rank, r->ranks = ranks, r->sum_f32 = sum_f32, r->sum_f64 = sum_f64;
+    return PE_OK;
+}
+
+/* Data parallel: the batch's mean loss from every rank's (loss, count), and every rank's
+ * gradient summed, both in rank order. The backward divided by the batch's count (n), so the
+ * sum is the gradient of the batch's mean. */
+static pe_status reduce(tr_run *r, double *loss, int64_t count, int64_t n, pe_err *err) {
+    double part = n ? *loss * (double)count / (double)n : 0;
+    pe_status st = r->sum_f64(&part, 1, err);
+    if (!st) st = r->sum_f32(tr_model_grads(r->model), tr_model_size(r->model), err);
+    *loss = part;
+    return st;
+}
+
 pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     const tr_options *o = &r->o;
     int64_t B = o->batch;
@@ -111,8 +137,16 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     }
     tr_model *m = r->model;
     tr_model_zero_grad(m);
-    pe_status st = tr_model_forward(m, r->in, r->tgt, r->pos, B, T, 1, loss, NULL, err);
+    /* this rank's rows of the batch (all of them in one process) */
+    const int64_t Bl = B / r->ranks, lo = (int64_t)r->rank * Bl * T;
+    int64_t count, n = 0;
+    pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, Bl, T, 1, loss, &count, err);
+    if (!st && r->ranks > 1) {
+        for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
+        tr_model_set_count(m, n);
+    }
     if (!st) st = tr_model_backward(m, err);
+    if (!st && r->ranks > 1) st = reduce(r, loss, count, n, err);
     if (st) return st;
     tr_clip_grads(tr_model_grads(m), tr_model_size(m), o->clip);
     const tr_tensor *t;
@@ -221,14 +255,18 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err) {
         ts[n].shape[0] = r->o.layers, ts[n].shape[1] = mB, ts[n].shape[2] = mM, ts[n].shape[3] = r->o.width;
         ts[n++].data = (void *)mem;
     }
-    int nm = tr_options_list(&r->o, names + 4, values + 4, 60);
+    int nm = tr_options_list(&r->o, names + 5, values + 5, 59);
     snprintf(names[0], 40, "format"), snprintf(values[0], 520, FORMAT);
     snprintf(names[1], 40, "step"), snprintf(values[1], 520, "%lld", (long long)r->step);
     snprintf(names[2], 40, "save"), snprintf(values[2], 520, "%s", r->save);
     snprintf(names[3], 40, "save_every"), snprintf(values[3], 520, "%lld", (long long)r->save_every);
+    /* one process's checkpoints stay as they were: `ranks` only when there are more */
+    int fixed = r->ranks > 1 ? 5 : 4;
+    snprintf(names[4], 40, "ranks"), snprintf(values[4], 520, "%d", r->ranks);
     const char *mk[64], *mv[64];
-    for (int i = 0; i < nm + 4; i++) mk[i] = names[i], mv[i] = values[i];
-    pe_status st = pe_st_write(path, ts, n, nm + 4, mk, mv, err);
+    for (int i = 0; i < fixed; i++) mk[i] = names[i], mv[i] = values[i];
+    for (int i = 0; i < nm; i++) mk[fixed + i] = names[5 + i], mv[fixed + i] = values[5 + i];
+    pe_status st = pe_st_write(path, ts, n, nm + fixed, mk, mv, err);
     free(ts), free(names), free(values);
     return st;
 }
@@ -248,7 +286,7 @@ pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err) {
     tr_options_default(o);
     for (int i = 0; i < f.n_meta && !st; i++)
         if (strcmp(f.meta_keys[i], "format") && strcmp(f.meta_keys[i], "step") && strcmp(f.meta_keys[i], "save") &&
-            strcmp(f.meta_keys[i], "save_every"))
+            strcmp(f.meta_keys[i], "save_every") && strcmp(f.meta_keys[i], "ranks"))
             st = tr_options_set(o, f.meta_keys[i], f.meta_values[i], err);
     pe_st_free(&f);
     return st;
@@ -273,9 +311,16 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
     const tr_tensor *t;
     int nt = tr_model_tensors(r->model, &t);
     float *params = tr_model_params(r->model);
-    const char *step = meta(&f, "step");
-    int64_t s = 0;
+    const char *step = meta(&f, "step"), *ranks = meta(&f, "ranks");
+    int64_t s = 0, nr = 1;
     if (!step || tr_parse_int(step, &s) || s < 0) st = pe_error(err, PE_EFORMAT, "%s: no step in the metadata", path);
+    else if (ranks && (tr_parse_int(ranks, &nr) || nr < 1)) st = pe_error(err, PE_EFORMAT, "%s: ranks '%s' is not a count", path, ranks);
+    /* the same ranks sum the same shares in the same order: the bits of the uninterrupted run */
+    else if (nr != r->ranks && nr == 1)
+        st = pe_error(err, PE_EINVAL, "%s was trained by one process: resume it without mpirun, not over %d ranks", path, r->ranks);
+    else if (nr != r->ranks)
+        st = pe_error(err, PE_EINVAL, "%s was trained by %lld ranks: resume it with mpirun -n %lld (this job has %d)", path,
+                      (long long)nr, (long long)nr, r->ranks);
     else if (s > r->o.steps)
         st = pe_error(err, PE_EFORMAT, "%s: step %lld is past the run's %lld steps (a checkpoint of another run?)", path,
                       (long long)s, (long long)r->o.steps);

@@ -4,7 +4,8 @@
  * Checkpoints are safetensors files: every model tensor by its name (model.h), the AdamW
  * moments as `adam.m.<name>` and `adam.v.<name>`, the memory of methods that carry one as
  * `memory` (layers, B, M, C), and in __metadata__ `format` = "posenc-train-1", `step` (steps
- * done) and every option below by name, so `--resume FILE` rebuilds the same run and continues
+ * done), `ranks` (data parallel: the ranks that trained it, absent for one) and every option
+ * below by name, so `--resume FILE` rebuilds the same run and continues
  * it exactly where it stopped (batches are a function of the step, see data.h). */
 #ifndef TR_TRAINER_H
 #define TR_TRAINER_H
@@ -112,6 +113,12 @@ typedef struct tr_run {
      * --resume goes on saving there; "" and 0: not saving */
     char save[512];
     int64_t save_every;
+    /* data parallel (tr_run_distribute): this process is rank `rank` of `ranks` and computes its
+     * contiguous share of every batch; sum_f32/sum_f64 add every rank's values up in rank order
+     * (train/dist.h). 1 rank: the whole batch, no sums. */
+    int rank, ranks;
+    pe_status (*sum_f32)(float *x, size_t n, pe_err *err);
+    pe_status (*sum_f64)(double *x, size_t n, pe_err *err);
 } tr_run;
 
 /* The metric `compare` tabulates: "bpc" (lower is better) for lm, "exact" (higher) otherwise. */
@@ -124,6 +131,13 @@ pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err);
 /* A run at step 0: model initialised from o->seed, zero moments. */
 pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err);
 void tr_run_free(tr_run *r);
+/* Makes the run rank `rank` of `ranks` (before tr_run_load): every rank draws the batch one
+ * process would, computes the gradient of its rows [rank B / ranks, (rank + 1) B / ranks) of
+ * the batch's mean loss, and the ranks' gradients and losses are summed in rank order, so every
+ * rank takes the same step. The batch must be a multiple of ranks; methods with memory, whose
+ * memory is per sequence, train in one process. */
+pe_status tr_run_distribute(tr_run *r, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
+                            pe_status (*sum_f64)(double *, size_t, pe_err *), pe_err *err);
 /* One optimizer step: batch of step r->step, forward, backward, clip, AdamW; *loss is the
  * batch's mean loss before the update, *tokens its tokens. */
 pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);
@@ -140,7 +154,8 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err);
  * (save: "" when it did not say; may be NULL). */
 pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err);
 pe_status tr_checkpoint_saving(const char *path, char *save, size_t n, int64_t *save_every, pe_err *err);
-/* Loads parameters, moments, step and memory into a run built from the same options. */
+/* Loads parameters, moments, step and memory into a run built from the same options (and the
+ * same number of ranks: a checkpoint's `ranks`, 1 when absent). */
 pe_status tr_run_load(tr_run *r, const char *path, pe_err *err);
 
 #endif
