@@ -99,11 +99,13 @@ static const arg_opt TRAIN_OPTS[] = {
     OPT(train_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024,
         .help = "BLAS threads (at this size one thread per run is fastest)"),
     OPT(train_args, "quiet", quiet, ARG_FLAG, .help = "no progress line"),
+    OPT(train_args, "shares", shares, ARG_INT, .meta = "K", .lo = 1, .hi = 1024, .def = "1; under mpirun -n N: N",
+        .help = "the batch's gradient as K contiguous shares summed in order: the bits of\nmpirun -n K in one process"),
     OPT(train_args, "loss-log", loss_log, ARG_OUT, .meta = "FILE",
         .help = "every step's train loss, `STEP LOSS` a line (the batch's mean, all digits)"),
     {0}};
 const arg_cmd ARGS_TRAIN = CMD("train", train_args, .opts = TRAIN_OPTS, .keys = ARG_KEYS_VALUE,
-    .usage = "[--OPTION VALUE ...] [--save FILE] [--save-every N] [--resume FILE] [--threads N] [--quiet] [--loss-log FILE]\n"
+    .usage = "[--OPTION VALUE ...] [--save FILE] [--save-every N] [--resume FILE] [--threads N] [--shares K] [--quiet] [--loss-log FILE]\n"
              "       mpirun -n N posenc train ... (data parallel: see the README's Scale-out)",
     .about = "Trains the small Transformer (token embedding, pre-LayerNorm blocks with the chosen encoding,\n"
              "GELU MLP, tied output) with AdamW, warm-up and cosine decay, gradient clipping; then evaluates\n"

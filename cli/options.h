@@ -29,6 +29,7 @@ typedef struct train_args {
     const char *save, *resume, *loss_log;
     long long save_every; /* -1: not given (the checkpoint's, or only at the end) */
     long long threads;
+    long long shares; /* 0: one per rank (1 in one process) */
     int quiet;
 } train_args;
 

@@ -67,8 +67,12 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
     }
     if (save) snprintf(run.save, sizeof run.save, "%s", save);
     run.save_every = save_every;
-    const int rank = tr_dist_rank(), ranks = tr_dist_size();
-    if (tr_run_distribute(&run, rank, ranks, tr_dist_sum_f32, tr_dist_sum_f64, &err)) {
+    const int rank = tr_dist_rank(), ranks = tr_dist_size(), shares = a->shares ? (int)a->shares : ranks;
+    if (ranks > 1 && shares != ranks) {
+        rc = cli_fail("train: --shares %d under mpirun -n %d: each rank computes one share (leave --shares out)", shares, ranks);
+        goto done;
+    }
+    if (tr_run_distribute(&run, shares, rank, ranks, tr_dist_sum_f32, tr_dist_sum_f64, &err)) {
         rc = cli_fail("train: %s", err.msg);
         goto done;
     }
@@ -87,9 +91,9 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
            (long long)ro->layers, (long long)ro->width, (long long)ro->heads,
            tr_model_size(run.model), (long long)ro->steps, (long long)ro->batch, ro->lr,
            (unsigned long long)ro->seed);
-    if (ranks > 1)
-        printf("  data parallel over %d ranks of %lld sequences each, gradients summed in rank order\n", ranks,
-               (long long)ro->batch / ranks);
+    if (shares > 1)
+        printf("  %s %d %s of %lld sequences each, gradients summed in %s order\n", ranks > 1 ? "data parallel over" : "in",
+               shares, ranks > 1 ? "ranks" : "shares", (long long)ro->batch / shares, ranks > 1 ? "rank" : "share");
     if (resume) printf("  (resumed from %s at step %lld)\n", resume, (long long)run.step);
     fflush(stdout);
     if (a->loss_log && pe_out_open(&curve, a->loss_log, &err)) {

@@ -24,7 +24,7 @@ static pe_status reserve(tr_run *r, int64_t N, pe_err *err) {
 
 pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err) {
     memset(r, 0, sizeof *r);
-    r->ranks = 1;
+    r->shares = r->ranks = 1;
     r->o = *o;
     tr_options_resolve(&r->o);
     pe_status st = tr_options_check(&r->o, err);
@@ -89,31 +89,59 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
 void tr_run_free(tr_run *r) {
     tr_model_free(r->model);
     tr_adamw_free(&r->opt);
-    free(r->in), free(r->tgt), free(r->pos);
+    free(r->in), free(r->tgt), free(r->pos), free(r->acc);
     memset(r, 0, sizeof *r);
 }
 
-pe_status tr_run_distribute(tr_run *r, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
+pe_status tr_run_distribute(tr_run *r, int shares, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
                             pe_status (*sum_f64)(double *, size_t, pe_err *), pe_err *err) {
-    if (ranks < 1 || rank < 0 || rank >= ranks) return pe_error(err, PE_EINVAL, "rank %d of %d", rank, ranks);
-    if (r->o.batch % ranks)
-        return pe_error(err, PE_EINVAL, "--batch %lld does not split over %d ranks: give a multiple of %d",
-                        (long long)r->o.batch, ranks, ranks);
+    if (shares < 1 || ranks < 1 || rank < 0 || rank >= ranks || (ranks > 1 && ranks != shares))
+        return pe_error(err, PE_EINVAL, "rank %d of %d, %d shares: one process takes every share, or each rank one", rank, ranks, shares);
+    if (r->o.batch % shares)
+        return pe_error(err, PE_EINVAL, "--batch %lld does not split into %d shares%s: give a multiple of %d",
+                        (long long)r->o.batch, shares, ranks > 1 ? " (one a rank)" : "", shares);
     /* the memory is per sequence of the batch and checkpointed whole: a rank holds only its rows */
-    if (ranks > 1 && tr_model_has_memory(r->model))
-        return pe_error(err, PE_EINVAL, "%s carries memory between segments: it trains in one process, not over %d ranks",
-                        r->o.method, ranks);
-    r->rank = rank, r->ranks = ranks, r->sum_f32 = sum_f32, r->sum_f64 = sum_f64;
+    if (shares > 1 && tr_model_has_memory(r->model))
+        return pe_error(err, PE_EINVAL, "%s carries memory between segments: it trains the batch whole, in one process", r->o.method);
+    free(r->acc);
+    r->acc = NULL;
+    if (shares > 1 && ranks == 1 && !(r->acc = malloc(sizeof(float) * tr_model_size(r->model))))
+        return pe_error(err, PE_ENOMEM, "out of memory for the sum of the shares");
+    r->shares = shares, r->rank = rank, r->ranks = ranks, r->sum_f32 = sum_f32, r->sum_f64 = sum_f64;
     return PE_OK;
 }
 
-/* Data parallel: the batch's mean loss from every rank's (loss, count), and every rank's
- * gradient summed, both in rank order. The backward divided by the batch's count (n), so the
- * sum is the gradient of the batch's mean. */
-static pe_status reduce(tr_run *r, double *loss, int64_t count, int64_t n, pe_err *err) {
-    double part = n ? *loss * (double)count / (double)n : 0;
-    pe_status st = r->sum_f64(&part, 1, err);
-    if (!st) st = r->sum_f32(tr_model_grads(r->model), tr_model_size(r->model), err);
+/* The shares' way (tr_run_distribute): every share's gradient of the batch's mean loss (the
+ * backward divides by the batch's scored targets, n) and its part of that mean, added up in share
+ * order: here this process's shares (all of them, or rank k's k-th), then over the ranks in rank
+ * order. acc[i] = g0[i], then += g1[i], ... is what the rank-order sum over ranks does, so one
+ * process with N shares and N ranks make the same bits. */
+static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_err *err) {
+    tr_model *m = r->model;
+    float *g = tr_model_grads(m);
+    const size_t np = tr_model_size(m);
+    const int64_t rows = B / r->shares, mine = r->shares / r->ranks, first = r->rank * mine;
+    int64_t n = 0;
+    for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
+    double part = 0;
+    for (int64_t s = first; s < first + mine; s++) {
+        const int64_t lo = s * rows * T;
+        double l;
+        int64_t count;
+        tr_model_zero_grad(m);
+        pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, err);
+        if (st) return st;
+        tr_model_set_count(m, n);
+        if ((st = tr_model_backward(m, err))) return st;
+        double p = n ? l * (double)count / (double)n : 0;
+        part = s == first ? p : part + p;
+        if (mine > 1 && s == first) memcpy(r->acc, g, sizeof(float) * np);
+        else if (mine > 1)
+            for (size_t i = 0; i < np; i++) r->acc[i] += g[i];
+    }
+    if (mine > 1) memcpy(g, r->acc, sizeof(float) * np);
+    pe_status st = r->ranks > 1 ? r->sum_f64(&part, 1, err) : PE_OK;
+    if (!st && r->ranks > 1) st = r->sum_f32(g, np, err);
     *loss = part;
     return st;
 }
@@ -136,17 +164,13 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
         for (int64_t t = 0; t < T; t++) r->pos[b * T + t] = t + k;
     }
     tr_model *m = r->model;
-    tr_model_zero_grad(m);
-    /* this rank's rows of the batch (all of them in one process) */
-    const int64_t Bl = B / r->ranks, lo = (int64_t)r->rank * Bl * T;
-    int64_t count, n = 0;
-    pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, Bl, T, 1, loss, &count, err);
-    if (!st && r->ranks > 1) {
-        for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
-        tr_model_set_count(m, n);
+    pe_status st;
+    if (r->shares > 1) st = shares_step(r, B, T, loss, err);
+    else {
+        tr_model_zero_grad(m);
+        st = tr_model_forward(m, r->in, r->tgt, r->pos, B, T, 1, loss, NULL, err);
+        if (!st) st = tr_model_backward(m, err);
     }
-    if (!st) st = tr_model_backward(m, err);
-    if (!st && r->ranks > 1) st = reduce(r, loss, count, n, err);
     if (st) return st;
     tr_clip_grads(tr_model_grads(m), tr_model_size(m), o->clip);
     const tr_tensor *t;
@@ -260,9 +284,9 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err) {
     snprintf(names[1], 40, "step"), snprintf(values[1], 520, "%lld", (long long)r->step);
     snprintf(names[2], 40, "save"), snprintf(values[2], 520, "%s", r->save);
     snprintf(names[3], 40, "save_every"), snprintf(values[3], 520, "%lld", (long long)r->save_every);
-    /* one process's checkpoints stay as they were: `ranks` only when there are more */
-    int fixed = r->ranks > 1 ? 5 : 4;
-    snprintf(names[4], 40, "ranks"), snprintf(values[4], 520, "%d", r->ranks);
+    /* a whole-batch run's checkpoints stay as they were: `shares` only when there are more */
+    int fixed = r->shares > 1 ? 5 : 4;
+    snprintf(names[4], 40, "shares"), snprintf(values[4], 520, "%d", r->shares);
     const char *mk[64], *mv[64];
     for (int i = 0; i < fixed; i++) mk[i] = names[i], mv[i] = values[i];
     for (int i = 0; i < nm; i++) mk[fixed + i] = names[5 + i], mv[fixed + i] = values[5 + i];
@@ -286,7 +310,7 @@ pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err) {
     tr_options_default(o);
     for (int i = 0; i < f.n_meta && !st; i++)
         if (strcmp(f.meta_keys[i], "format") && strcmp(f.meta_keys[i], "step") && strcmp(f.meta_keys[i], "save") &&
-            strcmp(f.meta_keys[i], "save_every") && strcmp(f.meta_keys[i], "ranks"))
+            strcmp(f.meta_keys[i], "save_every") && strcmp(f.meta_keys[i], "shares"))
             st = tr_options_set(o, f.meta_keys[i], f.meta_values[i], err);
     pe_st_free(&f);
     return st;
@@ -311,16 +335,18 @@ pe_status tr_run_load(tr_run *r, const char *path, pe_err *err) {
     const tr_tensor *t;
     int nt = tr_model_tensors(r->model, &t);
     float *params = tr_model_params(r->model);
-    const char *step = meta(&f, "step"), *ranks = meta(&f, "ranks");
-    int64_t s = 0, nr = 1;
+    const char *step = meta(&f, "step"), *shares = meta(&f, "shares");
+    int64_t s = 0, ns = 1;
     if (!step || tr_parse_int(step, &s) || s < 0) st = pe_error(err, PE_EFORMAT, "%s: no step in the metadata", path);
-    else if (ranks && (tr_parse_int(ranks, &nr) || nr < 1)) st = pe_error(err, PE_EFORMAT, "%s: ranks '%s' is not a count", path, ranks);
-    /* the same ranks sum the same shares in the same order: the bits of the uninterrupted run */
-    else if (nr != r->ranks && nr == 1)
-        st = pe_error(err, PE_EINVAL, "%s was trained by one process: resume it without mpirun, not over %d ranks", path, r->ranks);
-    else if (nr != r->ranks)
-        st = pe_error(err, PE_EINVAL, "%s was trained by %lld ranks: resume it with mpirun -n %lld (this job has %d)", path,
-                      (long long)nr, (long long)nr, r->ranks);
+    else if (shares && (tr_parse_int(shares, &ns) || ns < 1))
+        st = pe_error(err, PE_EFORMAT, "%s: shares '%s' is not a count", path, shares);
+    /* the same shares summed in the same order: the bits of the uninterrupted run */
+    else if (ns != r->shares && ns == 1)
+        st = pe_error(err, PE_EINVAL, "%s was trained on whole batches: resume it in one process without --shares, not in %d shares",
+                      path, r->shares);
+    else if (ns != r->shares)
+        st = pe_error(err, PE_EINVAL, "%s was trained in %lld shares of a batch: resume it with mpirun -n %lld or --shares %lld, "
+                      "not %d", path, (long long)ns, (long long)ns, (long long)ns, r->shares);
     else if (s > r->o.steps)
         st = pe_error(err, PE_EFORMAT, "%s: step %lld is past the run's %lld steps (a checkpoint of another run?)", path,
                       (long long)s, (long long)r->o.steps);

@@ -4,7 +4,7 @@
  * Checkpoints are safetensors files: every model tensor by its name (model.h), the AdamW
  * moments as `adam.m.<name>` and `adam.v.<name>`, the memory of methods that carry one as
  * `memory` (layers, B, M, C), and in __metadata__ `format` = "posenc-train-1", `step` (steps
- * done), `ranks` (data parallel: the ranks that trained it, absent for one) and every option
+ * done), `shares` (data parallel: the shares of a batch, tr_run_distribute; absent for one) and every option
  * below by name, so `--resume FILE` rebuilds the same run and continues
  * it exactly where it stopped (batches are a function of the step, see data.h). */
 #ifndef TR_TRAINER_H
@@ -113,10 +113,11 @@ typedef struct tr_run {
      * --resume goes on saving there; "" and 0: not saving */
     char save[512];
     int64_t save_every;
-    /* data parallel (tr_run_distribute): this process is rank `rank` of `ranks` and computes its
-     * contiguous share of every batch; sum_f32/sum_f64 add every rank's values up in rank order
-     * (train/dist.h). 1 rank: the whole batch, no sums. */
-    int rank, ranks;
+    /* data parallel (tr_run_distribute): every batch in `shares` contiguous shares, this process
+     * rank `rank` of `ranks` (1, or one a share); sum_f32/sum_f64 add every rank's values up in
+     * rank order (train/dist.h); acc sums a process's own shares. 1 share: the whole batch. */
+    int shares, rank, ranks;
+    float *acc;
     pe_status (*sum_f32)(float *x, size_t n, pe_err *err);
     pe_status (*sum_f64)(double *x, size_t n, pe_err *err);
 } tr_run;
@@ -131,12 +132,14 @@ pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err);
 /* A run at step 0: model initialised from o->seed, zero moments. */
 pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_err *err);
 void tr_run_free(tr_run *r);
-/* Makes the run rank `rank` of `ranks` (before tr_run_load): every rank draws the batch one
- * process would, computes the gradient of its rows [rank B / ranks, (rank + 1) B / ranks) of
- * the batch's mean loss, and the ranks' gradients and losses are summed in rank order, so every
- * rank takes the same step. The batch must be a multiple of ranks; methods with memory, whose
- * memory is per sequence, train in one process. */
-pe_status tr_run_distribute(tr_run *r, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
+/* Splits every batch into `shares` contiguous shares of B / shares sequences (before
+ * tr_run_load): the gradient of the batch's mean loss is the sum of the shares' gradients, added
+ * up in share order. One process (ranks 1) computes every share; over ranks = shares, rank k
+ * draws the batch one process would, computes share k, and the ranks' gradients and losses are
+ * summed in rank order (sum_f32, sum_f64), so every rank takes the same step, and the same bits
+ * as one process in that many shares. The batch must be a multiple of shares; methods with
+ * memory, whose memory is per sequence, train whole batches. */
+pe_status tr_run_distribute(tr_run *r, int shares, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
                             pe_status (*sum_f64)(double *, size_t, pe_err *), pe_err *err);
 /* One optimizer step: batch of step r->step, forward, backward, clip, AdamW; *loss is the
  * batch's mean loss before the update, *tokens its tokens. */
@@ -155,7 +158,7 @@ pe_status tr_run_save(const tr_run *r, const char *path, pe_err *err);
 pe_status tr_checkpoint_options(const char *path, tr_options *o, pe_err *err);
 pe_status tr_checkpoint_saving(const char *path, char *save, size_t n, int64_t *save_every, pe_err *err);
 /* Loads parameters, moments, step and memory into a run built from the same options (and the
- * same number of ranks: a checkpoint's `ranks`, 1 when absent). */
+ * same shares: a checkpoint's `shares`, 1 when absent). */
 pe_status tr_run_load(tr_run *r, const char *path, pe_err *err);
 
 #endif
