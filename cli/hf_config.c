@@ -66,10 +66,10 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
                  (long long)(c->rotary_offset + c->rotary_dim - 1), (long long)info->head_dim);
         snprintf(layout, sizeof layout, "%s", c->rope_layout == PE_ROPE_HALF ? "half" : "interleaved");
         if (c->rope_sections.n) {
-            char sec[64];
+            char sec[64], lay[32];
             key_text(c, "rope_sections", sec, sizeof sec);
-            snprintf(notes + strlen(notes), nn - strlen(notes), "sections %s %s; ", sec,
-                     c->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
+            key_text(c, "rope_section_layout", lay, sizeof lay);
+            snprintf(notes + strlen(notes), nn - strlen(notes), "sections %s %s; ", sec, lay);
         }
         if (c->llama_4_scaling_beta > 0)
             snprintf(notes + strlen(notes), nn - strlen(notes), "q x 1 + %g ln(1 + floor(p / %lld)); ",

@@ -169,3 +169,38 @@ def test_gpt_oss_yarn_and_sinks():
     got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
     assert (got - p).abs().max().item() < 1e-5
     assert (got.sum(-1) < 1).all()  # the sink takes its share
+
+
+def test_ernie4_5_vl_alternating_sections():
+    """ERNIE-4.5-VL: HF's Ernie4_5_VLMoeTextRotaryEmbedding in float64 as its code does it: the
+    inverse frequencies pre-rotated (even ones, then odd ones, over the first h + w), each axis's
+    angles, recomposition_to_3d (sections [h, w, t] from axes 1, 2, 0; rows and columns stacked
+    pair by pair, then time; each repeated twice) and rotate_half_text; against posenc's
+    alternating layout read from the config at positions (time, row, column) up to 10^5"""
+    need_method("rope")
+    D, h, w, t = 128, 22, 22, 20
+    T, Tk = 4, 7
+    pos_k = np.array([[3, 3, 3], [40_000, 40_001, 40_002], [99_000, 99_010, 99_020], [99_990, 99_991, 99_993],
+                      [99_995, 99_995, 99_995], [99_999, 99_999, 100_000], [100_000, 100_000, 100_000]], np.int64)
+    pos_q = pos_k[-T:]
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    k = rng.standard_normal((Tk, D)).astype(np.float32)
+    v = rng.standard_normal((Tk, D)).astype(np.float32)
+    settings = {"method": "rope", "heads": 1, "causal": "true", "hf_config": os.path.join(HF, "ernie4_5_vl.json"),
+                "hf_layer": 0}
+    out = posenc.attend(settings, {"q": q, "k": k, "v": v, "positions": pos_q, "key_positions": pos_k})
+    inv = inv_freq(D, 500000.0)
+    inv3 = torch.cat([inv[:h + w][0::2], inv[:h + w][1::2], inv[h + w:]])
+
+    def rotate(x, pos):
+        freqs = torch.tensor(pos.T, dtype=torch.float64)[:, :, None] * inv3  # (3, n, D/2)
+        def recompose(f):
+            fh, fw, ft = (m[(i + 1) % 3] for i, m in enumerate(f.split([h, w, t], dim=-1)))
+            return torch.cat([torch.stack([fh, fw], -1).flatten(-2), ft], -1).repeat_interleave(2, -1)
+        c, s = recompose(freqs.cos()), recompose(freqs.sin())
+        x = torch.tensor(x, dtype=torch.float64)
+        rot = torch.stack((-x[:, 1::2], x[:, 0::2]), -1).flatten(-2)  # rotate_half_text
+        return x * c + rot * s
+
+    want = rotate(q, pos_q) @ rotate(k, pos_k).T / math.sqrt(D)
+    check_scores(out["scores"], want[None], T, Tk)
