@@ -243,8 +243,9 @@ static pe_status frame_for(pe_kv_cache *c, const pe_weights *w, int64_t lo, int6
  * row's largest position + 1 on every axis (Qwen2-VL's get_rope_index: text after an image
  * continues from its largest position); 0 for an empty row. */
 static int64_t next_position(const pe_kv_cache *c, int64_t b) {
-    const int64_t len = c->len[b], *p = c->pos + b * c->cap * c->A;
-    if (!len) return 0;
+    const int64_t len = c->len[b];
+    if (!len) return 0; /* and no storage yet, maybe */
+    const int64_t *p = c->pos + b * c->cap * c->A;
     if (c->A == 1) return p[len - 1] + 1;
     int64_t mx = p[0];
     for (int64_t e = 1; e < len * c->A; e++) mx = p[e] > mx ? p[e] : mx;

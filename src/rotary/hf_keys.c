@@ -113,6 +113,14 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     else if (theta) st = pe__hf_fill(cfg, "rope_base", theta, path, err);
     else st = F->theta_default > 0 ? pe__hf_fill_real(cfg, "rope_base", F->theta_default, path, err) : PE_OK;
     if (st) return st;
+    if (L->gguf_rotary_dim > 0) { /* a GGUF header's own: the rotated dims, llama.cpp's pairs */
+        json_t *rd = json_integer((json_int_t)L->gguf_rotary_dim);
+        st = pe__hf_fill(cfg, "rotary_dim", rd, path, err);
+        json_decref(rd);
+        if (!st && !pe_config_has(cfg, PE_K_rope_layout))
+            st = pe_config_set(cfg, "rope_layout", L->gguf_layout == PE_ROPE_INTERLEAVED ? "interleaved" : "half", err);
+        if (st) return st;
+    }
     if (L->mla) { /* the last qk_rope_head_dim dims of the head */
         json_t *r = json_object_get(mc, "qk_rope_head_dim"), *o = json_object_get(mc, "qk_nope_head_dim");
         if ((st = pe__hf_fill(cfg, "rotary_offset", o, path, err)) || (st = pe__hf_fill(cfg, "rotary_dim", r, path, err))) return st;

@@ -204,3 +204,32 @@ def test_ernie4_5_vl_alternating_sections():
 
     want = rotate(q, pos_q) @ rotate(k, pos_k).T / math.sqrt(D)
     check_scores(out["scores"], want[None], T, Tk)
+
+
+def test_gguf_llama_equals_its_config(tmp_path):
+    """A Llama in GGUF (tests/gguf/llama.json, written by tests/gguf/write_gguf.py) through the key
+    route: llama.cpp's NORM pairs (2p, 2p + 1) on q and k permuted as the converter permutes them
+    (conversion/llama.py LlamaModel.permute: GGUF row 2j + s of a head is HF row j + s D / 2) give
+    the scores of the HF config's half layout on the unpermuted q and k, at positions up to 10^5"""
+    need_method("rope")
+    import json
+    import sys
+    sys.path.insert(0, os.path.join(HF, "..", "gguf"))
+    import write_gguf
+    spec = json.load(open(os.path.join(HF, "..", "gguf", "llama.json")))
+    path = tmp_path / "llama.gguf"
+    path.write_bytes(write_gguf.header(spec["kv"], spec.get("tensors", [])))
+    cfg = tmp_path / "llama.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                               "num_hidden_layers": 32, "rope_theta": 10000.0}))
+    D, T, Tk = 128, len(FAR), len(KEYS)
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    k = rng.standard_normal((Tk, D)).astype(np.float32)
+    v = rng.standard_normal((Tk, D)).astype(np.float32)
+    perm = np.array([j + s * D // 2 for j in range(D // 2) for s in (0, 1)])  # GGUF row -> HF row
+    at = {"positions": np.array(FAR, np.int64), "key_positions": np.array(KEYS, np.int64)}
+    base = {"method": "rope", "heads": 1, "causal": "true", "hf_layer": 3}
+    hf = posenc.attend({**base, "hf_config": str(cfg)}, {"q": q, "k": k, "v": v, **at})
+    gg = posenc.attend({**base, "hf_config": str(path)}, {"q": q[:, perm], "k": k[:, perm], "v": v, **at})
+    want = torch.tensor(np.asarray(hf["scores"]), dtype=torch.float64)
+    check_scores(gg["scores"], want, T, Tk)
