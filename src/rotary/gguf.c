@@ -161,13 +161,14 @@ static int number(const gkv *e, uint64_t i, double *v) {
     return isfinite(*v);
 }
 
-/* The string value of key (general.architecture, rope.scaling.type), or 0 */
-static int text(const gkv *e, char *out, size_t cap) {
-    if (!e || e->type != G_STR) return 0;
-    uint64_t len = 0;
-    for (int k = 7; k >= 0; k--) len = len << 8 | e->val[k];
-    if (len >= cap) return 0;
-    memcpy(out, e->val + 8, (size_t)len), out[len] = 0;
+/* The string value of an entry (general.architecture, rope.scaling.type), or 0; parse checked
+ * its length against the header, so the value reads again as it did */
+static int text(const gguf *g, const gkv *e, char *out, size_t cap) {
+    gguf r = {.p = e ? e->val : NULL, .end = g->end};
+    const unsigned char *s;
+    uint64_t len;
+    if (!e || e->type != G_STR || !str(&r, &s, &len) || len >= cap) return 0;
+    memcpy(out, s, (size_t)len), out[len] = 0;
     return 1;
 }
 
@@ -188,7 +189,7 @@ static const struct { const char *arch, *family; int rope; } ARCHS[] = {
 };
 
 static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, pe_err *err) {
-    if (!text(find(g, "general.architecture"), g->arch, sizeof g->arch)) return bad_file(path, err, "no general.architecture");
+    if (!text(g, find(g, "general.architecture"), g->arch, sizeof g->arch)) return bad_file(path, err, "no general.architecture");
     int a = -1;
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
         if (!strcmp(ARCHS[i].arch, g->arch)) a = (int)i;
@@ -213,7 +214,7 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
     number(find(g, "rope.freq_base"), 0, &base);
     number(find(g, "context_length"), 0, &ctx);
     char kind[16] = "linear";
-    if (find(g, "rope.scaling.type") && !text(find(g, "rope.scaling.type"), kind, sizeof kind))
+    if (find(g, "rope.scaling.type") && !text(g, find(g, "rope.scaling.type"), kind, sizeof kind))
         return bad_file(path, err, "rope.scaling.type is not a string");
     if (!number(find(g, "rope.scaling.factor"), 0, &factor)) number(find(g, "rope.scale_linear"), 0, &factor);
     json_t *c = L->root = json_object();
