@@ -204,6 +204,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode $(BUILD)/examples/api
 	@bash tests/cli/test_generate.sh $(BUILD)/posenc
 	@bash tests/cli/test_multiaxis.sh $(BUILD)/posenc
 	@bash tests/cli/test_hf_config.sh $(BUILD)/posenc
+	@bash tests/cli/test_gguf.sh $(BUILD)/posenc
 	@bash tests/cli/test_reliability.sh $(BUILD)/posenc
 	@bash tests/cli/test_args.sh $(BUILD)/posenc
 	@bash tests/cli/test_install.sh $(BUILD)/posenc
@@ -235,7 +236,7 @@ asan:
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused
+FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused gguf
 # the harnesses' own compile: the build's flags without its optimisation (GCC's vectorizer flags
 # are not clang's)
 FUZZ_BASE := $(filter-out $(OPT),$(BASE))
@@ -243,7 +244,7 @@ FUZZ_BASE := $(filter-out $(OPT),$(BASE))
 FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model conventions state data optim kernels env)
 # for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
 FUZZ_CASE = case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
-        hf_config) seeds=tests/hf;; checkpoint|args|cache|positions|fused) seeds=tests/fuzz/seeds_$$h;; *) seeds=tests/fuzz/seeds_config;; esac; \
+        hf_config) seeds=tests/hf;; checkpoint|args|cache|positions|fused|gguf) seeds=tests/fuzz/seeds_$$h;; *) seeds=tests/fuzz/seeds_config;; esac; \
     case $$h in checkpoint) extra="$(addprefix $$B/,$(FUZZ_TRAIN))";; *) extra=;; esac
 fuzz:
 	@$(MAKE) --no-print-directory BUILD=build-fuzz CC=clang OPT="-O1 -g" SAN="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" \

@@ -1,4 +1,4 @@
-/* posenc hf-config CONFIG.json [--layer N] [--group] [--assume FAMILY] | --families
+/* posenc hf-config CONFIG.json|MODEL.gguf [--layer N] [--group] [--assume FAMILY] | --families
  * What posenc would run for every layer of a HuggingFace model: each layer's settings come
  * from pe_config_from_hf and are resolved by the library itself (pe_attention_init), so the
  * table shows the values a layer uses, not a second reading of the file. */
@@ -66,10 +66,10 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
                  (long long)(c->rotary_offset + c->rotary_dim - 1), (long long)info->head_dim);
         snprintf(layout, sizeof layout, "%s", c->rope_layout == PE_ROPE_HALF ? "half" : "interleaved");
         if (c->rope_sections.n) {
-            char sec[64];
+            char sec[64], lay[32];
             key_text(c, "rope_sections", sec, sizeof sec);
-            snprintf(notes + strlen(notes), nn - strlen(notes), "sections %s %s; ", sec,
-                     c->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
+            key_text(c, "rope_section_layout", lay, sizeof lay);
+            snprintf(notes + strlen(notes), nn - strlen(notes), "sections %s %s; ", sec, lay);
         }
         if (c->llama_4_scaling_beta > 0)
             snprintf(notes + strlen(notes), nn - strlen(notes), "q x 1 + %g ln(1 + floor(p / %lld)); ",
@@ -122,7 +122,7 @@ int cli_hf_config(int argc, char **argv) {
         }
         return 0;
     }
-    if (!path) return cli_fail("hf-config: CONFIG.json is required (or --families)");
+    if (!path) return cli_fail("hf-config: CONFIG.json or MODEL.gguf is required (or --families)");
 
     pe_hf_layer_info info, info0;
     row first;
@@ -139,12 +139,14 @@ int cli_hf_config(int argc, char **argv) {
         if (describe(path, a.assume, l, &info, &rows[l - lo], heads)) return free(rows), free(of), 2;
         same &= heads[0] == heads0[0] && heads[1] == heads0[1] && info.head_dim == info0.head_dim;
     }
+    char from[64] = ""; /* a GGUF file: llama.cpp's architecture */
+    if (*info0.gguf_arch) snprintf(from, sizeof from, " (GGUF architecture %s)", info0.gguf_arch);
     if (same)
-        printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld; read as family %s\n", path, (long long)n,
-               (long long)heads0[0], (long long)heads0[1], (long long)info0.head_dim, info0.family);
+        printf("%s: %lld layers, %lld heads (%lld kv), head_dim %lld; read as family %s%s\n", path, (long long)n,
+               (long long)heads0[0], (long long)heads0[1], (long long)info0.head_dim, info0.family, from);
     else
-        printf("%s: %lld layers, heads (kv) and head_dim per layer (column heads); read as family %s\n", path,
-               (long long)n, info0.family);
+        printf("%s: %lld layers, heads (kv) and head_dim per layer (column heads); read as family %s%s\n", path,
+               (long long)n, info0.family, from);
     printf("%-6s %-18s %-6s %-9s %-14s %-9s %-16s %-12s %-10s %-12s %s\n", group ? "count" : "layer", "type", "method",
            "base", "scaling", "attn", "rotated dims", "pairs", "scale", "heads", group ? "notes; layers" : "notes");
     if (!group) {

@@ -212,7 +212,8 @@ const arg_cmd ARGS_POSITIONS = CMD("positions", positions_args, .pos = POSITIONS
 /* ---- hf-config ------------------------------------------------------------------------------- */
 static void init_hf_config_args(void *p) { *(hf_config_args *)p = (hf_config_args){.layer = -1}; }
 static const arg_opt HF_CONFIG_POS[] = {
-    OPT(hf_config_args, "CONFIG.json", config, ARG_IN, .help = "a HuggingFace model's config.json"),
+    OPT(hf_config_args, "CONFIG.json", config, ARG_IN, .help = "a HuggingFace model's config.json, or a GGUF file (llama.cpp's: its\n"
+        "header is read, never its tensors)"),
     {0}};
 static const arg_opt HF_CONFIG_OPTS[] = {
     OPT(hf_config_args, "layer", layer, ARG_INT, .meta = "N", .lo = 0, .hi = 1 << 30, .def = "every layer",
@@ -225,7 +226,7 @@ static const arg_opt HF_CONFIG_OPTS[] = {
         .help = "list the model families posenc reads (model_type, the HF code each was read from) and stop"),
     {0}};
 const arg_cmd ARGS_HF_CONFIG = CMD("hf-config", hf_config_args, .pos = HF_CONFIG_POS, .opts = HF_CONFIG_OPTS,
-    .usage = "CONFIG.json [--layer N] [--group] [--assume FAMILY] | --families",
+    .usage = "CONFIG.json|MODEL.gguf [--layer N] [--group] [--assume FAMILY] | --families",
     .about = "Every layer of a HuggingFace model as posenc runs it: method (rope, or none for a NoPE layer),\n"
              "rope base, scaling, attention factor (on cos and sin), the rotated slice of the head and its\n"
              "pair layout, the softmax scale, and what the caller applies around the layer (window masks,\n"
@@ -233,7 +234,11 @@ const arg_cmd ARGS_HF_CONFIG = CMD("hf-config", hf_config_args, .pos = HF_CONFIG
              "sliding_window_pattern, rope_local_base_freq, mrope_section, partial_rotary_factor and MLA's\n"
              "qk_rope_head_dim, through the row of the config's model_type in posenc's family table (what\n"
              "that family's attention code decides: which layers rotate, the pair layout, the slice, key\n"
-             "names, the softmax scale); a model_type without a row is refused, naming the nearest.");
+             "names, the softmax scale); a model_type without a row is refused, naming the nearest. A GGUF\n"
+             "file (llama.cpp's) is read from its header: its architecture as the HF family it comes from,\n"
+             "rope.dimension_count, rope.freq_base, rope.scaling.*, head counts (one per layer too), the\n"
+             "sliding window and its pattern, M-RoPE's sections; the pairs as llama.cpp's rope type lays\n"
+             "them out (a Llama's interleaved: its converter permutes q and k).");
 
 /* ---- bench ----------------------------------------------------------------------------------- */
 static void init_bench_args(void *p) {

@@ -277,8 +277,10 @@ static int plot_axes(const opts *o) {
     char title[200], sec[96];
     size_t n = 0;
     for (int a = 0; a < A; a++) n += (size_t)snprintf(sec + n, sizeof sec - n, "%s%lld", a ? "," : "", (long long)cfg->rope_sections.v[a]);
-    snprintf(title, sizeof title, "rope_sections %s (%s): the position axis each frequency pair reads", sec,
-             cfg->rope_section_layout == PE_SECTIONS_INTERLEAVED ? "interleaved" : "contiguous");
+    char lay[32] = "";
+    for (int k = 0; pe_config_key_name(k); k++)
+        if (!strcmp(pe_config_key_name(k), "rope_section_layout")) pe_config_key_value(cfg, k, lay, sizeof lay);
+    snprintf(title, sizeof title, "rope_sections %s (%s): the position axis each frequency pair reads", sec, lay);
     if (!rc) rc = heat(o, title, "frequency pair t", "position axis", "reads it", 1, A, half, d, 0, 0);
     free(d);
     pe_attention_free(att);

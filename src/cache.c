@@ -37,6 +37,8 @@ struct pe_kv_cache {
     float *k, *v;  /* (B, cap, Ckv) */
     int64_t *pos;  /* (B, cap, A) */
     int64_t *len;  /* (B) */
+    int64_t *top;  /* (B) each row's largest position on any axis (where it holds tokens): where an
+                      unplaced token of a multi-axis row goes */
     int64_t frame[2];
     int have_frame;
     int64_t lo, hi; /* the cached positions' range (lo > hi: empty), kept on append, remade on shift */
@@ -92,7 +94,8 @@ pe_status pe_kv_cache_init(pe_kv_cache **out, pe_attention *att, int64_t B, int6
                        .Ckv = Hkv * D, .A = A, .lo = INT64_MAX, .hi = INT64_MIN};
     c->transform = m->rotate_forward != NULL;
     c->rotary = c->transform && m->rotary_angle && m->rotary_frame;
-    c->len = calloc((size_t)B, sizeof(int64_t));
+    c->len = calloc((size_t)(2 * B), sizeof(int64_t));
+    c->top = c->len + B;
     if (!c->len) {
         free(c);
         return pe_error(err, PE_ENOMEM, "out of memory");
@@ -153,11 +156,14 @@ static pe_status reserve(pe_kv_cache *c, int64_t need, pe_err *err) {
 /* Remakes the cached positions' range (lo > hi when the cache is empty): after a shift. */
 static void remake_range(pe_kv_cache *c) {
     c->lo = INT64_MAX, c->hi = INT64_MIN;
-    for (int64_t b = 0; b < c->B; b++)
+    for (int64_t b = 0; b < c->B; b++) {
+        c->top[b] = INT64_MIN;
         for (int64_t u = 0; u < c->len[b] * c->A; u++) {
             int64_t p = c->pos[b * c->cap * c->A + u];
             c->lo = p < c->lo ? p : c->lo, c->hi = p > c->hi ? p : c->hi;
+            c->top[b] = p > c->top[b] ? p : c->top[b];
         }
+    }
 }
 
 /* Re-rotates the cached keys of every row from frame `from` to frame `to`: key u of row b moves
@@ -243,12 +249,9 @@ static pe_status frame_for(pe_kv_cache *c, const pe_weights *w, int64_t lo, int6
  * row's largest position + 1 on every axis (Qwen2-VL's get_rope_index: text after an image
  * continues from its largest position); 0 for an empty row. */
 static int64_t next_position(const pe_kv_cache *c, int64_t b) {
-    const int64_t len = c->len[b], *p = c->pos + b * c->cap * c->A;
-    if (!len) return 0;
-    if (c->A == 1) return p[len - 1] + 1;
-    int64_t mx = p[0];
-    for (int64_t e = 1; e < len * c->A; e++) mx = p[e] > mx ? p[e] : mx;
-    return mx + 1;
+    const int64_t len = c->len[b];
+    if (!len) return 0; /* and no storage yet, maybe */
+    return c->A == 1 ? c->pos[b * c->cap + len - 1] + 1 : c->top[b] + 1;
 }
 
 /* Positions of n new tokens of each row (given, or following the row's last), into c->kpos
@@ -308,7 +311,12 @@ pe_status pe_kv_cache_append(pe_kv_cache *c, const pe_weights *w, const float *k
             return st; /* nothing counted: the row's length is unchanged */
         memcpy(c->pos + at * c->A, c->kpos + b * n * c->A, sizeof(int64_t) * (size_t)(nb * c->A));
     }
-    for (int64_t b = 0; b < c->B; b++) c->len[b] += lens ? lens[b] : n;
+    for (int64_t b = 0; b < c->B; b++) {
+        const int64_t nb = lens ? lens[b] : n, *p = c->kpos + b * n * c->A;
+        if (nb && !c->len[b]) c->top[b] = INT64_MIN;
+        for (int64_t e = 0; e < nb * c->A; e++) c->top[b] = p[e] > c->top[b] ? p[e] : c->top[b];
+        c->len[b] += nb;
+    }
     c->lo = lo < c->lo ? lo : c->lo, c->hi = hi > c->hi ? hi : c->hi;
     return PE_OK;
 }

@@ -107,7 +107,7 @@ enum { PE_ROPE_NONE, PE_ROPE_LINEAR, PE_ROPE_NTK, PE_ROPE_DYNAMIC, PE_ROPE_YARN,
 enum { PE_KERPLE_LOG, PE_KERPLE_POWER };
 #define PE_MAX_ROPE_PAIRS 512 /* rotary_dim / 2 of a LongRoPE table read from a config.json */
 #define PE_MAX_AXES 8          /* position axes of a token (rope_sections, rope_mixed) */
-enum { PE_SECTIONS_CONTIGUOUS, PE_SECTIONS_INTERLEAVED };
+enum { PE_SECTIONS_CONTIGUOUS, PE_SECTIONS_INTERLEAVED, PE_SECTIONS_ALTERNATING, PE_SECTIONS_BALANCED };
 enum { PE_SECTION_FREQS_SHARED, PE_SECTION_FREQS_PER_AXIS };
 /* A list of integers ("16,24,24"): n of them in v. */
 typedef struct pe_int_list {

@@ -25,10 +25,13 @@ typedef union pe_hf_layer_info {
         int mla;                    /* DeepSeek's multi-head latent attention: one rotated key head */
         int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
         char family[32];            /* the row of posenc's family table that read it (its model_type) */
+        char gguf_arch[32];         /* a GGUF file's general.architecture (llama.cpp's), else "" */
     };
     unsigned char bytes_[PE_HF_LAYER_INFO_BYTES];
 } pe_hf_layer_info;
-/* Layer `layer` (0-based) of a HuggingFace config.json as posenc settings, read as the code of
+/* Layer `layer` (0-based) of a HuggingFace config.json, or of a GGUF file (llama.cpp's: its
+ * header's metadata, read as the config of the HF family its architecture comes from, the pairs
+ * as llama.cpp's rope type lays them out), as posenc settings, read as the code of
  * its family (model_type, or cfg's hf_assume) applies positions: method (rope; none for a NoPE
  * layer of Llama 4, SmolLM3, Cohere2, EXAONE 4; alibi for Bloom and MPT), heads, kv_heads,
  * causal, the rope keys of the layer's type (HF v5 rope_parameters per layer type, Gemma 3's

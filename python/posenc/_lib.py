@@ -460,7 +460,7 @@ class Call:
 class _PeHfLayerInfoFields(ctypes.Structure):
     _fields_ = [("n_layers", ctypes.c_int64), ("head_dim", ctypes.c_int64), ("layer_type", ctypes.c_char * 40),
                 ("window", ctypes.c_int64), ("chunked", ctypes.c_int), ("mla", ctypes.c_int),
-                ("qk_norm", ctypes.c_int), ("family", ctypes.c_char * 32)]
+                ("qk_norm", ctypes.c_int), ("family", ctypes.c_char * 32), ("gguf_arch", ctypes.c_char * 32)]
 
 
 class PeHfLayerInfo(ctypes.Union):  # pe_hf_layer_info (include/posenc/models.h): fields in a fixed size
@@ -490,7 +490,7 @@ def hf_layer_settings(path, layer=0, assume=None):
         k += 1
     return out, {"n_layers": info.n_layers, "head_dim": info.head_dim, "layer_type": info.layer_type.decode(),
                  "window": info.window, "chunked": bool(info.chunked), "mla": bool(info.mla),
-                 "qk_norm": bool(info.qk_norm), "family": info.family.decode()}
+                 "qk_norm": bool(info.qk_norm), "family": info.family.decode(), "gguf_arch": info.gguf_arch.decode()}
 
 
 def _call(fn, settings, tensors, *extra):

@@ -64,11 +64,13 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
     json_error_t jerr;
     struct stat sb; /* a FIFO would block, a device never end */
     if (stat(path, &sb) != 0) return pe_error(err, PE_EKEY, "hf_config %s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode) || sb.st_size > (1 << 26))
+    const int gguf = S_ISREG(sb.st_mode) && pe__gguf_is(path); /* llama.cpp's file: its header alone */
+    if (!S_ISREG(sb.st_mode) || (!gguf && sb.st_size > (1 << 26)))
         return pe_error(err, PE_EKEY, "hf_config %s: not a regular file of at most 64 MiB", path);
-    if (!(L->root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr)))
-        return pe_error(err, PE_EKEY, "hf_config %s: cannot read: %s", path, jerr.text);
     pe_status st = PE_OK;
+    if (gguf && (st = pe__gguf_load(path, layer, L, err))) goto fail;
+    if (!gguf && !(L->root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr)))
+        return pe_error(err, PE_EKEY, "hf_config %s: cannot read: %s", path, jerr.text);
     if (!json_is_object(L->root)) {
         st = pe__hf_bad(L, err, "not a JSON object");
         goto fail;
@@ -317,6 +319,7 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
         info->n_layers = L.n_layers, info->head_dim = L.head_dim;
         snprintf(info->layer_type, sizeof info->layer_type, "%s", L.type);
         snprintf(info->family, sizeof info->family, "%s", F->model_type);
+        snprintf(info->gguf_arch, sizeof info->gguf_arch, "%s", L.gguf_arch);
         if (!strcmp(L.type, "sliding_attention")) info->window = pe__hf_int(L.mc, "sliding_window", L.F->window_default);
         if (!strcmp(L.type, "chunked_attention")) info->window = pe__hf_int(L.mc, "attention_chunk_size", 0), info->chunked = 1;
         info->mla = L.mla;

@@ -73,9 +73,9 @@ static const hf_family FAMILIES[] = {
         "Qwen2_5_VLForConditionalGeneration(Qwen2VLForConditionalGeneration: Qwen2-VL's decoder layers) [ad46b878]",
         .theta_default = 1000000.0),
     ROW("qwen3_vl_text", "qwen3_vl/modeling_qwen3_vl.py Qwen3VLTextRotaryEmbedding.apply_interleaved_mrope [68a7b7e2]; "
-        "configuration_qwen3_vl.py Qwen3VLTextConfig [e1b55167]", .sections_interleaved = 1, .theta_default = 5000000.0),
+        "configuration_qwen3_vl.py Qwen3VLTextConfig [e1b55167]", .sections_layout = "interleaved", .theta_default = 5000000.0),
     ROW("qwen3_vl", "qwen3_vl/configuration_qwen3_vl.py Qwen3VLConfig (text_config: qwen3_vl_text) [e1b55167]",
-        .sections_interleaved = 1, .theta_default = 5000000.0),
+        .sections_layout = "interleaved", .theta_default = 5000000.0),
     /* GPT-OSS: Llama's rotation by halves, a learned sink logit per head in every softmax, even
      * layers sliding (128), YaRN x32 at base 150000 when the config gives no rope_scaling */
     ROW("gpt_oss", "gpt_oss/modular_gpt_oss.py GptOssAttention (sinks), eager_attention_forward (the sink column), "
@@ -167,6 +167,17 @@ static const hf_family FAMILIES[] = {
     ROW("mpt", "mpt/modeling_mpt.py build_mpt_alibi_tensor (alibi_bias_max 8), MptModel.forward, MptAttention.forward "
         "[43526201]; configuration_mpt.py MptConfig (n_layers, n_heads, d_model) [79f1fc71]", .positions = HF_ALIBI,
         .layers = "n_layers", .heads = "n_heads", .hidden = "d_model"),
+    /* ERNIE-4.5-VL: GLM-style pairs over the whole head, M-RoPE with rows and columns alternating
+     * and time last (its mrope_section is (h, w, t), [22, 22, 20] when absent), default_theta 500000 */
+#define ERNIE_VL(mt, text)                                                                                          \
+    ROW(mt, text "ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py Ernie4_5_VLMoeTextRotaryEmbedding "                      \
+        "(compute_default_rope_parameters, recomposition_to_3d), rotate_half_text [4f2fa85a]; "                        \
+        "configuration_ernie4_5_vl_moe.py Ernie4_5_VL_MoeTextConfig.default_theta [1fa569fa]",                         \
+        .layout = HF_INTERLEAVED, .theta_default = 500000.0, .sections_layout = "alternating",                       \
+        .sections_order = "hwt", .sections_default = "[22, 22, 20]")
+    ERNIE_VL("ernie4_5_vl_moe_text", ""),
+    ERNIE_VL("ernie4_5_vl_moe", "configuration_ernie4_5_vl_moe.py Ernie4_5_VL_MoeConfig (text_config) [1fa569fa]; "),
+#undef ERNIE_VL
     /* what posenc does not compute yet: refused by name */
     /* Ministral 3 (Mistral 3's text model): Mistral's rotation, every query times
      * 1 + beta ln(1 + floor(p / L0)) after it (llama_4_scaling_beta, L0 the rope parameters'

@@ -24,7 +24,11 @@ typedef struct hf_family {
     unsigned char mla;         /* DeepSeek's latent attention: the rope slice is the head's last dims */
     unsigned char temperature; /* Llama 4's NoPE-layer query temperature */
     unsigned char chunked;     /* Llama 4: RoPE layers are chunked_attention, NoPE ones full */
-    unsigned char sections_interleaved; /* M-RoPE's pairs cycle through the axes (Qwen3-VL's code) */
+    /* M-RoPE: the layout the family's code applies whatever the config says (rope_section_layout:
+     * Qwen3-VL's interleaved, ERNIE-4.5-VL's alternating; NULL: mrope_interleaved's), the order
+     * of the config's mrope_section as posenc's (t)ime, (h)eight, (w)idth axes (NULL: "thw"), and
+     * the sections the code takes when the config has none (a JSON list, NULL: none) */
+    const char *sections_layout, *sections_order, *sections_default;
     unsigned char pattern;     /* layer_types when absent: every pattern-th layer full, the rest sliding */
     unsigned char qwen_windows; /* layer_types when absent: sliding from layer max_window_layers (28) on,
                                    if use_sliding_window and a sliding_window (Qwen2, Qwen3) */

@@ -113,6 +113,14 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     else if (theta) st = pe__hf_fill(cfg, "rope_base", theta, path, err);
     else st = F->theta_default > 0 ? pe__hf_fill_real(cfg, "rope_base", F->theta_default, path, err) : PE_OK;
     if (st) return st;
+    if (L->gguf_rotary_dim > 0) { /* a GGUF header's own: the rotated dims, llama.cpp's pairs */
+        json_t *rd = json_integer((json_int_t)L->gguf_rotary_dim);
+        st = pe__hf_fill(cfg, "rotary_dim", rd, path, err);
+        json_decref(rd);
+        if (!st && !pe_config_has(cfg, PE_K_rope_layout))
+            st = pe_config_set(cfg, "rope_layout", L->gguf_layout == PE_ROPE_INTERLEAVED ? "interleaved" : "half", err);
+        if (st) return st;
+    }
     if (L->mla) { /* the last qk_rope_head_dim dims of the head */
         json_t *r = json_object_get(mc, "qk_rope_head_dim"), *o = json_object_get(mc, "qk_nope_head_dim");
         if ((st = pe__hf_fill(cfg, "rotary_offset", o, path, err)) || (st = pe__hf_fill(cfg, "rotary_dim", r, path, err))) return st;
@@ -179,19 +187,32 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     for (size_t i = 0; i < sizeof ENTRIES / sizeof ENTRIES[0]; i++)
         if (ENTRIES[i].key && (st = pe__hf_fill(cfg, ENTRIES[i].key, json_object_get(sc, ENTRIES[i].hf), path, err)))
             return st;
-    /* M-RoPE (Qwen2-VL, Qwen3-VL): pairs per position axis, and their interleaving */
-    json_t *ms = json_object_get(sc, "mrope_section"), *mi = json_object_get(sc, "mrope_interleaved");
+    /* M-RoPE (Qwen2-VL, Qwen3-VL, ERNIE-4.5-VL): pairs per position axis in posenc's (t, h, w)
+     * order, and the layout the family's code gives them */
+    json_t *ms = json_object_get(sc, "mrope_section"), *mi = json_object_get(sc, "mrope_interleaved"), *mdef = NULL;
+    if (!ms && F->sections_default) ms = mdef = json_loads(F->sections_default, 0, NULL);
     if (ms && !pe_config_has(cfg, PE_K_rope_sections)) {
+        const char *order = F->sections_order ? F->sections_order : "thw";
         char text[200] = "";
         size_t n = json_is_array(ms) ? json_array_size(ms) : 0;
-        for (size_t i = 0; i < n && json_is_integer(json_array_get(ms, i)); i++)
+        for (size_t i = 0; i < n; i++) /* posenc's axis i is the config's entry at its letter */
+            if (!json_is_integer(json_array_get(ms, i))) n = 0;
+        if (F->sections_order && n != strlen(order)) n = 0;
+        for (size_t i = 0; i < n; i++) {
+            const size_t at = F->sections_order ? (size_t)(strchr(order, "thw"[i]) - order) : i;
             snprintf(text + strlen(text), sizeof text - strlen(text), "%s%lld", i ? "," : "",
-                     (long long)json_integer_value(json_array_get(ms, i)));
-        if (!n) return pe__hf_bad(L, err, "mrope_section is not a list of integers");
+                     (long long)json_integer_value(json_array_get(ms, at)));
+        }
+        json_decref(mdef);
+        if (!n) return pe__hf_bad(L, err, F->sections_order ? "mrope_section is not a list of three integers"
+                                                              : "mrope_section is not a list of integers");
         if ((st = pe_config_set(cfg, "rope_sections", text, err))) return st;
+    } else {
+        json_decref(mdef);
     }
-    if (ms && (L->F->sections_interleaved || (mi && json_is_true(mi))) && !pe_config_has(cfg, PE_K_rope_section_layout) &&
-        (st = pe_config_set(cfg, "rope_section_layout", "interleaved", err)))
+    const char *layout = F->sections_layout ? F->sections_layout : mi && json_is_true(mi) ? "interleaved" : NULL;
+    if (ms && layout && !pe_config_has(cfg, PE_K_rope_section_layout) &&
+        (st = pe_config_set(cfg, "rope_section_layout", layout, err)))
         return st;
     /* Phi-3 keeps original_max_position_embeddings at the top level */
     int scaling = cfg->rope_scaling;

@@ -21,6 +21,11 @@ typedef struct hf_layer {
     int global;       /* a Gemma 4 layer of global_head_dim heads */
     const char *type;  /* HF layer type */
     double local_base; /* > 0: a Gemma 3 (v4 config) sliding layer's base, which takes no scaling */
+    /* a GGUF file (gguf.c): what its header states directly, the rotated dims and the pair layout
+     * of llama.cpp's rope type (gguf_rotary_dim 0: not a GGUF file) */
+    int64_t gguf_rotary_dim;
+    int gguf_layout;
+    char gguf_arch[32];
 } hf_layer;
 
 /* The config's value of a key the family may name otherwise ("a|b": the first present), or NULL. */
@@ -34,5 +39,12 @@ pe_status pe__hf_fill(pe_config *cfg, const char *key, json_t *v, const char *pa
 pe_status pe__hf_fill_real(pe_config *cfg, const char *key, double v, const char *path, pe_err *err);
 /* The layer's keys onto cfg (D: the head_dim, or -1 where the file does not say). */
 pe_status pe__hf_apply_layer(pe_config *cfg, const hf_layer *L, int64_t D, pe_err *err);
+
+/* GGUF (gguf.c): whether path begins with GGUF's magic; its header (data, n bytes: the first
+ * bytes of the file) as the config of layer `layer` in HF's names, into L->root and L's gguf_
+ * fields; and the same from the file at path (its first 64 MiB). */
+int pe__gguf_is(const char *path);
+pe_status pe__gguf_read(const unsigned char *data, size_t n, const char *path, int64_t layer, hf_layer *L, pe_err *err);
+pe_status pe__gguf_load(const char *path, int64_t layer, hf_layer *L, pe_err *err);
 
 #endif

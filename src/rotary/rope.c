@@ -61,6 +61,11 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     if (sum != cfg->rotary_dim / 2)
         return pe_error(err, PE_EKEY, "key 'rope_sections': the sections sum to %lld pairs, but rotary_dim %lld has %lld",
                         (long long)sum, (long long)cfg->rotary_dim, (long long)(cfg->rotary_dim / 2));
+    if (cfg->rope_section_layout == PE_SECTIONS_ALTERNATING && (sec->n != 3 || sec->v[1] != sec->v[2]))
+        return pe_error(err, PE_EKEY, "key 'rope_section_layout': alternating takes three sections (time, rows, "
+                        "columns) with as many row pairs as column pairs");
+    if (cfg->rope_section_layout == PE_SECTIONS_BALANCED && sec->n != 2 && sec->n != 3)
+        return pe_error(err, PE_EKEY, "key 'rope_section_layout': balanced takes two sections or three");
     if (cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS && cfg->rope_scaling != PE_ROPE_NONE)
         return pe_error(err, PE_EKEY, "key 'rope_section_freqs': per_axis takes no rope_scaling (got a scaling)");
     return PE_OK;
@@ -72,15 +77,47 @@ static int64_t axes(const pe_config *cfg, const pe_weights *w) {
     return cfg->rope_sections.n > 1 ? cfg->rope_sections.n : 1;
 }
 
-/* The axis each pair reads: contiguous sections (Qwen2-VL), or interleaved (Qwen3-VL: pair t
- * reads axis a >= 1 when t % A == a and t < A s_a, axis 0 otherwise). */
+/* openPangu's order (vLLM openpangu_rope.py, MRotaryEmbeddingInterleaved.get_mrope_interleaved_id_list):
+ * pair by pair, the axis with pairs left, not the last one taken (unless it alone has any), whose
+ * share placed / count is least (ties: the lower axis); with three sections the last pair is
+ * time's, held back from its count. Shares compared exactly, as cross products. */
+static void balanced_axes(const pe_int_list *sec, int64_t half, uint8_t *axis) {
+    const int three = sec->n == 3;
+    int64_t count[3] = {sec->v[0] - three, sec->v[1], three ? sec->v[2] : 0}, placed[3] = {0}, last = -1;
+    for (int64_t t = 0; t < half - three; t++) {
+        int64_t best = -1;
+        for (int relax = 0; relax < 2 && best < 0; relax++)
+            for (int64_t k = 0; k < 3; k++) {
+                if (placed[k] >= count[k] || (!relax && k == last)) continue;
+                if (best < 0 || placed[k] * count[best] < placed[best] * count[k]) best = k;
+            }
+        axis[t] = (uint8_t)best, placed[best]++, last = best;
+    }
+    if (three) axis[half - 1] = 0;
+}
+
+/* The axis each pair reads (posenc's sections are (time, row, column) pair counts, s_0, s_1, ...):
+ *   contiguous   section after section (Qwen2-VL's apply_multimodal_rotary_pos_emb)
+ *   interleaved  pair t reads axis a >= 1 when t % A == a and t < A s_a, else 0 (Qwen3-VL)
+ *   alternating  pairs t < s_1 + s_2 alternate rows (even t) and columns (odd), the rest time
+ *                (HF ernie4_5_vl_moe Ernie4_5_VLMoeTextRotaryEmbedding.recomposition_to_3d, its
+ *                pre-rotated inv_freq_3d leaving pair t at theta_t; vLLM bailing_mrope.py)
+ *   balanced     openPangu's (balanced_axes) */
 void pe_rope_pair_axes(const pe_config *cfg, uint8_t *axis) {
     const pe_int_list *sec = &cfg->rope_sections;
     const int64_t A = sec->n, half = cfg->rotary_dim / 2;
+    if (cfg->rope_section_layout == PE_SECTIONS_BALANCED) {
+        balanced_axes(sec, half, axis);
+        return;
+    }
     for (int64_t t = 0, a = 0, end = sec->v[0]; t < half; t++) {
         if (cfg->rope_section_layout == PE_SECTIONS_INTERLEAVED) {
             const int64_t x = t % A;
             axis[t] = (uint8_t)(x >= 1 && t < A * sec->v[x] ? x : 0);
+            continue;
+        }
+        if (cfg->rope_section_layout == PE_SECTIONS_ALTERNATING) {
+            axis[t] = (uint8_t)(t < sec->v[1] + sec->v[2] ? 1 + t % 2 : 0);
             continue;
         }
         while (t >= end) end += sec->v[++a];

@@ -82,6 +82,8 @@ expect_bad "gemma4: bidirectional everywhere is refused" "use_bidirectional_atte
 printf '{"model_type": "gemma4_text", "num_hidden_layers": 1, "num_attention_heads": 8,
   "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}}' > "$WORK/g4def.json"
 expect_bad "gemma4: a global layer's default rope cannot fit" "only proportional reads global_head_dim" "" hf-config "$WORK/g4def.json"
+expect_row "ernie-4.5-vl: interleaved pairs"  ernie4_5_vl.json 27 full_attention rope 500000 none 1 0..127 of 128 interleaved 0.0883883 20/4x128
+expect_notes "ernie-4.5-vl: (h, w, t) as posenc's (t, h, w), alternating" ernie4_5_vl.json 0 "sections 20,22,22 alternating"
 expect_row "gpt-oss: yarn, half, sinks"   gpt_oss.json 0 sliding_attention rope 150000 yarn x32 1.34657 0..63 of 64 half 0.125 64/8x64
 expect_notes "gpt-oss: its sinks"         gpt_oss.json 1 "learned sinks (tensor sinks [64])"
 expect_notes "gpt-oss: the window"        gpt_oss.json 0 "window 128"

@@ -6,16 +6,13 @@
 #include <unistd.h>
 
 #include "posenc.h"
+#include "settings.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[64];
-    snprintf(path, sizeof path, "/dev/shm/posenc-fuzz-%ld.json", (long)getpid());
-    FILE *fp = fopen(path, "wb");
-    if (!fp) return 0;
-    fwrite(data, 1, size, fp);
-    fclose(fp);
+    if (!fuzz_file(path, sizeof path, "json", data, size)) return 0;
     pe_config cfg;
     pe_err err;
     pe_config_init(&cfg);

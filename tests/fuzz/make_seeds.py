@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the seed corpora of the cache and fused harnesses (tests/fuzz/seeds_cache,
-seeds_fused): a life of each cache method (appends with and without positions and lengths,
-attends with masks and q_lens, a shift, a clear, the whole layer) and each fused setting of
-tests/unit/test_fused.c in both forms. Deterministic; run from the repository root."""
-import os, re
+"""Writes the seed corpora of the cache, fused and gguf harnesses (tests/fuzz/seeds_cache,
+seeds_fused, seeds_gguf): a life of each cache method (appends with and without positions and
+lengths, attends with masks and q_lens, a shift, a clear, the whole layer), each fused setting of
+tests/unit/test_fused.c in both forms, and the GGUF headers of tests/gguf. Deterministic; run
+from the repository root."""
+import glob, json, os, re, sys
 
 root = os.path.dirname(os.path.abspath(__file__))
 
@@ -58,3 +59,10 @@ for i, setting in enumerate(fused_settings() + REFERENCE_ONLY):
                                                     (0b111110, 33, 20, 0b0010, 15),
                                                     (0b000000, 1, 0, 0, 3)]):
         write("seeds_fused", "s%02d_%d" % (i, j), bytes([0, flags, T - 1, extra, heads, D, i, 0x35]) + text)
+
+# gguf: the headers of tests/gguf's specs, as tests/gguf/write_gguf.py writes them
+sys.path.insert(0, os.path.join(root, "..", "gguf"))
+import write_gguf  # noqa: E402
+for spec in sorted(glob.glob(os.path.join(root, "..", "gguf", "*.json"))):
+    g = json.load(open(spec))
+    write("seeds_gguf", os.path.basename(spec)[:-5], write_gguf.header(g["kv"], g.get("tensors", []), g.get("version", 3)))

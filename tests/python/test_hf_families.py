@@ -169,3 +169,67 @@ def test_gpt_oss_yarn_and_sinks():
     got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
     assert (got - p).abs().max().item() < 1e-5
     assert (got.sum(-1) < 1).all()  # the sink takes its share
+
+
+def test_ernie4_5_vl_alternating_sections():
+    """ERNIE-4.5-VL: HF's Ernie4_5_VLMoeTextRotaryEmbedding in float64 as its code does it: the
+    inverse frequencies pre-rotated (even ones, then odd ones, over the first h + w), each axis's
+    angles, recomposition_to_3d (sections [h, w, t] from axes 1, 2, 0; rows and columns stacked
+    pair by pair, then time; each repeated twice) and rotate_half_text; against posenc's
+    alternating layout read from the config at positions (time, row, column) up to 10^5"""
+    need_method("rope")
+    D, h, w, t = 128, 22, 22, 20
+    T, Tk = 4, 7
+    pos_k = np.array([[3, 3, 3], [40_000, 40_001, 40_002], [99_000, 99_010, 99_020], [99_990, 99_991, 99_993],
+                      [99_995, 99_995, 99_995], [99_999, 99_999, 100_000], [100_000, 100_000, 100_000]], np.int64)
+    pos_q = pos_k[-T:]
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    k = rng.standard_normal((Tk, D)).astype(np.float32)
+    v = rng.standard_normal((Tk, D)).astype(np.float32)
+    settings = {"method": "rope", "heads": 1, "causal": "true", "hf_config": os.path.join(HF, "ernie4_5_vl.json"),
+                "hf_layer": 0}
+    out = posenc.attend(settings, {"q": q, "k": k, "v": v, "positions": pos_q, "key_positions": pos_k})
+    inv = inv_freq(D, 500000.0)
+    inv3 = torch.cat([inv[:h + w][0::2], inv[:h + w][1::2], inv[h + w:]])
+
+    def rotate(x, pos):
+        freqs = torch.tensor(pos.T, dtype=torch.float64)[:, :, None] * inv3  # (3, n, D/2)
+        def recompose(f):
+            fh, fw, ft = (m[(i + 1) % 3] for i, m in enumerate(f.split([h, w, t], dim=-1)))
+            return torch.cat([torch.stack([fh, fw], -1).flatten(-2), ft], -1).repeat_interleave(2, -1)
+        c, s = recompose(freqs.cos()), recompose(freqs.sin())
+        x = torch.tensor(x, dtype=torch.float64)
+        rot = torch.stack((-x[:, 1::2], x[:, 0::2]), -1).flatten(-2)  # rotate_half_text
+        return x * c + rot * s
+
+    want = rotate(q, pos_q) @ rotate(k, pos_k).T / math.sqrt(D)
+    check_scores(out["scores"], want[None], T, Tk)
+
+
+def test_gguf_llama_equals_its_config(tmp_path):
+    """A Llama in GGUF (tests/gguf/llama.json, written by tests/gguf/write_gguf.py) through the key
+    route: llama.cpp's NORM pairs (2p, 2p + 1) on q and k permuted as the converter permutes them
+    (conversion/llama.py LlamaModel.permute: GGUF row 2j + s of a head is HF row j + s D / 2) give
+    the scores of the HF config's half layout on the unpermuted q and k, at positions up to 10^5"""
+    need_method("rope")
+    import json
+    import sys
+    sys.path.insert(0, os.path.join(HF, "..", "gguf"))
+    import write_gguf
+    spec = json.load(open(os.path.join(HF, "..", "gguf", "llama.json")))
+    path = tmp_path / "llama.gguf"
+    path.write_bytes(write_gguf.header(spec["kv"], spec.get("tensors", [])))
+    cfg = tmp_path / "llama.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+                               "num_hidden_layers": 32, "rope_theta": 10000.0}))
+    D, T, Tk = 128, len(FAR), len(KEYS)
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    k = rng.standard_normal((Tk, D)).astype(np.float32)
+    v = rng.standard_normal((Tk, D)).astype(np.float32)
+    perm = np.array([j + s * D // 2 for j in range(D // 2) for s in (0, 1)])  # GGUF row -> HF row
+    at = {"positions": np.array(FAR, np.int64), "key_positions": np.array(KEYS, np.int64)}
+    base = {"method": "rope", "heads": 1, "causal": "true", "hf_layer": 3}
+    hf = posenc.attend({**base, "hf_config": str(cfg)}, {"q": q, "k": k, "v": v, **at})
+    gg = posenc.attend({**base, "hf_config": str(path)}, {"q": q[:, perm], "k": k[:, perm], "v": v, **at})
+    want = torch.tensor(np.asarray(hf["scores"]), dtype=torch.float64)
+    check_scores(gg["scores"], want, T, Tk)

@@ -109,14 +109,38 @@ def axes(meta, t):
     return len(s) if s and len(s) > 1 else 1
 
 
+def openpangu_order(s):
+    """vLLM openpangu_rope.py get_mrope_interleaved_id_list: each next pair goes to the axis with
+    pairs left, other than the previous one where possible, of the least share placed/count
+    (then the lowest); with three sections one time pair is kept for the very end."""
+    three = len(s) == 3
+    counts = [s[0] - three, s[1], s[2] if three else 0]
+    placed, order, last = [0, 0, 0], [], None
+    for _ in range(sum(counts)):
+        left = [k for k in range(3) if placed[k] < counts[k]]
+        pick = [k for k in left if k != last] or left
+        best = min(pick, key=lambda k: (placed[k] / counts[k], k))
+        order.append(best)
+        placed[best] += 1
+        last = best
+    return order + [0] * three
+
+
 def pair_axes(meta, half):
     """The position axis of each pair: its section (contiguous, Qwen2-VL's
-    apply_multimodal_rotary_pos_emb), or Qwen3-VL's apply_interleaved_mrope (pair t reads axis
-    a >= 1 when t % A == a and t < A * s_a, else axis 0)."""
+    apply_multimodal_rotary_pos_emb), Qwen3-VL's apply_interleaved_mrope (pair t reads axis
+    a >= 1 when t % A == a and t < A * s_a, else axis 0), ERNIE-4.5-VL's recomposition_to_3d
+    (rows and columns alternating over the first s_1 + s_2 pairs, then time: its pre-rotated
+    frequencies leave pair t at theta_t), or openPangu's balanced order."""
     s = sections(meta)
     A = len(s)
-    if meta.get("rope_section_layout", "contiguous") == "interleaved":
+    layout = meta.get("rope_section_layout", "contiguous")
+    if layout == "interleaved":
         return [t % A if t % A and t < A * s[t % A] else 0 for t in range(half)]
+    if layout == "alternating":
+        return [1 + t % 2 if t < s[1] + s[2] else 0 for t in range(half)]
+    if layout == "balanced":
+        return openpangu_order(s)
     return [a for a, n in enumerate(s) for _ in range(n)]
 
 
@@ -357,6 +381,14 @@ CASES += [
          meta={"rope_sections": "2,1,1"}),
     dict(name="mrope_yarn", T=8, H=2, D=8, pos_axes=M_POS, causal=True, meta=dict(
         scaling("yarn", rope_factor=4, original_max_position_embeddings=4), rope_sections="2,1,1")),
+    # ERNIE-4.5-VL / Bailing: rows and columns alternating, time last; GLM-style pairs (ERNIE's)
+    dict(name="mrope_alternating", T=8, H=2, D=16, pos_axes=M_POS, causal=True,
+         meta={"rope_sections": "2,3,3", "rope_section_layout": "alternating", "rope_layout": "interleaved"}),
+    # openPangu's balanced order, three sections and two
+    dict(name="mrope_balanced", T=8, H=2, D=16, pos_axes=M_POS, causal=True,
+         meta={"rope_sections": "4,2,2", "rope_section_layout": "balanced"}),
+    dict(name="mrope_balanced_two", T=6, H=2, D=12, pos_axes=GRID,
+         meta={"rope_sections": "4,2", "rope_section_layout": "balanced"}),
     dict(name="axial_per_axis", T=6, H=2, D=8, pos_axes=GRID,
          meta={"rope_sections": "2,2", "rope_section_freqs": "per_axis", "rope_layout": "interleaved",
                "rope_base": "100"}),

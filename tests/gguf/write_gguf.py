@@ -1,0 +1,45 @@
+"""A small GGUF writer for the tests (no download): the header of a llama.cpp model file as
+ggml's docs/gguf.md lays it out ("GGUF", version 3, tensor and key counts, typed key-value
+pairs, tensor entries), with no tensor data. Used by tests/cli/test_gguf.sh and the fuzz seeds.
+
+    write_gguf.py OUT.gguf SPEC.json   SPEC: {"kv": {key: [type, value]}, "tensors": [names]}
+types: u8 i8 u16 i16 u32 i32 f32 bool str u64 i64 f64, or [array, elemtype] for a list value.
+"""
+import json
+import struct
+import sys
+
+TYPES = {"u8": (0, "<B"), "i8": (1, "<b"), "u16": (2, "<H"), "i16": (3, "<h"), "u32": (4, "<I"), "i32": (5, "<i"),
+         "f32": (6, "<f"), "bool": (7, "<?"), "str": (8, None), "u64": (10, "<Q"), "i64": (11, "<q"),
+         "f64": (12, "<d")}
+
+
+def string(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def value(kind, v):
+    if kind == "str":
+        return string(v)
+    return struct.pack(TYPES[kind][1], v)
+
+
+def header(kv, tensors=(), version=3):
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(kv))
+    for key, (kind, v) in kv.items():
+        out += string(key)
+        if isinstance(kind, list):  # ["array", elem]
+            elem = kind[1]
+            out += struct.pack("<IIQ", 9, TYPES[elem][0], len(v)) + b"".join(value(elem, x) for x in v)
+        else:
+            out += struct.pack("<I", TYPES[kind][0]) + value(kind, v)
+    for name in tensors:  # one 1-D F32 tensor entry each, offsets contiguous
+        out += string(name) + struct.pack("<IQIQ", 1, 8, 0, 0)
+    return out
+
+
+if __name__ == "__main__":
+    spec = json.load(open(sys.argv[2]))
+    with open(sys.argv[1], "wb") as f:
+        f.write(header(spec["kv"], spec.get("tensors", []), spec.get("version", 3)))
