@@ -14,6 +14,9 @@
  *   train     posenc train's model (train/) trained in-process for a few seconds per method and
  *             batch, tokens/s against the same model in PyTorch eager (bench/torch_train.py, a
  *             coprocess), one thread each, in alternating rounds
+ *   scale     posenc train at batch 32 as one process (1 and 2 threads) and as mpirun -n 2
+ *             (1 thread each, train/dist.c), child processes in alternating rounds, and rank
+ *             0's time in the sums over ranks
  * Each section is in a file of its own (bench_attn.c, bench_rope.c, bench_train.c) and measures
  * posenc through posenc.h alone. --quick is a smoke run of every section on small shapes
  * (seconds; make test runs it), its numbers labelled as such. Like `train`, it selects
@@ -72,7 +75,7 @@ static int want(const bopts *o, const char *section) {
     return p && (p == o->only || p[-1] == ',');
 }
 
-static const char *const SECTIONS[] = {"rope", "attn", "core", "decode", "denormal", "gemm", "packed", "train", NULL};
+static const char *const SECTIONS[] = {"rope", "attn", "core", "decode", "denormal", "gemm", "packed", "train", "scale", NULL};
 static const char *section_name(int i) { return SECTIONS[i]; }
 
 int cli_bench(int argc, char **argv) {
@@ -108,7 +111,7 @@ int cli_bench(int argc, char **argv) {
             for (int i = 0; SECTIONS[i]; i++) known |= !strcmp(w, SECTIONS[i]);
             const char *best = known ? NULL : arg_nearest(w, section_name);
             if (!known && best) return cli_fail("bench: --only: unknown section '%s' (did you mean %s?)", w, best);
-            if (!known) return cli_fail("bench: --only: unknown section '%s' (rope, attn, core, decode, denormal, gemm, packed, train)", w);
+            if (!known) return cli_fail("bench: --only: unknown section '%s' (rope, attn, core, decode, denormal, gemm, packed, train, scale)", w);
         }
     }
     if (o.readme && o.quick) return cli_fail("bench: --readme with --quick: a smoke run's numbers do not go into a README");
@@ -161,6 +164,9 @@ int cli_bench(int argc, char **argv) {
     if (!rc && want(&o, "packed")) rc = bench_packed(&o);
     o.torch = torch_wanted;
     if (!rc && want(&o, "train")) rc = bench_train(&o, train, &ntrain, train_info, sizeof train_info, &train_threads);
+    scale_res SC;
+    int did_scale = 0;
+    if (!rc && want(&o, "scale")) rc = bench_scale(&o, &SC), did_scale = !rc;
     loadavg(load1, sizeof load1);
     printf("Load average at the end: %s (%s).\n", load1, "other processes share these cores: compare ratios, not times");
     if (rc || !o.readme) return rc;
@@ -237,6 +243,11 @@ int cli_bench(int argc, char **argv) {
             else fprintf(md, " %.1fk | %.2fx |\n", R->torch / 1e3, R->ours / R->torch);
         }
     }
+    if (did_scale && SC.have_mpi)
+        fprintf(md, "\nData parallel (`posenc train`, batch %lld): `mpirun -n 2` with 1 thread each trains %.2fx the tokens/s of"
+                    " one process with 1 thread, one process with 2 threads %.2fx; rank 0 spends %.1f%% of its time in the"
+                    " sums over ranks (%.2f ms a step, waiting included).\n",
+                (long long)SC.B, SC.tps[2] / SC.tps[0], SC.tps[1] / SC.tps[0], SC.share, SC.ms);
     fclose(md);
     rc = cli_readme_block("bench", o.readme, "bench", block);
     free(block);

@@ -78,6 +78,16 @@ int bench_core(const bopts *o);
 int bench_packed(const bopts *o);
 int bench_denormal(const bopts *o, double res[4][2]);
 
+/* the scale section: tokens/s of one process with 1 and 2 threads and of mpirun -n 2 (NAN: not
+ * run, why says why), and rank 0's share of the time (%) and ms a step in the sums over ranks */
+typedef struct scale_res {
+    int64_t B, steps;
+    int have_mpi;
+    double tps[3], share, ms;
+    char why[600];
+} scale_res;
+int bench_scale(const bopts *o, scale_res *R);
+
 typedef struct gemm_res {
     double sgemm[2], fwd[2], bwd[2]; /* GFLOP/s at 1 thread and all; sgemm NAN without BLAS */
     int threads[2];

@@ -257,7 +257,7 @@ static const arg_opt BENCH_OPTS[] = {
     OPT(bench_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024, .def = "every core; train: 1",
         .help = "threads of posenc, OpenBLAS and PyTorch"),
     OPT(bench_args, "only", only, ARG_STR, .meta = "LIST", .def = "every section",
-        .help = "sections: rope, attn, core, decode, denormal, gemm, packed, train"),
+        .help = "sections: rope, attn, core, decode, denormal, gemm, packed, train, scale"),
     OPT(bench_args, "steps", steps, ARG_INT, .meta = "N", .lo = 1, .hi = 1000000,
         .def = "about 1 s of posenc's training; --quick: 2", .help = "timed optimizer steps per round of the train section"),
     OPT(bench_args, "no-torch", no_torch, ARG_FLAG, .help = "no PyTorch columns"),

@@ -160,6 +160,9 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
     if (run.step > start)
         printf("trained %lld steps in %.1f s: %.1fk tokens/s, train loss of the last step %.4f\n", (long long)(run.step - start), el,
                tokens / el / 1e3, loss);
+    if (run.step > start && ranks > 1) /* rank 0's: the sums wait for the slowest rank too */
+        printf("the sums over %d ranks: %.1f%% of the time (%.2f ms a step, waiting included)\n", ranks,
+               100 * run.sum_seconds / el, 1e3 * run.sum_seconds / (double)(run.step - start));
     if (save) {
         if (tr_run_save(&run, save, &err)) {
             rc = cli_fail("train: %s", err.msg);

@@ -10,6 +10,7 @@
 #include "posenc.h"
 #include "../tools/layer.h"
 #include "../tools/safetensors.h"
+#include "env.h"
 
 /* ---- the run ---------------------------------------------------------------------------------- */
 
@@ -140,8 +141,10 @@ static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_e
             for (size_t i = 0; i < np; i++) r->acc[i] += g[i];
     }
     if (mine > 1) memcpy(g, r->acc, sizeof(float) * np);
+    const double t0 = r->ranks > 1 ? tr_now() : 0;
     pe_status st = r->ranks > 1 ? r->sum_f64(&part, 1, err) : PE_OK;
     if (!st && r->ranks > 1) st = r->sum_f32(g, np, err);
+    if (r->ranks > 1) r->sum_seconds += tr_now() - t0;
     *loss = part;
     return st;
 }

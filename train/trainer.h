@@ -120,6 +120,7 @@ typedef struct tr_run {
     float *acc;
     pe_status (*sum_f32)(float *x, size_t n, pe_err *err);
     pe_status (*sum_f64)(double *x, size_t n, pe_err *err);
+    double sum_seconds; /* wall time in sum_f32/sum_f64 (waiting for the slowest rank included) */
 } tr_run;
 
 /* The metric `compare` tabulates: "bpc" (lower is better) for lm, "exact" (higher) otherwise. */
