@@ -187,12 +187,14 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
     }
     c->m->rotary_table(&cn, PE_ROTATE_K, &rd, &layout);
     const int64_t half = rd / 2, uniform = from[0] == to[0] && from[1] == to[1];
+    const int rope_values = pe_attention_config(c->att)->rope_values;
     const pe_run_options *run = pe__attention_run(c->att);
     float *cs = malloc(sizeof(float) * (size_t)(CHUNK * half * 2));
     if (!cs) st = pe_error(err, PE_ENOMEM, "out of memory for the re-rotation table");
     for (int64_t b = 0; b < c->B && !st; b++) {
         const int64_t n = c->len[b], *pn = c->pos + b * c->cap * A, *po = old ? old + b * c->cap * A : pn;
-        float *k = c->k + b * c->cap * c->Ckv + pe_attention_config(c->att)->rotary_offset; /* the rotated slice */
+        const int64_t off = b * c->cap * c->Ckv + pe_attention_config(c->att)->rotary_offset; /* the rotated slice */
+        float *const kv[2] = {c->k + off, rope_values ? c->v + off : NULL}; /* rope_values: v rotated as k */
         if (uniform) { /* the same rotation for every key from `first`: rows of CHUNK keys' heads */
             if (first >= n || !memcmp(po + first * A, pn + first * A, sizeof(int64_t) * (size_t)A)) continue;
             for (int64_t t = 0; t < half; t++) {
@@ -202,13 +204,15 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
                 cs[2 * t] = (float)(cos(an - ao) * (sn / so)), cs[2 * t + 1] = (float)(sin(an - ao) * (sn / so));
             }
             for (int64_t r = 1; r < CHUNK; r++) memcpy(cs + r * half * 2, cs, sizeof(float) * (size_t)(half * 2));
-            for (int64_t u0 = first; u0 < n; u0 += CHUNK * CHUNK) { /* CHUNK rows of CHUNK keys per call */
-                const int64_t nu = n - u0 < CHUNK * CHUNK ? n - u0 : CHUNK * CHUNK, full = nu / CHUNK, rest = nu % CHUNK;
-                if (full) pe__rope_rotate(run, k + u0 * c->Ckv, full, CHUNK * c->Ckv, CHUNK * c->Hkv, c->D, rd, layout, cs, 1.0f);
-                if (rest)
-                    pe__rope_rotate(run, k + (u0 + full * CHUNK) * c->Ckv, 1, rest * c->Ckv, rest * c->Hkv, c->D, rd, layout,
-                                    cs, 1.0f);
-            }
+            for (int64_t u0 = first; u0 < n; u0 += CHUNK * CHUNK) /* CHUNK rows of CHUNK keys per call */
+                for (int x = 0; x < 2 && kv[x]; x++) {
+                    float *k = kv[x];
+                    const int64_t nu = n - u0 < CHUNK * CHUNK ? n - u0 : CHUNK * CHUNK, full = nu / CHUNK, rest = nu % CHUNK;
+                    if (full) pe__rope_rotate(run, k + u0 * c->Ckv, full, CHUNK * c->Ckv, CHUNK * c->Hkv, c->D, rd, layout, cs, 1.0f);
+                    if (rest)
+                        pe__rope_rotate(run, k + (u0 + full * CHUNK) * c->Ckv, 1, rest * c->Ckv, rest * c->Hkv, c->D, rd,
+                                        layout, cs, 1.0f);
+                }
             continue;
         }
         for (int64_t u0 = 0; u0 < n; u0 += CHUNK) {
@@ -221,7 +225,7 @@ static pe_status rerotate(pe_kv_cache *c, const pe_weights *w, const int64_t fro
                     float *e = cs + (u * half + t) * 2;
                     e[0] = (float)(cos(an - ao) * (sn / so)), e[1] = (float)(sin(an - ao) * (sn / so));
                 }
-            pe__rope_rotate(run, k + u0 * c->Ckv, nu, c->Ckv, c->Hkv, c->D, rd, layout, cs, 1.0f);
+            for (int x = 0; x < 2 && kv[x]; x++) pe__rope_rotate(run, kv[x] + u0 * c->Ckv, nu, c->Ckv, c->Hkv, c->D, rd, layout, cs, 1.0f);
         }
     }
     free(cs);
@@ -374,7 +378,10 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
                         .mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0,
                         .q_lens = lens && at ? at->q_lens : NULL, .k_lens = lens ? klen : NULL, .axes = A};
     const int transformed = c->transform || (c->m->flags & PE__INPUT);
-    return pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, transformed, o, err);
+    st = pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, transformed, o, err);
+    /* the output stage at the queries' positions, in the frame they were rotated in */
+    if (!st && c->transform) st = pe__attention_output(c->att, w, B * T, qpos, c->frame[0], c->frame[1], o, err);
+    return st;
 }
 
 pe_status pe_kv_cache_layer_forward(pe_kv_cache *c, const pe_weights *w, const float *x, int64_t T, const int64_t *pos,

@@ -3,7 +3,9 @@
  * wider vectors (a lift: PoPE), and the call's executor attends over what it produced: the
  * fused path (exec/fused.c, tiles and an online softmax), or the reference path
  * (exec/reference.c, (T, Tk) scores); the decode path (exec/decode.c) serves few queries
- * against a cache. Every executor takes its keys from one visibility rule (pe__band_range). */
+ * against a cache. Every executor takes its keys from one visibility rule (pe__band_range).
+ * Last, where the config asks for it, the method's output stage (rope_values: o rotated back at
+ * the query positions). */
 #include "layer.h"
 
 /* A lifted method (pe__method.lift_width), on either executor: q and k lifted to width W >= D
@@ -143,7 +145,8 @@ static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, 
 
 /* Passes 3 and 4 over a->q, a->k, a->v (as projected): the transform stage (the rotate hook in
  * place, or a lift to W wide vectors), then the executor: scores, bias, mask, softmax and the
- * weighted values into a->o. */
+ * weighted values into a->o; then the output stage, the executor's o kept for backward. With
+ * a->pre (a cache's transformed q, k, v) the cache runs both stages itself. */
 pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     if (a->m->rotate_forward && !a->pre) {
@@ -151,16 +154,32 @@ pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err 
         memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
     }
-    if (a->m->lift_width) return lifted_forward(a, scores, probs, err);
-    return execute_forward(a, ctx, a->q, a->k, a->v, a->o, scores, probs, err);
+    a->post_used = !a->pre && a->m->output_used && a->m->output_used(&a->cfg);
+    pe_status st = a->m->lift_width ? lifted_forward(a, scores, probs, err)
+                                    : execute_forward(a, ctx, a->q, a->k, a->v, a->o, scores, probs, err);
+    if (st || !a->post_used) return st;
+    const size_t n = (size_t)(a->B * a->T * a->C);
+    float *kept = pe__scratch_get(&a->post, 2 * n); /* the executor's o, then room for dout */
+    if (!kept) return pe_error(err, PE_ENOMEM, "out of memory for the output stage of %s", a->m->name);
+    memcpy(kept, a->o, sizeof(float) * n);
+    a->m->output_forward(ctx, a->o);
+    return PE_OK;
 }
 
 /* The backward of core_forward: dout (B, T, C) to dq (B, T, C), dk, dv (B, Tk, Ckv), all
  * zeroed by the caller: the executor in reverse (fused: tiles recomputed), the transform last. */
 pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
+    const float *o = a->o;
+    if (a->post_used) { /* dout through the output stage's transpose, beside the executor's o */
+        const size_t n = (size_t)(a->B * a->T * a->C);
+        float *d = a->post.p + n;
+        memcpy(d, dout, sizeof(float) * n);
+        a->m->output_backward(ctx, d);
+        o = a->post.p, dout = d;
+    }
     pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
-                                    : execute_backward(a, ctx, a->q, a->k, a->v, a->o, dout, dq, dk, dv, err);
+                                    : execute_backward(a, ctx, a->q, a->k, a->v, o, dout, dq, dk, dv, err);
     if (st) return st;
     if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
     return PE_OK;

@@ -201,6 +201,13 @@ typedef struct pe__method {
     /* q_in, k_in: the hook's inputs in forward, for parameter gradients. */
     void (*rotate_backward)(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
                             const float *k_in);
+    /* The output stage, where output_used says the config asks for one (rope_values): o (B, T, C)
+     * transformed in place after the executor, at the query positions; output_backward takes
+     * dout through its transpose, in place. A KV cache runs it after attending, as it runs the
+     * transform stage of its queries. */
+    int (*output_used)(const pe_config *cfg);
+    void (*output_forward)(pe__ctx *ctx, float *o);
+    void (*output_backward)(pe__ctx *ctx, float *dout);
 
 
     /* The transform stage of a method whose vectors change width: a score that is the plain
@@ -525,6 +532,10 @@ void pe__attention_release(pe_attention *a, pe__ctx *ctx);
  * to skip, for n rows at positions pos in an attention over [lo, hi]. */
 pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
                               int64_t hi, float *x, float *q, float *k, float *v, pe_err *err);
+/* The method's output stage (output_forward) on o (n, C) of n queries at positions pos, where
+ * the config asks for one; else nothing. */
+pe_status pe__attention_output(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                               int64_t hi, float *o, pe_err *err);
 const pe__method *pe__attention_method(const pe_attention *a);
 const pe_run_options *pe__attention_run(const pe_attention *a);
 

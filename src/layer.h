@@ -47,6 +47,8 @@ struct pe_attention {
     pe__scratch scratch;
     pe__scratch grad; /* backward's gradient buffers (dq, dk, dv, ...), kept for the same reason */
     pe__scratch lift; /* a lifted method's q, k, v and o on the fused path, and their gradients */
+    pe__scratch post; /* the output stage's: the executor's o, then backward's dout through it */
+    int post_used;    /* the last forward ran the output stage */
     /* attention dropout: set by pe_attention_set_dropout; the last forward's, for its backward */
     double dropout, drop_used;
     uint64_t drop_seed, seed_used;

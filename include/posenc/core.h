@@ -203,6 +203,7 @@ typedef union pe_config {
         double llama_4_scaling_beta;
         double rope_proportion; /* proportional: the share of the rotary_dim / 2 frequencies that rotate */
         int attention_sinks;    /* a learned logit per head in every query's softmax (tensor sinks [H]) */
+        int rope_values;        /* rope: v rotated as k, the output rotated back at the query positions */
     };
     unsigned char bytes_[PE_CONFIG_BYTES];
 } pe_config;

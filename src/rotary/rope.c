@@ -44,6 +44,9 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     if (cfg->rotary_dim > D - off)
         return pe_error(err, PE_EKEY, "key 'rotary_offset': %lld + rotary_dim %lld must lie within head_dim %lld",
                         (long long)off, (long long)cfg->rotary_dim, (long long)D);
+    if (cfg->rope_values && cfg->rope_scaling == PE_ROPE_LONGROPE) /* no model has both; the factors' gradient would */
+        return pe_error(err, PE_EKEY, "key 'rope_values': not with rope_scaling longrope (its factor tables' gradient "
+                        "covers q and k only)");
     const pe_int_list *sec = &cfg->rope_sections;
     if (!sec->n) {
         if (pe_config_has(cfg, PE_K_rope_section_layout) || pe_config_has(cfg, PE_K_rope_section_freqs))
@@ -241,13 +244,29 @@ static void scale_queries(const pe__ctx *ctx, float *x) {
 
 /* q at the query positions, k at the key positions (either may be NULL). */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
-    (void)v;
     const rope_state *st = ctx->state;
     const int64_t rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
     if (q) pe__rope_rotate(ctx->run, q + off, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
     if (q) scale_queries(ctx, q);
     if (k) pe__rope_rotate(ctx->run, k + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+    /* rope_values: HF DeepseekV4Attention.forward rotates its one kv tensor, which is the values
+     * too, with the keys' cos and sin (the attention factor included) */
+    if (v && ctx->cfg->rope_values)
+        pe__rope_rotate(ctx->run, v + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
 }
+
+/* rope_values' output stage: o' = f R(-theta_q) o on the rotated slice (HF DeepseekV4Attention:
+ * apply_rotary_pos_emb(attn_output, cos, -sin), cos and sin times the attention factor f), so
+ * a value's rotation enters o' as R(theta_k - theta_q), a function of the distance; backward
+ * is its transpose, f R(theta_q). */
+static int output_used(const pe_config *cfg) { return cfg->rope_values; }
+static void output_rotate(pe__ctx *ctx, float *o, float sign) {
+    const rope_state *st = ctx->state;
+    pe__rope_rotate(ctx->run, o + ctx->cfg->rotary_offset, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, ctx->cfg->rotary_dim,
+                    ctx->cfg->rope_layout, st->cs, sign);
+}
+static void output_forward(pe__ctx *ctx, float *o) { output_rotate(ctx, o, -1.0f); }
+static void output_backward(pe__ctx *ctx, float *dout) { output_rotate(ctx, dout, 1.0f); }
 
 /* LongRoPE: theta = p / (f_t base^(2t/r)), so dtheta/df_t = -theta / f_t; and for a pair
  * y = R(theta) x, dy1/dtheta = -y2, dy2/dtheta = y1. Accumulates dL/df_t over the n rows of
@@ -276,7 +295,6 @@ static void factor_grad(const pe__ctx *ctx, const rope_state *st, const float *c
  * exact to float32 at any offset. */
 static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const float *q_in,
                             const float *k_in) {
-    (void)dv;
     const rope_state *st = ctx->state;
     int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
     float *dfactor = st->factor_table >= 0 && ctx->w->param[st->factor_table] ? ctx->g->dparam[st->factor_table] : NULL;
@@ -291,6 +309,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     }
     pe__rope_rotate(ctx->run, dq + off, n, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, -1.0f);
     pe__rope_rotate(ctx->run, dk + off, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
+    if (dv && ctx->cfg->rope_values)
+        pe__rope_rotate(ctx->run, dv + off, nk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, -1.0f);
 }
 
 pe_status pe_rope_permute(float *w, int64_t heads, int64_t D, int64_t rotary_dim, int64_t cols, int to,
@@ -325,7 +345,7 @@ const pe__method pe__method_rope = {
     .keys = "rope_layout rope_base rotary_dim rotary_offset rope_scaling rope_factor "
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
-            "rope_section_layout rope_section_freqs llama_4_scaling_beta rope_proportion hf_config hf_layer hf_assume",
+            "rope_section_layout rope_section_freqs llama_4_scaling_beta rope_proportion rope_values hf_config hf_layer hf_assume",
     .flags = PE__GQA | PE__FUSED,
     .defaults = defaults,
     .check = check,
@@ -335,6 +355,9 @@ const pe__method pe__method_rope = {
     .release = release,
     .rotate_forward = rotate_forward,
     .rotate_backward = rotate_backward,
+    .output_used = output_used,
+    .output_forward = output_forward,
+    .output_backward = output_backward,
     .rotary_table = rotary_table,
     .rotary_angle = rotary_angle,
     .rotary_frame = rotary_frame,

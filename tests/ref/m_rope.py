@@ -152,7 +152,9 @@ def rotate_one(x, pos, freqs, attn, layout, axis=None):
     return rotate_ang(x, ang, attn, layout)
 
 
-def rotate(ctx, q, k):
+def _rotation(ctx):
+    """x, positions, sign -> x with its slice from rotary_offset rotated by sign times the angle,
+    times the attention factor."""
     freqs, attn = inv_freq(ctx)
     layout = ctx.get("rope_layout", "half")
     axis = None
@@ -166,8 +168,13 @@ def rotate(ctx, q, k):
             axis = None
     off = ctx.get("rotary_offset", 0, int)  # DeepSeek MLA: the rotated slice is the head's last dims
 
-    def one(x, pos):
-        return torch.cat([x[..., :off], rotate_one(x[..., off:], pos, freqs, attn, layout, axis)], -1)
+    def one(x, pos, sign=1):
+        return torch.cat([x[..., :off], rotate_one(x[..., off:], pos, sign * freqs, attn, layout, axis)], -1)
+    return one
+
+
+def rotate(ctx, q, k):
+    one = _rotation(ctx)
     qr = one(q, ctx.pos)
     beta = ctx.get("llama_4_scaling_beta", 0.0, float)
     if beta:  # HF ministral3 _get_llama_4_attn_scale: after the rotation, the whole query head times
@@ -176,6 +183,18 @@ def rotate(ctx, q, k):
         p = ctx.pos.to(torch.float64).clamp(min=0)  # HF has no negative positions; posenc scales them by 1
         qr = qr * (1 + beta * torch.log(1 + torch.floor(p / L0)))[:, None, :, None]
     return qr, one(k, ctx.kpos)
+
+
+# rope_values, from HF transformers models/deepseek_v4/modeling_deepseek_v4.py (commit 3614558),
+# DeepseekV4Attention.forward: its one kv tensor, the keys and the values, goes through
+# apply_rotary_pos_emb with the keys' cos and sin (times the attention factor), and the attention
+# output through apply_rotary_pos_emb(attn_output, cos, -sin) at the query positions.
+def rotate_values(ctx, v):
+    return _rotation(ctx)(v, ctx.kpos)
+
+
+def output(ctx, o):
+    return _rotation(ctx)(o, ctx.pos, -1)
 
 
 def tensors(meta, H, D, npos):
@@ -289,6 +308,19 @@ CASES += [
     dict(name="sinks_mask", T=6, H=2, D=8, mask="random", meta=SINKS, tensors={"sinks": (2,)}),
 ]
 
+# DeepSeek-V4: the values rotated as the keys and the output rotated back (rope_values), on the
+# head's trailing interleaved slice, one kv head; with YaRN's attention factor (it scales q, the
+# keys, the values and the output alike), sinks and a window
+V4 = {"rope_values": "true", "rope_layout": "interleaved", "rotary_dim": "4", "rotary_offset": "4"}
+CASES += [
+    dict(name="values_trailing", T=6, H=2, D=8, causal=True, positions="gapped", B=2, meta=V4),
+    dict(name="values_half_full", T=5, H=3, D=6, meta={"rope_values": "true"}),
+    dict(name="values_yarn_sinks_window", T=7, H=4, D=8, kv_heads=1, causal=True, positions="offset", meta=dict(
+        V4, window="3,0", attention_sinks="true", **scaling("yarn", rope_factor=16, original_max_position_embeddings=4)),
+        tensors={"sinks": (4,)}),
+    dict(name="values_mask", T=6, H=2, D=8, mask="random", meta=V4),
+]
+
 # Ministral 3 / Mistral 4: queries scaled by position on every RoPE layer (llama_4_scaling_beta)
 CASES += [
     dict(name="llama4_scaling", T=6, H=2, D=8, causal=True, positions="gapped", B=2,
@@ -360,6 +392,9 @@ PROJ_CASES = [
     dict(name="proj_sinks_chunk", T=3, Tk=70, H=2, D=8, causal=True, meta=SINKS, tensors={"sinks": (2,)}),
     dict(name="proj_proportional_decode", T=1, Tk=9, H=4, D=16, kv_heads=2, positions="offset", causal=True,
          meta=scaling("proportional", rope_proportion=0.25, rope_base=1000000)),
+    dict(name="proj_values_decode", T=1, Tk=9, H=4, D=8, kv_heads=1, positions="offset", causal=True,
+         meta=dict(V4, attention_sinks="true"), tensors={"sinks": (4,)}),
+    dict(name="proj_values_cross", T=3, Tk=7, H=2, D=8, kv_heads=1, positions="cross", meta=V4),
     dict(name="proj_llama4_scaling_decode", T=1, Tk=9, H=2, D=8, kv_heads=1, positions="offset", causal=True,
          meta={"llama_4_scaling_beta": "0.1", "original_max_position_embeddings": "4"}),
 ]

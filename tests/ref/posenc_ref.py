@@ -125,6 +125,9 @@ def _core(mod, ctx, q, k, v):
         q, k, v = mod.project(ctx, q, k, v)
     if hasattr(mod, "rotate"):
         q, k = mod.rotate(ctx, q, k)
+    rope_values = ctx.get("rope_values", False, bool)
+    if rope_values:  # the values rotated as the keys, the output rotated back (m_rope.output)
+        v = mod.rotate_values(ctx, v)
     rep = ctx.H // ctx.Hkv
     k = k.repeat_interleave(rep, 1)
     v = v.repeat_interleave(rep, 1)
@@ -150,6 +153,8 @@ def _core(mod, ctx, q, k, v):
     o = p @ v
     if hasattr(mod, "value"):
         o = o + mod.value(ctx, p)
+    if rope_values:
+        o = mod.output(ctx, o)
     return s, p, o
 
 

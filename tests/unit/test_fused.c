@@ -76,6 +76,8 @@ static const char *const SETTINGS[] = {
     "method=rope llama_4_scaling_beta=0.1 original_max_position_embeddings=8",
     "method=rope rope_scaling=proportional rope_proportion=0.25 rope_base=1000000",
     "method=rope attention_sinks=true",
+    "method=rope rope_values=true rope_layout=interleaved rotary_dim=2 rotary_offset=2 attention_sinks=true",
+    "method=rope rope_values=true rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8",
     "method=alibi attention_sinks=true",
     "method=pope attention_sinks=true",
     "method=none attn_temperature_tuning=true floor_scale=3 attn_scale=0.5",

@@ -38,7 +38,9 @@ static const char *method_keys(const char *method) {
                  "rope_layout=interleaved|rope_sections=1,1 rope_section_freqs=per_axis|rope_sections=1,1 "
                  "rope_scaling=longrope original_max_position_embeddings=4 max_position_embeddings=16|llama_4_scaling_beta=0.3 "
                  "original_max_position_embeddings=2|llama_4_scaling_beta=0.3 rope_scaling=longrope "
-                 "original_max_position_embeddings=4 max_position_embeddings=16|rope_scaling=proportional rope_proportion=0.5 rope_factor=2|attention_sinks=true"},
+                 "original_max_position_embeddings=4 max_position_embeddings=16|rope_scaling=proportional rope_proportion=0.5 rope_factor=2|attention_sinks=true|rope_values=true rotary_dim=2 rotary_offset=2 "
+                 "rope_layout=interleaved|rope_values=true rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8 "
+                 "attention_sinks=true"},
         {"rope_mixed", "|rope_layout=half rotary_dim=2"},
         {"huang1", "max_rel=3"}, {"huang2", "max_rel=3"}, {"huang3", "max_rel=3"}, {"huang4", "max_rel=3"},
         {"tupe", "num_buckets=8 max_distance=12|num_buckets=8 max_distance=12 tupe_cls=false"},
