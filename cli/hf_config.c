@@ -12,7 +12,7 @@
 
 typedef struct row {
     char text[512];  /* the columns from type to scale */
-    char notes[160]; /* what the caller applies around the layer */
+    char notes[320]; /* what the caller applies around the layer */
 } row;
 
 /* The text form of key `name` of c (an enum's word, a list) */
@@ -78,11 +78,15 @@ static int describe(const char *path, const char *assume, int64_t layer, pe_hf_l
         snprintf(notes, nn, "q x 1 + %g ln(1 + floor((p + 1) / %g)); ", c->attn_scale, c->floor_scale);
     }
     size_t o = strlen(notes);
-    if (info->window) o += (size_t)snprintf(notes + o, nn - o, "%s %lld (attn_mask); ",
-                                            info->chunked ? "chunks of" : "window", (long long)info->window);
+    if (info->window) o += (size_t)snprintf(notes + o, nn - o, "%s %lld%s (attn_mask); ", info->chunked ? "chunks of" : "window",
+                                            (long long)info->window, info->compress_rate ? " over its own keys" : "");
     if (info->qk_norm) o += (size_t)snprintf(notes + o, nn - o, "qk L2-norm after rotation; ");
     if (info->mla) o += (size_t)snprintf(notes + o, nn - o, "MLA: one rotated key head; ");
     if (c->attention_sinks) o += (size_t)snprintf(notes + o, nn - o, "learned sinks (tensor sinks [%lld]); ", (long long)c->heads);
+    if (c->rope_values) o += (size_t)snprintf(notes + o, nn - o, "v rotated as k, o rotated back (rope_values); ");
+    if (info->compress_rate)
+        o += (size_t)snprintf(notes + o, nn - o, "compressed entries of %lld tokens as keys at their blocks' first positions, "
+                              "each visible once its block is past (key_positions, attn_mask); ", (long long)info->compress_rate);
     if (o >= 2) notes[o - 2] = 0;
     char shape[48];
     snprintf(shape, sizeof shape, "%lld/%lldx%lld", (long long)c->heads, (long long)c->kv_heads, (long long)info->head_dim);

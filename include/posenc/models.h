@@ -26,6 +26,10 @@ typedef union pe_hf_layer_info {
         int qk_norm;                /* Llama 4: q and k L2-normalised after the rotation */
         char family[32];            /* the row of posenc's family table that read it (its model_type) */
         char gguf_arch[32];         /* a GGUF file's general.architecture (llama.cpp's), else "" */
+        /* DeepSeek-V4: each of the layer's compressed entries stands for compress_rate tokens (4,
+         * 128; 0: none); the caller appends them as keys at their blocks' first positions,
+         * visible once their block has passed (attn_mask) */
+        int64_t compress_rate;
     };
     unsigned char bytes_[PE_HF_LAYER_INFO_BYTES];
 } pe_hf_layer_info;

@@ -57,6 +57,81 @@ static pe_status find_family(hf_layer *L, json_t *mt, const char *assume, pe_err
     return PE_OK;
 }
 
+/* DeepSeek-V4's layers as DeepseekV4Config.__post_init__ derives them (configuration_deepseek_v4.py
+ * [b5b741e5]), written into the config as HF v5 would hold it: layer_types from the legacy
+ * compress_ratios (0 sliding, 4 CSA, 128 HCA), else two HCA layers then CSA and HCA alternating;
+ * partial_rotary_factor from qk_rope_head_dim / head_dim, else 64 / 512; rope_parameters per
+ * layer type: the sliding layers' "main" set (rope_theta, no scaling), the compressed layers'
+ * "compress" set (the config's YaRN at compress_rope_theta, attention factor forced to 1), or
+ * the main / compress sets the config already holds. L->compress_rate: the layer's rate. */
+static pe_status compressed_layers(hf_layer *L, pe_err *err) {
+    static const char *const TYPES[3] = {"sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"};
+    json_t *mc = L->mc, *lt = json_object_get(mc, "layer_types"), *cr = json_object_get(mc, "compress_ratios");
+    const int64_t n = L->n_layers;
+    if ((!lt || json_is_null(lt)) && cr && !json_is_null(cr)) {
+        if (!json_is_array(cr) || (int64_t)json_array_size(cr) < n)
+            return pe__hf_bad(L, err, "compress_ratios is not a list of 0, 4 or 128 for every layer");
+        lt = json_array();
+        for (int64_t i = 0; i < n; i++) {
+            json_t *r = json_array_get(cr, (size_t)i);
+            const json_int_t v = json_is_integer(r) ? json_integer_value(r) : -1;
+            if (v != 0 && v != 4 && v != 128) {
+                json_decref(lt);
+                return pe__hf_bad(L, err, "compress_ratios is not a list of 0, 4 or 128 for every layer");
+            }
+            json_array_append_new(lt, json_string(TYPES[v == 0 ? 0 : v == 4 ? 1 : 2]));
+        }
+        json_object_set_new(mc, "layer_types", lt);
+    } else if (!lt || json_is_null(lt)) {
+        lt = json_array();
+        for (int64_t i = 0; i < n; i++) json_array_append_new(lt, json_string(TYPES[i < 2 || i % 2 == 0 ? 2 : 1]));
+        json_object_set_new(mc, "layer_types", lt);
+    } else if (json_is_array(lt) && (int64_t)json_array_size(lt) > n) { /* self.layer_types[:n] */
+        while ((int64_t)json_array_size(lt) > n) json_array_remove(lt, json_array_size(lt) - 1);
+    }
+    json_t *e = json_is_array(lt) ? json_array_get(lt, (size_t)L->layer) : NULL;
+    const char *type = json_is_string(e) ? json_string_value(e) : "";
+    json_t *rates = json_object_get(mc, "compress_rates");
+    const char *legacy = !strcmp(type, TYPES[1]) ? "compress_rate_csa" : "compress_rate_hca";
+    json_t *rate = json_is_object(rates) ? json_object_get(rates, type) : json_object_get(mc, legacy);
+    L->compress_rate = !strcmp(type, TYPES[0]) ? 0 : json_is_integer(rate) ? json_integer_value(rate)
+                                                   : !strcmp(type, TYPES[1]) ? 4 : 128;
+    if (L->compress_rate < 0) return pe__hf_bad(L, err, "a compress rate is below 0");
+
+    json_t *rp = json_object_get(mc, "rope_parameters"), *rs = json_object_get(mc, "rope_scaling");
+    json_t *main = json_is_object(rp) ? json_object_get(rp, "main") : NULL, *comp = json_is_object(rp) ? json_object_get(rp, "compress") : NULL;
+    json_t *sets = json_object();
+    if (json_is_object(main) && json_is_object(comp)) {
+        json_object_set(sets, TYPES[0], main);
+        json_object_set(sets, TYPES[1], comp), json_object_set(sets, TYPES[2], comp);
+    } else {
+        json_t *flat = json_is_object(rp) ? rp : json_is_object(rs) ? rs : NULL;
+        json_t *hd = json_object_get(mc, "head_dim"), *qr = json_object_get(mc, "qk_rope_head_dim");
+        json_t *prf = json_object_get(mc, "partial_rotary_factor");
+        const double d = json_is_integer(hd) ? (double)json_integer_value(hd) : (double)L->F->head_dim_default;
+        json_t *f = json_is_number(prf) ? json_incref(prf) : json_is_integer(qr) && d > 0 ? json_real((double)json_integer_value(qr) / d)
+                                                            : json_real(L->F->fraction_default);
+        json_t *theta = json_object_get(mc, "rope_theta"), *ctheta = json_object_get(mc, "compress_rope_theta");
+        main = json_pack("{s:s, s:o, s:O}", "rope_type", "default", "rope_theta",
+                         json_is_number(theta) ? json_incref(theta) : json_real(L->F->theta_default), "partial_rotary_factor", f);
+        comp = flat ? json_deep_copy(flat) : json_object();
+        json_object_del(comp, "main"), json_object_del(comp, "compress");
+        json_object_set_new(comp, "rope_theta", json_is_number(ctheta) ? json_incref(ctheta) : json_real(160000.0));
+        json_object_set(comp, "partial_rotary_factor", f);
+        if (!json_object_get(comp, "rope_type") && !json_object_get(comp, "type")) json_object_set_new(comp, "rope_type", json_string("default"));
+        json_t *ty = json_object_get(comp, "rope_type") ? json_object_get(comp, "rope_type") : json_object_get(comp, "type");
+        const char *kind = json_is_string(ty) ? json_string_value(ty) : "";
+        if (!strcmp(kind, "yarn") || !strcmp(kind, "longrope")) /* the types that read it: "the reference does NOT multiply cos/sin by the yarn mscale" */
+            json_object_set_new(comp, "attention_factor", json_real(1.0));
+        json_object_set_new(sets, TYPES[0], main);
+        json_object_set(sets, TYPES[1], comp), json_object_set_new(sets, TYPES[2], comp);
+        json_decref(f);
+    }
+    json_object_del(mc, "rope_scaling");
+    json_object_set_new(mc, "rope_parameters", sets);
+    return PE_OK;
+}
+
 /* Loads path and finds layer `layer`: its type, whether it rotates, its rope parameters. On
  * success L->root holds the file (json_decref it). */
 static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const char *assume, pe_err *err) {
@@ -120,6 +195,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
         uses_rope = (layer + 1) % every != 0;
     }
 
+    if (F->compressed_layers && (st = compressed_layers(L, err))) goto fail;
     json_t *lt = json_object_get(mc, "layer_types"), *sw = json_object_get(mc, "sliding_window");
     /* the family's default window is set unless the config says null (EXAONE 4 then has no
      * sliding layers and rotates every one; Cohere2's would rotate none) */
@@ -293,6 +369,7 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
     if (F->kv == HF_KV_FALCON && !pe__hf_truthy(json_object_get(L.mc, "new_decoder_architecture"), 0) &&
         pe__hf_truthy(json_object_get(L.mc, "multi_query"), 1))
         nkv = kv = json_integer(1);
+    if (!nkv && F->kv_heads_default > 0) nkv = kv = json_integer(F->kv_heads_default); /* the class default */
     json_t *gkv = json_object_get(L.mc, "num_global_key_value_heads");
     if (L.global && pe__hf_truthy(json_object_get(L.mc, "attention_k_eq_v"), 0)) { /* Gemma4TextAttention.__init__ */
         if (!json_is_integer(gkv) || json_integer_value(gkv) < 1) {
@@ -320,7 +397,9 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
         snprintf(info->layer_type, sizeof info->layer_type, "%s", L.type);
         snprintf(info->family, sizeof info->family, "%s", F->model_type);
         snprintf(info->gguf_arch, sizeof info->gguf_arch, "%s", L.gguf_arch);
-        if (!strcmp(L.type, "sliding_attention")) info->window = pe__hf_int(L.mc, "sliding_window", L.F->window_default);
+        if (!strcmp(L.type, "sliding_attention") || F->compressed_layers) /* DeepSeek-V4: every layer's own keys */
+            info->window = pe__hf_int(L.mc, "sliding_window", L.F->window_default);
+        info->compress_rate = L.compress_rate;
         if (!strcmp(L.type, "chunked_attention")) info->window = pe__hf_int(L.mc, "attention_chunk_size", 0), info->chunked = 1;
         info->mla = L.mla;
         info->qk_norm = L.chunked && pe__hf_truthy(json_object_get(L.mc, "use_qk_norm"), 0) && L.method == PE_METHOD_ROPE;

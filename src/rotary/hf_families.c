@@ -153,6 +153,19 @@ static const hf_family FAMILIES[] = {
     ROW("deepseek_v3", "deepseek_v3/modeling_deepseek_v3.py DeepseekV3Attention (scaling *= mscale * mscale, "
         "rope_interleave), apply_rotary_pos_emb_interleave [00b676f8]; configuration_deepseek_v3.py DeepseekV3Config "
         "[001f85b3]", .layout = HF_INTERLEAVED_KEY, .scale = HF_SCALE_MSCALE, .mla = 1),
+    /* DeepSeek-V4: one kv head that is the keys and the values, rotated on the head's last
+     * qk_rope_head_dim dims in adjacent pairs, the output rotated back; learned sinks; a window of
+     * 128 over every layer's own keys, beside the CSA / HCA layers' compressed entries (base
+     * compress_rope_theta with YaRN, attention factor 1) */
+    ROW("deepseek_v4", "deepseek_v4/modeling_deepseek_v4.py DeepseekV4Attention.forward (kv rotated as the keys, "
+        "attn_output rotated with -sin, sinks, scaling head_dim**-0.5, rope_layer_type main / compress), "
+        "apply_rotary_pos_emb (the last rope_dim dims, pairs 0::2 / 1::2), DeepseekV4HCACompressor (entry positions "
+        "i * compress_rate + first_window_position) [36145589]; configuration_deepseek_v4.py DeepseekV4Config "
+        "(head_dim 512, num_key_value_heads 1, sliding_window 128, rope_theta 10000, compress_rope_theta 160000, "
+        "__post_init__: layer_types, compress_rates, partial_rotary_factor, rope_parameters) [b5b741e5]",
+        .layout = HF_INTERLEAVED, .sinks = 1, .head_dim_default = 512, .kv_heads_default = 1, .window_default = 128,
+        .theta_default = 10000.0, .fraction_default = 64.0 / 512.0, .slice_last = 1, .values_rotated = 1,
+        .compressed_layers = 1),
     /* Persimmon: the leading 0.5 of the head, base 25000 */
     ROW("persimmon", "persimmon/modeling_persimmon.py PersimmonAttention (rotary_ndims) [00dcc6dd]; "
         "configuration_persimmon.py PersimmonConfig (partial_rotary_factor 0.5, rope_theta 25000) [038869d4]",

@@ -53,6 +53,12 @@ typedef struct hf_family {
     const char *rope_default;     /* rope_parameters (JSON) when the config has none */
     int64_t window_default;       /* sliding_window when the config has none */
     unsigned char sinks;          /* learned attention sinks on every layer (attention_sinks) */
+    int64_t kv_heads_default;     /* num_key_value_heads when the config has none (0: the query heads) */
+    /* DeepSeek-V4: the rotated dims are the head's last (rotary_offset = head_dim - rotary_dim);
+     * the values rotate with the keys and the output back (rope_values); the layer types and
+     * their two rope sets come from compress_ratios, rope_theta, compress_rope_theta and the
+     * YaRN of rope_scaling as DeepseekV4Config.__post_init__ derives them (hf_config.c) */
+    unsigned char slice_last, values_rotated, compressed_layers;
 } hf_family;
 
 /* The row of model_type, or NULL. */

@@ -174,6 +174,15 @@ static pe_status apply_rope(pe_config *cfg, const hf_layer *L, int64_t D, pe_err
     }
     json_decref(fdef);
     if (st) return st;
+    /* DeepSeek-V4's apply_rotary_pos_emb rotates x[..., -rope_dim:]: the slice ends the head */
+    if (F->slice_last && D > 0 && pe_config_has(cfg, PE_K_rotary_dim) && cfg->rotary_dim < D) {
+        json_t *off = json_integer((json_int_t)(D - cfg->rotary_dim));
+        st = pe__hf_fill(cfg, "rotary_offset", off, path, err);
+        json_decref(off);
+        if (st) return st;
+    }
+    if (F->values_rotated && !pe_config_has(cfg, PE_K_rope_values) && (st = pe_config_set(cfg, "rope_values", "true", err)))
+        return st;
 
     if (!sc) return PE_OK;
     const char *key;

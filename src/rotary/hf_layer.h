@@ -19,6 +19,7 @@ typedef struct hf_layer {
     int method; /* what the layer runs: PE_METHOD_ROPE, _NONE (NoPE) or _ALIBI */
     int chunked, mla; /* Llama 4's chunked RoPE layers; DeepSeek's latent attention */
     int global;       /* a Gemma 4 layer of global_head_dim heads */
+    int64_t compress_rate; /* DeepSeek-V4: tokens per compressed entry of the layer (0: none) */
     const char *type;  /* HF layer type */
     double local_base; /* > 0: a Gemma 3 (v4 config) sliding layer's base, which takes no scaling */
     /* a GGUF file (gguf.c): what its header states directly, the rotated dims and the pair layout

@@ -87,6 +87,20 @@ expect_notes "ernie-4.5-vl: (h, w, t) as posenc's (t, h, w), alternating" ernie4
 expect_row "gpt-oss: yarn, half, sinks"   gpt_oss.json 0 sliding_attention rope 150000 yarn x32 1.34657 0..63 of 64 half 0.125 64/8x64
 expect_notes "gpt-oss: its sinks"         gpt_oss.json 1 "learned sinks (tensor sinks [64])"
 expect_notes "gpt-oss: the window"        gpt_oss.json 0 "window 128"
+# DeepSeek-V4-Flash: compress_ratios [0, 0, 4, 128, ...] as layer types; the main rope set on the
+# sliding layers, the compress set (YaRN x16 at 160000, attention factor 1) on CSA and HCA ones;
+# the last 64 of 512 dims in adjacent pairs, one kv head, the values rotated
+expect_row "deepseek-v4: a sliding layer"  deepseek_v4.json 1 sliding_attention rope 10000 none 1 448..511 of 512 interleaved 0.0441942 64/1x512
+expect_row "deepseek-v4: a CSA layer"      deepseek_v4.json 42 compressed_sparse_attention rope 160000 yarn x16 1 448..511 of 512 interleaved
+expect_row "deepseek-v4: an HCA layer"     deepseek_v4.json 3 heavily_compressed_attention rope 160000 yarn x16 1 448..511 of 512
+expect_notes "deepseek-v4: values, sinks"  deepseek_v4.json 0 "learned sinks (tensor sinks [64]); v rotated as k, o rotated back (rope_values)"
+expect_notes "deepseek-v4: HCA entries"    deepseek_v4.json 3 "window 128 over its own keys (attn_mask); learned sinks"
+expect_notes "deepseek-v4: CSA entries"    deepseek_v4.json 2 "compressed entries of 4 tokens as keys at their blocks' first positions"
+printf '{"model_type": "deepseek_v4", "num_hidden_layers": 3, "num_attention_heads": 8, "compress_ratios": [0, 3, 4]}' > "$WORK/v4bad.json"
+expect_bad "deepseek-v4: a compress ratio HF does not map" "compress_ratios is not a list of 0, 4 or 128" "" hf-config "$WORK/v4bad.json"
+printf '{"model_type": "deepseek_v4", "num_hidden_layers": 4, "num_attention_heads": 8}' > "$WORK/v4def.json"
+"$POSENC" hf-config "$WORK/v4def.json" | awk 'NR > 2 { print $2 }' | tr '\n' ' ' | grep -qx "heavily_compressed_attention heavily_compressed_attention heavily_compressed_attention compressed_sparse_attention " &&
+    ok "deepseek-v4: the class's layer types without compress_ratios" || not_ok "deepseek-v4: the class's layer types" "$("$POSENC" hf-config "$WORK/v4def.json" 2>&1)"
 printf '{"model_type": "qwen9", "hidden_size": 64, "num_attention_heads": 4}' > "$WORK/qwen9.json"
 expect_bad "an unknown model_type names the nearest" "model_type 'qwen9' is not in posenc's family table" "" hf-config "$WORK/qwen9.json"
 printf '{"hidden_size": 64, "num_attention_heads": 4}' > "$WORK/untyped.json"

@@ -5,7 +5,7 @@ rotate_every_two at base 10000, GLM-4's repeat_interleave pairs on half the head
 interleaved sliding layers and NoPE global ones, EXAONE 4 likewise in the half layout, Falcon's
 rotate_half, Bloom's build_alibi_tensor on key indexes, Ministral 3's YaRN with its query scaling
 by position, Gemma 4's whole-head sliding layers and p-RoPE global layers, GPT-OSS's YaRN with
-its learned sinks)."""
+its learned sinks, DeepSeek-V4's rotated values and output)."""
 import math
 import os
 
@@ -169,6 +169,50 @@ def test_gpt_oss_yarn_and_sinks():
     got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
     assert (got - p).abs().max().item() < 1e-5
     assert (got.sum(-1) < 1).all()  # the sink takes its share
+
+
+def every_two_last(x, pos, rd, inv, sign=1.0):
+    """DeepSeek-V4's apply_rotary_pos_emb: cos and sin repeat_interleaved, rotate_half on pairs
+    0::2 / 1::2 of the last rd dims (x[..., -rope_dim:]); sign -1 is its -sin"""
+    ang = pos[:, None].double() * inv[None]
+    c, s = ang.cos().repeat_interleave(2, -1), sign * ang.sin().repeat_interleave(2, -1)
+    r = x[:, -rd:]
+    rot = torch.stack([-r[:, 1::2], r[:, 0::2]], -1).flatten(-2)
+    return torch.cat([x[:, :-rd], r * c + rot * s], -1)
+
+
+@pytest.mark.parametrize("layer", [0, 3])
+def test_deepseek_v4_shared_kv(layer):
+    """DeepSeek-V4-Flash (modeling_deepseek_v4.py DeepseekV4Attention.forward): the one kv tensor
+    (keys and values) and q rotated on the head's last 64 dims in adjacent pairs, the attention
+    output rotated back with -sin at the query positions; layer 0 slides at base 10^4 unscaled
+    ("main"), layer 3 (HCA) at compress_rope_theta 160000 with YaRN x16 from 65536, its attention
+    factor forced to 1 (DeepseekV4Config.__post_init__); softmax scale 512^-1/2"""
+    need_method("rope")
+    D, rd = 512, 64
+    sinks = np.array([0.3], np.float32)
+    T, Tk = len(FAR), len(KEYS)
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    kv = rng.standard_normal((Tk, D)).astype(np.float32)
+    settings = {"method": "rope", "heads": 1, "causal": "true", "hf_config": os.path.join(HF, "deepseek_v4.json"),
+                "hf_layer": layer}
+    out = posenc.attend(settings, {"q": q, "k": kv, "v": kv, "positions": np.array(FAR, np.int64),
+                                   "key_positions": np.array(KEYS, np.int64), "sinks": sinks})
+    if layer == 0:
+        inv = inv_freq(rd, 10000.0)
+    else:
+        o = dict(original_max_position_embeddings=65536, beta_fast=32.0, beta_slow=1.0, attention_factor=1.0)
+        inv, attn = m_rope.scaled_inv_freq("yarn", rd, 160000.0, 16.0, max(FAR + KEYS) + 1, o)
+        assert attn == 1.0
+    qd, kd = torch.tensor(q, dtype=torch.float64), torch.tensor(kv, dtype=torch.float64)
+    qr, kr = every_two_last(qd, torch.tensor(FAR), rd, inv), every_two_last(kd, torch.tensor(KEYS), rd, inv)
+    s = (qr @ kr.T / math.sqrt(D)).masked_fill(~causal_mask(T, Tk), -math.inf)
+    combined = torch.cat([s, torch.full((T, 1), float(sinks[0]), dtype=torch.float64)], -1)
+    p = torch.softmax(combined - combined.max(-1, keepdim=True).values, -1)[..., :-1]
+    want = every_two_last(p @ kr, torch.tensor(FAR), rd, inv, -1.0)
+    check_scores(out["scores"], s.masked_fill(~causal_mask(T, Tk), 0)[None], T, Tk)
+    got = torch.tensor(np.asarray(out["o"]), dtype=torch.float64).reshape(want.shape)
+    assert (got - want).abs().max().item() < 2e-5 * want.abs().max().item() + 1e-6
 
 
 def test_ernie4_5_vl_alternating_sections():
