@@ -119,10 +119,20 @@ int cli_hf_config(int argc, char **argv) {
     const int group = a.group;
     if (a.families) { /* the table itself */
         const char *name, *src, *refused, *when;
-        printf("%-16s %-7s %s\n", "model_type", "read", "from (HF transformers, src/transformers/models/; [commit])");
+        printf("%-16s %-7s %s\n", "model_type", "read",
+               "from (HF transformers, src/transformers/models/, unless a repository is named; [commit])");
         for (int i = 0; (name = pe_hf_family_name(i, &src, &refused, &when)); i++) {
             printf("%-16s %-7s %s\n", name, !refused ? "yes" : when ? "mostly" : "refused", src);
-            if (refused) printf("%-24s refused%s%s%s: %s\n", "", when ? " where " : "", when ? when : "", when ? " is set" : "", refused);
+            if (!refused) continue;
+            printf("%-24s refused", "");
+            for (const char *t = when, *sep = " where "; t && *t; sep = " or ") { /* "a|b!=1": a is set or b != 1 */
+                const char *bar = strchr(t, '|'), *ne = strstr(t, "!=");
+                const int len = bar ? (int)(bar - t) : (int)strlen(t), key = ne && ne < t + len ? (int)(ne - t) : len;
+                printf("%s%.*s%s%.*s", sep, key, t, key < len ? " != " : " is set", key < len ? len - key - 2 : 0,
+                       key < len ? t + key + 2 : "");
+                t = bar ? bar + 1 : NULL;
+            }
+            printf(": %s\n", refused);
         }
         return 0;
     }

@@ -7,10 +7,12 @@
  *   type      layer_types[layer]; else what HF derives: Llama 4 chunked_attention for its RoPE
  *             layers and full_attention for the NoPE ones, every sliding_window_pattern-th layer
  *             full and the rest sliding (the family's default pattern: Cohere2, EXAONE 4, OLMo 3);
+ *             every layer sliding where the family's code windows them all (Mistral, Phi-3);
  *             else full_attention
  *   RoPE?     no_rope_layers[layer] (1: RoPE, despite the name; Llama 4, SmolLM3), else Llama 4's
  *             every no_rope_layer_interval-th layer is NoPE; the family's rule (Cohere2: sliding
- *             layers only); ALiBi families (Bloom, MPT) run method alibi
+ *             layers only); ALiBi families (Bloom, MPT; Baichuan but at its rope_when size) run
+ *             method alibi
  *   rope      rope_parameters[type] (HF v5, per layer type), or rope_parameters / rope_scaling;
  *             Gemma 3's v4 sliding layers take rope_local_base_freq and no scaling
  *   slice     partial_rotary_factor (int(head_dim * f) dims; the family's name and default:
@@ -31,6 +33,32 @@
 enum { HF_MAX_LAYERS = 65536, HF_MAX_HEAD_DIM = 65536 }; /* far past any published model */
 _Static_assert(sizeof(pe_hf_layer_info) == PE_HF_LAYER_INFO_BYTES, "pe_hf_layer_info's fields outgrew its size");
 
+/* Whether one term of a row's refuse_key ("key" or "key!=V", len characters) holds for config mc. */
+static int refused_term(const hf_family *F, json_t *mc, const char *term, size_t len) {
+    char key[64], want[32] = "";
+    const char *ne = memchr(term, '!', len);
+    const size_t klen = ne && ne + 1 < term + len && ne[1] == '=' ? (size_t)(ne - term) : len;
+    snprintf(key, sizeof key, "%.*s", (int)klen, term);
+    if (klen < len) snprintf(want, sizeof want, "%.*s", (int)(len - klen - 2), term + klen + 2);
+    json_t *v = json_object_get(mc, key);
+    if (F->refuse_value) return json_is_string(v) && !strcmp(json_string_value(v), F->refuse_value);
+    if (klen == len) return v ? pe__hf_truthy(v, 0) || json_is_array(v) || json_is_object(v) : F->refuse_default;
+    if (!v || json_is_null(v)) return 0;
+    if (!strcmp(want, "true") || !strcmp(want, "false")) return !json_is_boolean(v) || json_is_true(v) != (want[0] == 't');
+    return !json_is_number(v) || json_number_value(v) != strtod(want, NULL);
+}
+
+/* Whether the config does what the row's refuse_key says posenc does not compute (any of its terms). */
+static int refused(const hf_family *F, json_t *mc) {
+    for (const char *t = F->refuse_key; t && *t;) {
+        const char *bar = strchr(t, '|');
+        const size_t len = bar ? (size_t)(bar - t) : strlen(t);
+        if (refused_term(F, mc, t, len)) return 1;
+        t = bar ? bar + 1 : NULL;
+    }
+    return 0;
+}
+
 /* The family that reads the config: hf_assume's, else the model_type's; a model_type without a
  * row (or none at all) is refused with the nearest known family. */
 static pe_status find_family(hf_layer *L, json_t *mt, const char *assume, pe_err *err) {
@@ -48,10 +76,7 @@ static pe_status find_family(hf_layer *L, json_t *mt, const char *assume, pe_err
                         "positions as that family's code does, say so with hf_assume=%s (posenc hf-config --assume %s)", L->path, name,
                         near, near, near);
     }
-    json_t *rk = L->F->refuse_key ? json_object_get(L->mc, L->F->refuse_key) : NULL;
-    const int refused = L->F->refuse_value ? json_is_string(rk) && !strcmp(json_string_value(rk), L->F->refuse_value)
-                        : rk ? pe__hf_truthy(rk, 0) || json_is_array(rk) || json_is_object(rk) : L->F->refuse_default;
-    if (L->F->positions == HF_REFUSE || (L->F->refuse_key && refused))
+    if (L->F->positions == HF_REFUSE || refused(L->F, L->mc))
         return pe_error(err, PE_EKEY, "hf_config %s: model_type '%s' is not read: %s (%s)", L->path, name, L->F->refuse,
                         L->F->source);
     return PE_OK;
@@ -132,6 +157,16 @@ static pe_status compressed_layers(hf_layer *L, pe_err *err) {
     return PE_OK;
 }
 
+/* Whether the row's rope_when ("key=N") holds: the config's integer key is N (Baichuan's hidden_size). */
+static int rope_when(const hf_family *F, json_t *mc) {
+    const char *eq = F->rope_when ? strchr(F->rope_when, '=') : NULL;
+    if (!eq) return 0;
+    char key[64];
+    snprintf(key, sizeof key, "%.*s", (int)(eq - F->rope_when), F->rope_when);
+    json_t *v = json_object_get(mc, key);
+    return json_is_integer(v) && json_integer_value(v) == strtoll(eq + 1, NULL, 10);
+}
+
 /* Loads path and finds layer `layer`: its type, whether it rotates, its rope parameters. On
  * success L->root holds the file (json_decref it). */
 static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const char *assume, pe_err *err) {
@@ -158,7 +193,7 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
     const hf_family *F = L->F;
     L->chunked = F->chunked;
     L->mla = F->mla;
-    L->method = F->positions == HF_ALIBI ? PE_METHOD_ALIBI : PE_METHOD_ROPE;
+    L->method = F->positions == HF_ALIBI && !rope_when(F, mc) ? PE_METHOD_ALIBI : PE_METHOD_ROPE;
 
     json_t *nl = pe__hf_key(mc, F->layers, "num_hidden_layers");
     L->n_layers = json_is_integer(nl) ? (int64_t)json_integer_value(nl) : 1;
@@ -217,6 +252,9 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
     } else if (F->qwen_windows) { /* Qwen2Config: sliding from max_window_layers on, when it slides at all */
         const int slides = pe__hf_truthy(json_object_get(mc, "use_sliding_window"), 0) && windowed && sw;
         L->type = slides && layer >= pe__hf_int(mc, "max_window_layers", 28) ? "sliding_attention" : "full_attention";
+    } else if (F->slides && windowed && (json_is_integer(sw) || (!sw && F->window_default > 0))) {
+        /* MistralModel.forward: the config's window (or the class's) on every layer */
+        L->type = "sliding_attention";
     } else if (pattern > 0) {
         L->type = (layer + 1) % pattern ? "sliding_attention" : "full_attention";
     } else {
@@ -262,7 +300,8 @@ static pe_status read_layer(hf_layer *L, const char *path, int64_t layer, const 
     L->rope = sc;
 
     /* the qk head: MLA's is qk_nope_head_dim + qk_rope_head_dim */
-    json_t *hd = json_object_get(mc, "head_dim"), *hs = pe__hf_key(mc, F->hidden, "hidden_size"),
+    const int no_head_dim = F->head_dim_key && !strcmp(F->head_dim_key, "-"); /* EXAONE 3: hidden / heads */
+    json_t *hd = no_head_dim ? NULL : pe__hf_key(mc, F->head_dim_key, "head_dim"), *hs = pe__hf_key(mc, F->hidden, "hidden_size"),
            *nh = pe__hf_key(mc, F->heads, "num_attention_heads");
     L->head_dim = -1;
     if (hd && !json_is_null(hd) && !json_is_integer(hd)) {
@@ -366,10 +405,12 @@ pe_status pe_config_from_hf(pe_config *cfg, const char *path, int64_t layer, pe_
     const hf_family *F = L.F;
     json_t *nh = pe__hf_key(L.mc, F->heads, "num_attention_heads"), *nkv = pe__hf_key(L.mc, F->kv_heads, "num_key_value_heads");
     json_t *kv = NULL; /* Falcon: 1 for multi_query, num_kv_heads with the new decoder architecture */
-    if (F->kv == HF_KV_FALCON && !pe__hf_truthy(json_object_get(L.mc, "new_decoder_architecture"), 0) &&
-        pe__hf_truthy(json_object_get(L.mc, "multi_query"), 1))
+    json_t *flag = F->kv == HF_KV_KEY ? NULL : json_object_get(L.mc, F->kv_flag ? F->kv_flag : "new_decoder_architecture");
+    const int flagged = flag && !json_is_null(flag) && pe__hf_truthy(flag, 1); /* RefinedWeb: n_head_kv present */
+    if (F->kv == HF_KV_FALCON && !flagged && pe__hf_truthy(json_object_get(L.mc, "multi_query"), 1))
         nkv = kv = json_integer(1);
     if (!nkv && F->kv_heads_default > 0) nkv = kv = json_integer(F->kv_heads_default); /* the class default */
+    if (F->kv == HF_KV_FLAG && !flagged) nkv = NULL; /* ChatGLM without multi_query_attention: one per head */
     json_t *gkv = json_object_get(L.mc, "num_global_key_value_heads");
     if (L.global && pe__hf_truthy(json_object_get(L.mc, "attention_k_eq_v"), 0)) { /* Gemma4TextAttention.__init__ */
         if (!json_is_integer(gkv) || json_integer_value(gkv) < 1) {

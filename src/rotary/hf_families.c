@@ -1,6 +1,8 @@
 /* The model-family table (hf_family.h): one row per HF model_type, read from that family's
  * modeling_*.py and configuration_*.py in huggingface/transformers (paths below are under
- * src/transformers/models/, the commit of the stored copy that was read in brackets). A row
+ * src/transformers/models/, the commit of the stored copy that was read in brackets), or for a
+ * family whose code ships with its checkpoints (ChatGLM, InternLM2, Baichuan) from the repository
+ * named before the path (a copy of that code, or vLLM's reading of it). A row
  * states only what the code decides beyond config.json; the rest (rope_parameters, layer_types,
  * partial_rotary_factor, ...) is read from the config as every family writes it. */
 #include <string.h>
@@ -13,13 +15,21 @@
 static const hf_family FAMILIES[] = {
     /* Llama: rotate_half over the whole head, scaling head_dim**-0.5 */
     ROW("llama", "llama/modeling_llama.py LlamaAttention, rotate_half [5dd4a635]; configuration_llama.py LlamaConfig [008e5743]"),
-    /* Llama's attention under other names (rotate_half over the whole head, head_dim**-0.5) */
-    ROW("mistral", "mistral/modeling_mistral.py MistralAttention, rotate_half [93e0020c]; configuration_mistral.py "
-        "MistralConfig [0b07a74c]"),
+    /* Llama's attention under other names (rotate_half over the whole head, head_dim**-0.5); Mistral's
+     * passes the config's sliding_window to every layer (and MistralModel.forward masks by it), so a
+     * config with one and no layer_types slides everywhere; MistralConfig's sliding_window is 4096 where
+     * the config has none (MixtralConfig's None, Phi3Config's None) */
+#define MISTRAL_WINDOW "mistral/modular_mistral.py MistralAttention.forward (sliding_window=config.sliding_window), " \
+    "MistralModel.forward (create_sliding_window_causal_mask) [0096ba4f]; configuration_mistral.py MistralConfig "      \
+    "(sliding_window 4096) [001f85b3]"
+    ROW("mistral", "mistral/modeling_mistral.py MistralAttention, rotate_half [93e0020c]; " MISTRAL_WINDOW "; "
+        "configuration_mistral.py MistralConfig [0b07a74c]", .slides = 1, .window_default = 4096),
     ROW("mistral3", "mistral3/configuration_mistral3.py Mistral3Config (a text_config without model_type is mistral) "
-        "[ae005ce1]; mistral/modeling_mistral.py MistralAttention [93e0020c]"),
-    ROW("mixtral", "mixtral/modular_mixtral.py MixtralAttention(MistralAttention) [7792ab1a]; configuration_mixtral.py "
-        "MixtralConfig [ad467bd7]", .theta_default = 1000000.0),
+        "[ae005ce1]; mistral/modeling_mistral.py MistralAttention [93e0020c]; " MISTRAL_WINDOW, .slides = 1,
+        .window_default = 4096),
+    ROW("mixtral", "mixtral/modular_mixtral.py MixtralAttention(MistralAttention) [7792ab1a], MixtralModel(MistralModel) "
+        "[008f5c8c]; " MISTRAL_WINDOW "; configuration_mixtral.py MixtralConfig [ad467bd7] (sliding_window None) [008e5743]", .theta_default = 1000000.0,
+        .slides = 1),
     ROW("qwen2", "qwen2/modeling_qwen2.py Qwen2Attention, rotate_half [63bb7237]; configuration_qwen2.py Qwen2Config "
         "(layer_types: max_window_layers, use_sliding_window) [caa31776]", .qwen_windows = 1),
     ROW("qwen2_moe", "qwen2_moe/modular_qwen2_moe.py (LlamaAttention, rotate_half) [8fb1742f]; configuration_qwen2_moe.py "
@@ -51,8 +61,12 @@ static const hf_family FAMILIES[] = {
     /* Phi-2: the leading partial_rotary_factor (0.5) of the head */
     ROW("phi", "phi/modular_phi.py PhiAttention (rotary_ndims) [b39782da]; configuration_phi.py PhiConfig "
         "(partial_rotary_factor 0.5) [90f2781a]", .fraction_default = 0.5),
-    ROW("phi3", "phi3/modular_phi3.py apply_rotary_pos_emb (rotary_dim = cos.shape[-1]) [2b6c089d]; configuration_phi3.py "
-        "Phi3Config [d7991107]"),
+    /* Phi-3, Phi-3.5, Phi-4-mini (model_type phi3): rotate_half on the leading
+     * int(head_dim * partial_rotary_factor) dims (Phi-4-mini's 0.75: 96 of 128), the LongRoPE factors
+     * one per rotated pair; the config's sliding_window on every layer (Phi3Attention.forward) */
+    ROW("phi3", "phi3/modular_phi3.py apply_rotary_pos_emb (rotary_dim = cos.shape[-1]), Phi3Attention.forward "
+        "(sliding_window=config.sliding_window), Phi3Model (MistralModel's mask) [2b6c089d]; configuration_phi3.py "
+        "Phi3Config [d7991107]", .slides = 1),
     ROW("phimoe", "phimoe/modular_phimoe.py PhimoeRotaryEmbedding.forward (short_mscale, long_mscale) [4a435530]; "
         "configuration_phimoe.py PhimoeConfig [23925e16]", .refuse_key = "rope_scaling",
         .refuse = "its LongRoPE multiplies cos and sin by short_mscale or long_mscale (PhimoeRotaryEmbedding.forward), "
@@ -60,7 +74,8 @@ static const hf_family FAMILIES[] = {
     /* SmolLM3: NoPE every no_rope_layer_interval-th (4) layer, as no_rope_layers says */
     ROW("smollm3", "smollm3/modular_smollm3.py SmolLM3Attention (use_rope = no_rope_layers[layer_idx]), SmolLM3Config "
         "(no_rope_layer_interval 4) [cbc6e94a]", .rope_on = HF_ON_INTERVAL, .theta_default = 2000000.0),
-    /* Granite: the softmax scale is attention_multiplier itself (default 1) */
+    /* Granite: the softmax scale is attention_multiplier itself (default 1); its embedding_multiplier,
+     * residual_multiplier and logits_scaling act outside attention (GraniteConfig [008e5743]) */
     ROW("granite", "granite/modular_granite.py GraniteAttention (scaling = attention_multiplier) [553b10de]; "
         "configuration_granite.py GraniteConfig [90f2781a]", .scale = HF_SCALE_MULTIPLIER),
     ROW("granitemoe", "granitemoe/modular_granitemoe.py GraniteMoeAttention (scaling = attention_multiplier) [94cb76e8]; "
@@ -117,18 +132,35 @@ static const hf_family FAMILIES[] = {
         "configuration_gptj.py GPTJConfig (n_layer, n_head, n_embd, rotary_dim 64) [0bedd330]", .layout = HF_INTERLEAVED,
         .layers = "n_layer|num_hidden_layers", .heads = "n_head|num_attention_heads", .hidden = "n_embd|hidden_size",
         .theta = "-", .rotary_dim = "rotary_dim", .rotary_dim_default = 64, .theta_default = 10000.0),
-    /* Falcon: Llama's rotation, or ALiBi (alibi: true) divided by sqrt(head_dim) with the
-     * scores; kv heads from new_decoder_architecture / multi_query */
+    /* Falcon, its three shapes: 7B (multi_query: one kv head, parallel_attn), 40B/180B
+     * (new_decoder_architecture: num_kv_heads), both Llama's rotation; falcon-rw (alibi: true, one kv
+     * head per head) refused: its ALiBi is divided by sqrt(head_dim) with the scores. FalconConfig
+     * takes n_embed for hidden_size where given */
+#define FALCON_ALIBI .refuse_key = "alibi", .refuse = "its ALiBi (alibi: true) is added to the scores before they are " \
+    "divided by sqrt(head_dim) (FalconAttention.forward), so its slopes are posenc's divided by sqrt(head_dim) "     \
+    "(the tensor alibi_slopes would state them)"
+#define FALCON_KEYS .layers = "num_hidden_layers|n_layer", .heads = "num_attention_heads|n_head", \
+    .kv_heads = "num_kv_heads|n_head_kv", .hidden = "n_embed|hidden_size"
     ROW("falcon", "falcon/modeling_falcon.py FalconAttention.__init__ (num_kv_heads), FalconAttention.forward (alibi, "
         "inv_norm_factor), rotate_half [00dcc6dd]; configuration_falcon.py FalconConfig (multi_query, "
-        "new_decoder_architecture, alibi) [5fd8edad]", .kv = HF_KV_FALCON, .refuse_key = "alibi",
-        .layers = "num_hidden_layers|n_layer", .heads = "num_attention_heads|n_head", .kv_heads = "num_kv_heads|n_head_kv",
-        .refuse = "its ALiBi (alibi: true) is added to the scores before they are divided by sqrt(head_dim) "
-                  "(FalconAttention.forward), so its slopes are posenc's divided by sqrt(head_dim)"),
+        "new_decoder_architecture, alibi) [5fd8edad], FalconConfig.__init__ (n_embed) [05585536]", .kv = HF_KV_FALCON,
+        FALCON_KEYS, FALCON_ALIBI),
+    /* Falcon's first configs (remote code; RefinedWeb: 40B, RefinedWebModel: 7B and falcon-rw): HF's
+     * converter makes them falcon configs, n_head_kv becoming num_kv_heads with new_decoder_architecture
+     * where present (absent: false); then Falcon's code */
+#define REFINEDWEB(mt)                                                                                                \
+    ROW(mt, "falcon/convert_custom_code_checkpoint.py (RefinedWeb, RefinedWebModel -> falcon; n_head, n_layer, "       \
+        "n_head_kv renamed; new_decoder_architecture = n_head_kv present) [d05a9215]; falcon/modeling_falcon.py "       \
+        "FalconAttention [00dcc6dd]", .kv = HF_KV_FALCON, .kv_flag = "n_head_kv", FALCON_KEYS, FALCON_ALIBI)
+    REFINEDWEB("RefinedWeb"),
+    REFINEDWEB("RefinedWebModel"),
+#undef REFINEDWEB
     /* StableLM: the leading 0.25 of the head */
     ROW("stablelm", "stablelm/modeling_stablelm.py StableLmAttention (rotary_ndims), rotate_half [00dcc6dd]; "
         "configuration_stablelm.py StableLmConfig (partial_rotary_factor 0.25) [05cd1ec1]", .fraction_default = 0.25),
-    ROW("olmo", "olmo/modeling_olmo.py OlmoAttention, rotate_half [38e888f5]; configuration_olmo.py OlmoConfig [008e5743]"),
+    /* OLMo: Llama's attention; clip_qkv clamps the projections before the heads form (the caller's q, k) */
+    ROW("olmo", "olmo/modeling_olmo.py OlmoAttention, rotate_half [38e888f5]; modular_olmo.py OlmoAttention.forward "
+        "(clip_qkv before the view and the rotation) [00a98e71]; configuration_olmo.py OlmoConfig [008e5743]"),
     ROW("olmo2", "olmo2/modeling_olmo2.py Olmo2Attention, rotate_half [000c33fd]; configuration_olmo2.py Olmo2Config [008e5743]"),
     /* OLMo 3: every layer rotates; windows on three of four layers; default_theta 500000 */
     ROW("olmo3", "olmo3/modeling_olmo3.py Olmo3Attention.forward [0233e509]; configuration_olmo3.py Olmo3Config "
@@ -140,6 +172,58 @@ static const hf_family FAMILIES[] = {
     /* MiniCPM3: DeepSeek's latent attention, but rotate_half always and no mscale */
     ROW("minicpm3", "minicpm3/modeling_minicpm3.py MiniCPM3Attention (scaling qk_head_dim**-0.5), apply_rotary_pos_emb "
         "[3904ea4b]; configuration_minicpm3.py MiniCPM3Config [3904ea4b]", .mla = 1),
+    /* EXAONE 3 / 3.5 (exaone): rotate_half over the whole hidden_size / num_attention_heads head (no
+     * head_dim key read), scores / sqrt(head_dim), rope_theta and rope_scaling through HF's rope
+     * functions, num_layers for the layer count */
+    ROW("exaone", "exaone/modeling_exaone.py ExaoneSelfAttention (head_dim = embed_dim // num_heads, / "
+        "math.sqrt(head_dim)), ExaoneRotaryEmbedding (ROPE_INIT_FUNCTIONS[rope_type]), rotate_half [12a9bfaa]; "
+        "configuration_exaone.py ExaoneConfig (num_layers, attribute_map) [12a9bfaa]",
+        .layers = "num_layers|num_hidden_layers", .head_dim_key = "-"),
+    /* InternLM2 (remote code): Llama's rotate_half over hidden_size / num_attention_heads heads,
+     * rope_theta, rope_scaling {type: linear | dynamic, factor} as HF Llama's of its time (dynamic:
+     * the base from the cached length past max_position_embeddings), scores / sqrt(head_dim) */
+    ROW("internlm2", "NanSang2000/S1mpleAgent (internlm2-chat-7b's files): modeling_internlm2.py InternLM2Attention "
+        "(head_dim, _init_rope, / math.sqrt(head_dim)), InternLM2DynamicNTKScalingRotaryEmbedding, rotate_half "
+        "[0143463e]", .head_dim_key = "-"),
+    /* MiniCPM 1/2/4 (minicpm): Llama's attention and rotation (MiniCPMAttention(LlamaAttention),
+     * scaling head_dim**-0.5); its longrope picks long_factor past original_max_position_embeddings as
+     * HF's; scale_emb, scale_depth and dim_model_base scale embeddings, residuals and logits only;
+     * InfLLM-v2 sparse attention (sparse_config) refused as the class refuses it */
+    ROW("minicpm", "minicpm/modular_minicpm.py MiniCPMAttention(LlamaAttention), MiniCPMRotaryEmbedding.forward "
+        "(longrope), MiniCPMDecoderLayer (residual_scale), MiniCPMModel.__init__ (sparse_config) [346cd6ff]",
+        .refuse_key = "sparse_config",
+        .refuse = "its InfLLM-v2 sparse attention (sparse_config) selects the keys each query attends to, which "
+                  "posenc does not compute (HF's MiniCPMModel refuses it too)"),
+    /* ChatGLM2/3 (chatglm, remote code): GLM's pairs (2i, 2i+1) on the leading kv_channels // 2 dims
+     * of kv_channels-wide heads at base 10000 (fixed in RotaryEmbedding.forward_impl; a rope_theta
+     * would state another), multi_query_group_num kv heads with multi_query_attention, softmax scale
+     * kv_channels**-0.5 (CoreAttention: norm_factor times coeff, then the scores times coeff),
+     * num_layers; positions 0, 1, ... (get_position_ids) */
+    ROW("chatglm", "THUDM/language_filter_chatglm3: modeling_chatglm.py ChatGLMModel.__init__ (RotaryEmbedding("
+        "rotary_dim // 2), rotary_dim = kv_channels), RotaryEmbedding.forward_impl (base 10000), apply_rotary_pos_emb "
+        "(rot_dim, pairs), SelfAttention (multi_query_group_num), CoreAttention (norm_factor, coeff) [fc4c6766]; "
+        "ChatGLM-6B's: samson-wang/chatglm-6b-huggingface: modeling_chatglm.py SelfAttention.forward "
+        "(position_encoding_2d) [867860a6]; rope_ratio, original_rope: vllm-project/vllm "
+        "vllm/model_executor/models/chatglm.py GLMAttention (base=10000 * rope_ratio, is_neox_style = not "
+        "original_rope) [028aedf6], ztxz16/fastllm src/models/chatglm.cpp ChatGLMModel::UpdateRotaryPosEmb [15bcc217]",
+        .layout = HF_INTERLEAVED, .fraction_default = 0.5, .theta_default = 10000.0, .layers = "num_layers",
+        .head_dim_key = "kv_channels", .kv = HF_KV_FLAG, .kv_flag = "multi_query_attention",
+        .kv_heads = "multi_query_group_num", .refuse_key = "position_encoding_2d|rope_ratio!=1|original_rope!=true",
+        .refuse = "ChatGLM-6B's 2D positions (position_encoding_2d: half of each head rotates by the token's position, "
+                  "half by its block's) posenc does not compute; and the modeling_chatglm.py each checkpoint ships "
+                  "reads rope_ratio and original_rope its own way (fastllm divides the positions by rope_ratio for "
+                  "one kind of file and multiplies the base 10000 for the other; vLLM multiplies the base, and "
+                  "reads original_rope false as rotated halves), which the config does not say: write rope_theta "
+                  "(10000 x rope_ratio) or rope_scaling {\"type\": \"linear\", \"factor\": rope_ratio} in its place"),
+    /* Baichuan (remote code; model_type baichuan for every size): Baichuan-7B and Baichuan2-7B
+     * rotate_half over the whole head (hidden_size 4096), Baichuan-13B and Baichuan2-13B ALiBi of
+     * Press's slopes on the key index after QK^T / sqrt(head_dim), the rule vLLM's BaichuanForCausalLM
+     * applies; one kv head per head (W_pack) */
+    ROW("baichuan", "vllm-project/vllm vllm/model_executor/models/baichuan.py BaichuanForCausalLM.__init__ "
+        "(hidden_size 4096: ROPE, else ALIBI), BaiChuanForCausalLM (ROPE), BaiChuanAttention (get_rope over head_dim, "
+        "scaling head_dim**-0.5, _get_alibi_slopes) [6b065994]; jrd77/Baichuan2-13B-Chat: modeling_baichuan.py "
+        "_get_interleave, _gen_alibi_mask, BaichuanAttention.forward (/ math.sqrt(head_dim) + mask) [35e3d5af]",
+        .positions = HF_ALIBI, .rope_when = "hidden_size=4096", .head_dim_key = "-"),
     /* ERNIE 4.5: GLM-style pairs over the whole head, default_theta 500000 */
     ROW("ernie4_5", "ernie4_5/modeling_ernie4_5.py apply_rotary_pos_emb (repeat_interleave), rotate_half [016bc8ef]; "
         "configuration_ernie4_5.py Ernie4_5Config.default_theta [008e5743]", .layout = HF_INTERLEAVED,
@@ -223,6 +307,14 @@ static const hf_family FAMILIES[] = {
     GEMMA4("gemma4_text", ""),
     GEMMA4("gemma4", "gemma4/configuration_gemma4.py Gemma4Config (text_config: gemma4_text) [351f643a]; "),
 #undef GEMMA4
+    /* DeepSeek-V3.2: DeepSeek-V3's MLA, but every layer's lightning indexer keeps only the index_topk
+     * keys of highest learned score per query (a mask from its own projections) */
+    ROW("deepseek_v32", "deepseek_v32/modular_deepseek_v32.py DeepseekV32Indexer.forward (topk of index_scores), "
+        "DeepseekV32Attention.forward (index_mask) [01f8fa55]; configuration_deepseek_v32.py DeepseekV32Config "
+        "(index_topk 2048, layer_types deepseek_sparse_attention) [008e5743]", .positions = HF_REFUSE,
+        .refuse = "its DeepSeek Sparse Attention masks all but the index_topk (2048) keys a learned indexer scores "
+                  "highest for each query, which posenc does not compute; with at most index_topk keys every key is "
+                  "kept and it is DeepSeek-V3's attention (--assume deepseek_v3)"),
     ROW("longcat_flash", "longcat_flash/modeling_longcat_flash.py LongcatFlashMLA.forward (mla_scale_q_lora) [0205eec1]",
         .positions = HF_REFUSE,
         .refuse = "its latent attention scales q and the latent keys by sqrt(hidden / lora rank) around the rotation"),

@@ -15,7 +15,10 @@ enum { HF_ON_ALL, HF_ON_SLIDING, HF_ON_NOT_GLOBAL, HF_ON_INTERVAL };
 enum { HF_HALF, HF_INTERLEAVED, HF_INTERLEAVED_KEY };                 /* pair layout */
 /* softmax scale: head_dim^-1/2, query_pre_attn_scalar^-1/2, MLA's mscale^2, Granite's multiplier, 1 (Gemma 4) */
 enum { HF_SCALE_HEAD_DIM, HF_SCALE_QUERY_PRE_ATTN, HF_SCALE_MSCALE, HF_SCALE_MULTIPLIER, HF_SCALE_ONE };
-enum { HF_KV_KEY, HF_KV_FALCON };                                     /* key/value heads */
+/* key/value heads: the kv_heads key; Falcon's (the key where kv_flag, new_decoder_architecture by
+ * default, is set, else one head with multi_query (default true)); the key only where kv_flag is
+ * true, else one per head (ChatGLM's multi_query_attention) */
+enum { HF_KV_KEY, HF_KV_FALCON, HF_KV_FLAG };
 
 typedef struct hf_family {
     const char *model_type;
@@ -36,11 +39,20 @@ typedef struct hf_family {
      * names of which the first present counts (old and new configs); theta "-": the code fixes
      * the base at theta_default */
     const char *layers, *heads, *kv_heads, *hidden, *theta, *fraction, *rotary_dim;
+    const char *head_dim_key; /* the head width's name ("-": hidden / heads whatever head_dim says) */
+    const char *kv_flag;      /* the key HF_KV_FALCON and HF_KV_FLAG read (above) */
+    /* "key=N": the layers rotate (RoPE) where the config's integer key is N, and run the row's
+     * positions otherwise (Baichuan: RoPE at hidden_size 4096, ALiBi else) */
+    const char *rope_when;
+    unsigned char slides;     /* layer_types when absent: every layer slides where sliding_window is set */
     double fraction_default; /* > 0: rotated share of the head when the config gives none */
     double theta_default;    /* > 0: the base when the config gives none (a class default_theta) */
     int64_t rotary_dim_default;
     const char *refuse;      /* what the family does that posenc does not (yet): always (HF_REFUSE), or
-                                where refuse_key is true, a number or a list (absent: refuse_default) */
+                                where refuse_key holds: '|' separates terms of which any refuses, a term
+                                "key" holds where the key is true, a number other than 0, a list or an
+                                object (absent: refuse_default), "key!=V" where the key is present, not
+                                null, and other than V (a number, true or false) */
     const char *refuse_key;
     unsigned char refuse_default;
     const char *refuse_value; /* refuse also where refuse_key is this string */

@@ -3,7 +3,8 @@
 # (Llama 4 Scout, Gemma 3 27B in the v4 layout and a Gemma 3 1B in HF v5's rope_parameters per
 # layer type, DeepSeek-V3, Qwen2-VL, Qwen3-VL, and one config per family whose attention code
 # decides more than its config says: Cohere2, EXAONE 4, GPT-NeoX, GPT-J, Falcon, GLM-4, Bloom, Ministral 3, Gemma 4
-# with its per-layer head shapes and p-RoPE),
+# with its per-layer head shapes and p-RoPE; ChatGLM3, InternLM2, Baichuan 7B/13B, EXAONE 3,
+# MiniCPM, Falcon 40B (converted and as published), Phi-4-mini, Granite, OLMo, Llama 3.2, Mistral),
 # checked column by column (Ministral 3 with its query scaling); the families posenc refuses (Gemma 2, an unknown
 # model_type, none) and bad input.
 #   usage: bash tests/cli/test_hf_config.sh PATH/TO/posenc
@@ -101,6 +102,52 @@ expect_bad "deepseek-v4: a compress ratio HF does not map" "compress_ratios is n
 printf '{"model_type": "deepseek_v4", "num_hidden_layers": 4, "num_attention_heads": 8}' > "$WORK/v4def.json"
 "$POSENC" hf-config "$WORK/v4def.json" | awk 'NR > 2 { print $2 }' | tr '\n' ' ' | grep -qx "heavily_compressed_attention heavily_compressed_attention heavily_compressed_attention compressed_sparse_attention " &&
     ok "deepseek-v4: the class's layer types without compress_ratios" || not_ok "deepseek-v4: the class's layer types" "$("$POSENC" hf-config "$WORK/v4def.json" 2>&1)"
+# issue 28's families, each read from its own code (src/rotary/hf_families.c cites it)
+expect_row "chatglm3: half the kv_channels head, interleaved" chatglm3.json 27 full_attention rope 10000 none 1 0..63 of 128 interleaved 0.0883883 32/2x128
+expect_row "internlm2: dynamic NTK, half"   internlm2.json 31 full_attention rope 1000000 dynamic x2 1 0..127 of 128 half 0.0883883 32/8x128
+expect_row "baichuan 13b: ALiBi (hidden 5120)" baichuan_13b.json 39 full_attention alibi - - - - - 0.0883883 40/40x128
+expect_row "baichuan 7b: RoPE (hidden 4096)" baichuan_7b.json 0 full_attention rope 10000 none 1 0..127 of 128 half 0.0883883 32/32x128
+expect_row "exaone 3: num_layers, hidden / heads" exaone.json 31 full_attention rope 10000 none 1 0..63 of 64 half 0.125 32/32x64
+expect_row "minicpm: Llama's attention"     minicpm.json 31 full_attention rope 10000 none 1 0..127 of 128 half 0.0883883 32/2x128
+expect_row "falcon 40b: num_kv_heads"       falcon_40b.json 59 full_attention rope 10000 none 1 0..63 of 64 half 0.125 128/8x64
+expect_row "falcon 40b as published (RefinedWeb)" falcon_40b_refinedweb.json 59 full_attention rope 10000 none 1 0..63 of 64 half 0.125 128/8x64
+expect_row "phi-4-mini: 0.75 of the head"   phi4_mini.json 31 full_attention rope 10000 none 1 0..95 of 128 half 0.0883883 24/8x128
+expect_row "granite: attention_multiplier is the scale" granite.json 0 full_attention rope 10000 none 1 0..127 of 128 half 0.015625 32/32x128
+expect_row "olmo: Llama's attention"        olmo.json 31 full_attention rope 10000 none 1 0..127 of 128 half 0.0883883 32/32x128
+expect_row "llama 3.2: llama3 x32"          llama32.json 15 full_attention rope 500000 llama3 x32 1 0..63 of 64 half 0.125 32/8x64
+expect_row "mistral: the class's window on every layer" mistral.json 31 sliding_attention rope 10000 none 1 0..127 of 128 half 0.0883883 32/8x128
+expect_notes "mistral: window 4096"         mistral.json 0 "window 4096"
+"$POSENC" hf-config "$HF/falcon_40b_refinedweb.json" | head -n 1 | grep -q "128 heads (8 kv), head_dim 64; read as family RefinedWeb" &&
+    ok "falcon 40b (RefinedWeb): n_head_kv, the family named" || not_ok "falcon 40b (RefinedWeb): n_head_kv, the family named"
+d1=$("$POSENC" hf-config "$HF/falcon_40b.json" | tail -n +3); d2=$("$POSENC" hf-config "$HF/falcon_40b_refinedweb.json" | tail -n +3)
+[ "$d1" = "$d2" ] && ok "falcon 40b: the published config and its conversion print one table" ||
+    not_ok "falcon 40b: the published config and its conversion print one table"
+# Phi-4-mini's LongRoPE: one factor per rotated pair (48 of the 96 rotated dims)
+python3 - "$HF/phi4_mini.json" "$WORK" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(max_position_embeddings=131072, original_max_position_embeddings=4096)
+for n, name in ((48, "phi4_longrope.json"), (64, "phi4_longrope_bad.json")):
+    c["rope_scaling"] = {"type": "longrope", "short_factor": [1.0] * n, "long_factor": [1.0 + i / n for i in range(n)]}
+    json.dump(c, open(sys.argv[2] + "/" + name, "w"))
+PY
+expect_row "phi-4-mini: longrope on 96 dims" "$WORK/phi4_longrope.json" 0 full_attention rope 10000 longrope x1 1.19024 0..95 of 128 half 0.0883883
+expect_bad "phi-4-mini: a factor per head pair is refused" "rotary_dim 96 needs 48" "" hf-config "$WORK/phi4_longrope_bad.json"
+# refused by name: what posenc does not compute, or what the config does not say
+for k in '"position_encoding_2d": true' '"rope_ratio": 16' '"original_rope": false'; do
+    printf '{"model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32, "num_layers": 28, %s}' "$k" > "$WORK/glm.json"
+    expect_bad "chatglm: $k is refused" "model_type 'chatglm' is not read" "" hf-config "$WORK/glm.json"
+done
+printf '{"model_type": "deepseek_v32", "hidden_size": 7168, "num_attention_heads": 128, "num_hidden_layers": 61, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128}' > "$WORK/v32.json"
+expect_bad "deepseek-v3.2: the indexer is refused" "index_topk" "" hf-config "$WORK/v32.json"
+"$POSENC" hf-config "$WORK/v32.json" --assume deepseek_v3 | head -n 1 | grep -q "read as family deepseek_v3" &&
+    ok "deepseek-v3.2: --assume deepseek_v3 reads its MLA" || not_ok "deepseek-v3.2: --assume deepseek_v3 reads its MLA"
+printf '{"model_type": "minicpm", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32, "sparse_config": {"topk": 64}}' > "$WORK/cpm.json"
+expect_bad "minicpm: sparse attention is refused" "InfLLM-v2" "" hf-config "$WORK/cpm.json"
+printf '{"model_type": "falcon", "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24, "alibi": true, "multi_query": false}' > "$WORK/rw.json"
+expect_bad "falcon-rw: its ALiBi is refused" "sqrt(head_dim)" "" hf-config "$WORK/rw.json"
+printf '{"model_type": "internlm", "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 32}' > "$WORK/ilm.json"
+expect_bad "internlm (unknown) names internlm2" "nearest known: internlm2" "" hf-config "$WORK/ilm.json"
 printf '{"model_type": "qwen9", "hidden_size": 64, "num_attention_heads": 4}' > "$WORK/qwen9.json"
 expect_bad "an unknown model_type names the nearest" "model_type 'qwen9' is not in posenc's family table" "" hf-config "$WORK/qwen9.json"
 printf '{"hidden_size": 64, "num_attention_heads": 4}' > "$WORK/untyped.json"
@@ -111,6 +158,10 @@ expect_bad "--assume of an unknown family" "'qwen9' is not a family posenc knows
 fam=$("$POSENC" hf-config --families)
 [[ "$fam" == *"cohere2 "*"yes"*"Cohere2Attention.forward"* && "$fam" == *"gpt_oss "*"refused"* ]] &&
     ok "--families lists the table with its sources" || not_ok "--families lists the table with its sources" "$fam"
+[[ "$fam" == *"refused where position_encoding_2d is set or rope_ratio != 1 or original_rope != true:"* &&
+   "$fam" == *"baichuan "*"yes"*"vllm-project/vllm"* ]] &&
+    ok "--families names each refusing term and a remote-code family's repository" ||
+    not_ok "--families names each refusing term and a remote-code family's repository"
 
 n=$("$POSENC" hf-config "$HF/llama4_scout.json" | tail -n +3 | wc -l)
 [ "$n" -eq 48 ] && ok "llama4: one row per layer" || not_ok "llama4: one row per layer" "$n rows"

@@ -5,7 +5,9 @@ rotate_every_two at base 10000, GLM-4's repeat_interleave pairs on half the head
 interleaved sliding layers and NoPE global ones, EXAONE 4 likewise in the half layout, Falcon's
 rotate_half, Bloom's build_alibi_tensor on key indexes, Ministral 3's YaRN with its query scaling
 by position, Gemma 4's whole-head sliding layers and p-RoPE global layers, GPT-OSS's YaRN with
-its learned sinks, DeepSeek-V4's rotated values and output)."""
+its learned sinks; ChatGLM3's interleaved pairs on half its kv_channels head, EXAONE 3's and Baichuan
+7B's rotate_half, Falcon 40B's and Phi-4-mini's slices, InternLM2's dynamic NTK base, Baichuan 13B's
+ALiBi of _get_interleave's slopes for 40 heads, DeepSeek-V4's rotated values and output)."""
 import math
 import os
 
@@ -79,10 +81,16 @@ KEYS = [3, 40_000, 99_000, 99_990, 99_995, 99_999, 100_000]
     ("cohere2.json", 0, every_two_slice, 128, 10000.0),
     ("exaone4.json", 0, rotate_half_slice, 128, 1e6),
     ("falcon_7b.json", 0, rotate_half_slice, 64, 10000.0),
+    ("chatglm3.json", 27, every_two_slice, 64, 10000.0),
+    ("exaone.json", 31, rotate_half_slice, 64, 10000.0),
+    ("baichuan_7b.json", 0, rotate_half_slice, 128, 10000.0),
+    ("falcon_40b_refinedweb.json", 59, rotate_half_slice, 64, 10000.0),
+    ("phi4_mini.json", 0, rotate_half_slice, 96, 10000.0),
 ])
 def test_rotating_layers(config, layer, rotate, rd, base):
     need_method("rope")
-    D = {"gpt_neox.json": 96, "gptj.json": 256}.get(config, 128 if config != "falcon_7b.json" else 64)
+    D = {"gpt_neox.json": 96, "gptj.json": 256, "falcon_7b.json": 64, "exaone.json": 64,
+         "falcon_40b_refinedweb.json": 64}.get(config, 128)
     q, k, out = run(config, layer, "rope", 1, D, FAR, KEYS)
     inv = inv_freq(rd, base)
     qr, kr = rotate(q, torch.tensor(FAR), rd, inv), rotate(k, torch.tensor(KEYS), rd, inv)
@@ -107,6 +115,43 @@ def test_bloom_alibi():
     q, k, out = run("bloom.json", 0, "alibi", H, D, pos[-T:], pos)
     cp2 = 2 ** math.floor(math.log2(H))
     slopes = torch.tensor([(2 ** (-8 / cp2)) ** (h + 1) for h in range(H)], dtype=torch.float64)
+    qh, kh = q.reshape(T, H, D).transpose(0, 1), k.reshape(Tk, H, D).transpose(0, 1)
+    s = qh @ kh.transpose(1, 2) / math.sqrt(D) + slopes[:, None, None] * torch.arange(Tk, dtype=torch.float64)
+    p = s.masked_fill(~causal_mask(T, Tk), -math.inf).softmax(-1)
+    got = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
+    assert (got - p).abs().max().item() < 1e-5
+
+
+def test_internlm2_dynamic_ntk():
+    """InternLM2's InternLM2DynamicNTKScalingRotaryEmbedding: past max_position_embeddings (32768) the
+    base becomes base * (factor * L / 32768 - (factor - 1))^(d / (d - 2)) for a cache of L positions
+    (0 .. L - 1: L = 100001 here), rotate_half over the whole head"""
+    need_method("rope")
+    D, L = 128, max(FAR + KEYS) + 1
+    q, k, out = run("internlm2.json", 31, "rope", 1, D, FAR, KEYS)
+    base = 1e6 * (2.0 * L / 32768 - 1.0) ** (D / (D - 2))
+    inv = inv_freq(D, base)
+    qr, kr = rotate_half_slice(q, torch.tensor(FAR), D, inv), rotate_half_slice(k, torch.tensor(KEYS), D, inv)
+    check_scores(out["scores"], (qr @ kr.T / math.sqrt(D))[None], len(FAR), len(KEYS))
+
+
+def test_baichuan_13b_alibi():
+    """Baichuan-13B: QK^T / sqrt(d) plus slope_h * key index (_gen_alibi_mask), slopes of
+    _get_interleave for 40 heads (32 of the power of two, then every other of 64's), the softmax of
+    posenc's -m_h (i - j) under the causal mask"""
+    need_method("alibi")
+    H, D, T, Tk = 40, 128, 5, 40
+    pos = list(range(Tk))
+    q, k, out = run("baichuan_13b.json", 39, "alibi", H, D, pos[-T:], pos)
+
+    def interleave(n):
+        if math.log2(n).is_integer():
+            start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+            return [start * start ** i for i in range(n)]
+        c = 2 ** math.floor(math.log2(n))
+        return interleave(c) + interleave(2 * c)[0::2][:n - c]
+
+    slopes = torch.tensor(interleave(H), dtype=torch.float64)
     qh, kh = q.reshape(T, H, D).transpose(0, 1), k.reshape(Tk, H, D).transpose(0, 1)
     s = qh @ kh.transpose(1, 2) / math.sqrt(D) + slopes[:, None, None] * torch.arange(Tk, dtype=torch.float64)
     p = s.masked_fill(~causal_mask(T, Tk), -math.inf).softmax(-1)

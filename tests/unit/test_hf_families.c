@@ -12,7 +12,9 @@
  *   - refusals, each naming what posenc lacks or the nearest family: an unknown model_type, none
  *     at all, Falcon's ALiBi, Gemma 2's soft-capping, LongCat's q scaling;
  *   - GPT-OSS's learned sinks (attention_sinks) and its class's YaRN;
- *   - hf_assume reads a config as the named family's code does. */
+ *   - hf_assume reads a config as the named family's code does;
+ *   - the remote-code families (ChatGLM, Baichuan, EXAONE 3, Falcon's RefinedWeb) and
+ *     the refusals of DeepSeek-V3.2, MiniCPM's sparse attention and ChatGLM's ambiguous keys. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +266,80 @@ static void gpt_oss_sinks(void **state) {
     assert_string_equal(in.layer_type, "full_attention");
 }
 
+/* The families of issue 28's list read from their own code (remote code included): ChatGLM's
+ * interleaved half head of kv_channels width and its multi_query groups, Baichuan's positions by
+ * size, EXAONE 3's head width from hidden_size alone, Falcon's first (RefinedWeb) configs, the
+ * window Mistral's code puts on every layer, and the refusals of ChatGLM's ambiguous keys,
+ * MiniCPM's sparse attention and DeepSeek-V3.2's indexer. */
+static void remote_code_families(void **state) {
+    (void)state;
+    pe_config c;
+    pe_hf_layer_info in;
+    /* ChatGLM3: pairs (2i, 2i+1) on the leading kv_channels / 2 dims, base 10000, groups with multi_query_attention */
+    const char *glm = "{\"model_type\": \"chatglm\", \"hidden_size\": 4096, \"num_attention_heads\": 32, "
+                      "\"num_layers\": 28, \"kv_channels\": 96, \"multi_query_attention\": %s, "
+                      "\"multi_query_group_num\": 2, \"original_rope\": true}";
+    char text[600];
+    snprintf(text, sizeof text, glm, "true");
+    ok(text, 27, &c, &in);
+    assert_int_equal(in.n_layers, 28);
+    assert_int_equal(in.head_dim, 96);
+    assert_int_equal(c.rotary_dim, 48);
+    assert_int_equal(c.rope_layout, PE_ROPE_INTERLEAVED);
+    assert_true(c.rope_base == 10000);
+    assert_int_equal(c.kv_heads, 2);
+    snprintf(text, sizeof text, glm, "false");
+    ok(text, 0, &c, &in);
+    assert_false(c.kv_heads == 2);
+    /* Baichuan: RoPE at hidden_size 4096 (7B), ALiBi otherwise (13B), head width hidden / heads */
+    ok("{\"model_type\": \"baichuan\", \"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_hidden_layers\": 32}",
+       0, &c, &in);
+    assert_int_equal(c.method, PE_METHOD_ROPE);
+    assert_int_equal(c.rope_layout, PE_ROPE_HALF);
+    ok("{\"model_type\": \"baichuan\", \"hidden_size\": 5120, \"num_attention_heads\": 40, \"num_hidden_layers\": 40}",
+       39, &c, &in);
+    assert_int_equal(c.method, PE_METHOD_ALIBI);
+    assert_int_equal(in.head_dim, 128);
+    /* EXAONE 3: num_layers, and a head_dim key its code does not read */
+    ok("{\"model_type\": \"exaone\", \"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_layers\": 32, "
+       "\"head_dim\": 64, \"rope_theta\": 1000000}", 31, &c, &in);
+    assert_int_equal(in.head_dim, 128);
+    assert_true(c.rope_base == 1000000);
+    /* Falcon-40B's RefinedWeb config: n_head_kv makes the grouped layout (HF's converter) */
+    ok("{\"model_type\": \"RefinedWeb\", \"hidden_size\": 8192, \"n_head\": 128, \"n_head_kv\": 8, \"n_layer\": 60}",
+       59, &c, &in);
+    assert_int_equal(c.kv_heads, 8);
+    assert_int_equal(in.n_layers, 60);
+    ok("{\"model_type\": \"RefinedWebModel\", \"hidden_size\": 4544, \"n_head\": 71, \"n_layer\": 32, "
+       "\"multi_query\": true}", 0, &c, &in);
+    assert_int_equal(c.kv_heads, 1);
+    /* Mistral: the config's window (4096 where it has none) on every layer; null: none */
+    ok("{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_hidden_layers\": 32}",
+       5, &c, &in);
+    assert_string_equal(in.layer_type, "sliding_attention");
+    assert_int_equal(in.window, 4096);
+    ok("{\"model_type\": \"mixtral\", \"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_hidden_layers\": 32}",
+       5, &c, &in);
+    assert_string_equal(in.layer_type, "full_attention");
+    ok("{\"model_type\": \"mistral\", \"hidden_size\": 4096, \"num_attention_heads\": 32, \"num_hidden_layers\": 32, "
+       "\"sliding_window\": null}", 5, &c, &in);
+    assert_string_equal(in.layer_type, "full_attention");
+    /* refusals */
+    const char *base = "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2";
+    snprintf(text, sizeof text, "{\"model_type\": \"chatglm\", \"position_encoding_2d\": true, %s}", base);
+    refused(text, NULL, "2D positions");
+    snprintf(text, sizeof text, "{\"model_type\": \"chatglm\", \"rope_ratio\": 16, %s}", base);
+    refused(text, NULL, "rope_ratio");
+    snprintf(text, sizeof text, "{\"model_type\": \"chatglm\", \"rope_ratio\": 1, \"original_rope\": false, %s}", base);
+    refused(text, NULL, "original_rope");
+    snprintf(text, sizeof text, "{\"model_type\": \"chatglm\", \"rope_ratio\": 1.0, \"original_rope\": true, %s}", base);
+    ok(text, 0, &c, &in);
+    snprintf(text, sizeof text, "{\"model_type\": \"minicpm\", \"sparse_config\": {\"kernel_size\": 32}, %s}", base);
+    refused(text, NULL, "InfLLM-v2");
+    snprintf(text, sizeof text, "{\"model_type\": \"deepseek_v32\", %s}", base);
+    refused(text, NULL, "index_topk");
+}
+
 static void refusals(void **state) {
     (void)state;
     const char *base = "\"hidden_size\": 64, \"num_attention_heads\": 4, \"num_hidden_layers\": 2";
@@ -304,6 +380,7 @@ int main(void) {
         cmocka_unit_test(gemma4_layers),
         cmocka_unit_test(gpt_oss_sinks),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(remote_code_families),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
