@@ -434,6 +434,19 @@ pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const
                                    const float *k, const float *v, int64_t B, int64_t T, int64_t Tk,
                                    const pe_positions *at, float *o, float *scores, float *probs,
                                    pe_err *err);
+/* An engine's step over the keys and values it keeps (FlashAttention's flash_attn_with_kvcache):
+ * T queries q (B, T, H*D) against row b's Tk keys and values read in place at
+ * k_cache + b * kv_stride and v_cache + b * kv_stride ((Tk, Hkv*D) each; kv_stride >= Tk*Hkv*D,
+ * the engine's capacity per row), o (B, T, H*D) out. at as in forward_qkv: its lengths per row
+ * (k_lens: the cache's filled lengths, q_lens), query positions (default k_len - q_len + t),
+ * key positions (default 0 .. Tk-1), attn_mask. rotated: the keys and values have passed the
+ * method's transform already, as an engine's cache keeps them (rope, xpos: the keys rotated by
+ * pe_attention_rotate over the call's range of positions, and with rope_values the values; a
+ * method without a transform ignores it); 0: they are transformed here, into a copy. Few
+ * queries go through the decode path; saves nothing for backward. */
+pe_status pe_attention_forward_kvcache(pe_attention *att, const pe_weights *w, const float *q, const float *k_cache,
+                                       const float *v_cache, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
+                                       const pe_positions *at, int rotated, float *o, pe_err *err);
 /* Backward of the last forward_qkv: dout (B, T, H*D); dq (B, T, H*D), dk, dv (B, Tk, Hkv*D)
  * overwritten (each may be NULL); g->dparam accumulated (+=), the projections' entries unused. */
 pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,

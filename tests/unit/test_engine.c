@@ -1,0 +1,128 @@
+/* An engine's step over its own cache (pe_attention_forward_kvcache) equals the projected form
+ * (pe_attention_forward_qkv) over contiguous copies of the same keys and values:
+ *   - every method of the projected form, two rows of different filled lengths in rows of a
+ *     larger capacity (kv_stride), gapped positions, grouped-query attention where the method
+ *     has it, one query (the decode path) and a chunk of three;
+ *   - rope, xpos and rope_values with keys handed raw (transformed here) and with keys the
+ *     caller rotated itself (pe_attention_rotate), as an engine's cache keeps them;
+ *   - misuse: a short kv_stride, methods without a projected form.
+ * Nothing here is timed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+static pe_attention *layer(const char *settings, int64_t C) {
+    char full[512];
+    pe_config cfg;
+    pe_err err;
+    pe_attention *att = NULL;
+    for (int gqa = 1; gqa >= 0 && !att; gqa--) {
+        snprintf(full, sizeof full, "%s heads=4 causal=true%s", settings, gqa ? " kv_heads=2" : "");
+        if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, C, &err)) att = NULL;
+    }
+    if (!att) fail_msg("%s: %s", settings, err.msg);
+    return att;
+}
+
+static const char *const METHODS[] = {
+    "method=none", "method=rope", "method=rope rope_layout=interleaved rotary_dim=4 rotary_offset=2",
+    "method=rope rope_values=true rope_layout=interleaved rotary_dim=4 rotary_offset=4 attention_sinks=true",
+    "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=16", "method=alibi",
+    "method=t5 num_buckets=8 max_distance=12", "method=xpos xpos_scale_base=8", "method=kerple kerple=log",
+    "method=fire fire_init_L=8", "method=floater", "method=shaw max_rel=3", "method=fope",
+};
+
+static void equals_the_projected_form(void **state) {
+    (void)state;
+    enum { B = 2, CAP = 24, MAXT = 3 };
+    const int64_t C = 32, lens[B] = {21, 9};
+    for (size_t mi = 0; mi < sizeof METHODS / sizeof METHODS[0]; mi++)
+        for (int T = 1; T <= MAXT; T += 2)
+            for (int rotated = 0; rotated <= 1; rotated++) {
+                pe_attention *att = layer(METHODS[mi], C);
+                const int64_t Ckv = C / pe_attention_config(att)->heads * pe_attention_config(att)->kv_heads;
+                pe_layer L;
+                pe_err err;
+                if (pe_layer_init(&L, att, 0, 9, &err)) fail_msg("%s", err.msg);
+                pe_rng rng = {11};
+                float *kc = pe_test_uniform(B * CAP * Ckv, &rng), *vc = pe_test_uniform(B * CAP * Ckv, &rng);
+                float *q = pe_test_uniform(B * T * C, &rng);
+                int64_t kpos[B * CAP], qpos[B * MAXT], klen[B], qlen[B] = {T, T};
+                int64_t lo = INT64_MAX, hi = INT64_MIN;
+                for (int b = 0; b < B; b++) {
+                    klen[b] = lens[b];
+                    for (int u = 0; u < CAP; u++) kpos[b * CAP + u] = 3 * u + b; /* gapped */
+                    for (int t = 0; t < T; t++) qpos[b * T + t] = kpos[b * CAP + lens[b] - T + t];
+                    lo = kpos[b * CAP] < lo ? kpos[b * CAP] : lo;
+                    hi = kpos[b * CAP + lens[b] - 1] > hi ? kpos[b * CAP + lens[b] - 1] : hi;
+                }
+                /* the projected form over contiguous copies of each row's filled keys */
+                float *kk = calloc((size_t)(B * CAP * Ckv), sizeof(float)), *vv = calloc((size_t)(B * CAP * Ckv), sizeof(float));
+                memcpy(kk, kc, sizeof(float) * B * CAP * Ckv), memcpy(vv, vc, sizeof(float) * B * CAP * Ckv);
+                pe_positions at = {.pos = qpos, .pos_batched = 1, .key_pos = kpos, .key_pos_batched = 1,
+                                   .k_lens = klen, .q_lens = qlen};
+                float o1[B * MAXT * 32], o2[B * MAXT * 32];
+                if (pe_attention_forward_qkv(att, &L.w, q, kk, vv, B, T, CAP, &at, o2, NULL, NULL, &err))
+                    fail_msg("%s: %s", METHODS[mi], err.msg);
+                /* the engine's cache: rows of capacity CAP + 5, rotated by the caller where asked */
+                const int64_t stride = (CAP + 5) * Ckv;
+                float *ke = calloc((size_t)(B * stride), sizeof(float)), *ve = calloc((size_t)(B * stride), sizeof(float));
+                for (int b = 0; b < B; b++) {
+                    memcpy(ke + b * stride, kc + b * CAP * Ckv, sizeof(float) * CAP * Ckv);
+                    memcpy(ve + b * stride, vc + b * CAP * Ckv, sizeof(float) * CAP * Ckv);
+                }
+                const int can_rotate = strstr(METHODS[mi], "rope") || strstr(METHODS[mi], "xpos");
+                if (rotated && !can_rotate) goto next;
+                for (int b = 0; rotated && b < B; b++) {
+                    const int64_t Hkv = pe_attention_config(att)->kv_heads;
+                    if (pe_attention_rotate(att, &L.w, ke + b * stride, lens[b], Ckv, Hkv, kpos + b * CAP, lo, hi, PE_ROTATE_K, 0, &err))
+                        fail_msg("%s: %s", METHODS[mi], err.msg);
+                    if (strstr(METHODS[mi], "rope_values") &&
+                        pe_attention_rotate(att, &L.w, ve + b * stride, lens[b], Ckv, Hkv, kpos + b * CAP, lo, hi, PE_ROTATE_K, 0, &err))
+                        fail_msg("%s: %s", METHODS[mi], err.msg);
+                }
+                if (pe_attention_forward_kvcache(att, &L.w, q, ke, ve, stride, B, T, CAP, &at, rotated, o1, &err))
+                    fail_msg("%s (T %d, rotated %d): %s", METHODS[mi], T, rotated, err.msg);
+                char what[256];
+                snprintf(what, sizeof what, "o (%s, T %d, rotated %d)", METHODS[mi], T, rotated);
+                assert_int_equal(pe_test_compare(what, o1, o2, B * T * C, 3e-5 * fmax(1.0, pe_test_maxabs(o2, B * T * C)), 1e-4), 0);
+            next:
+                free(kc), free(vc), free(q), free(kk), free(vv), free(ke), free(ve);
+                pe_layer_free(&L);
+                pe_attention_free(att);
+            }
+}
+
+static void misuse(void **state) {
+    (void)state;
+    pe_attention *att = layer("method=rope", 32);
+    pe_layer L;
+    pe_err err;
+    if (pe_layer_init(&L, att, 0, 1, &err)) fail_msg("%s", err.msg);
+    float q[32] = {0}, k[4 * 16] = {0}, o[32];
+    assert_int_equal(pe_attention_forward_kvcache(att, &L.w, q, k, k, 15, 1, 1, 1, NULL, 0, o, &err), PE_EINVAL);
+    assert_non_null(strstr(err.msg, "kv_stride"));
+    assert_int_equal(pe_attention_forward_kvcache(att, &L.w, q, k, k, 16, 1, 0, 1, NULL, 0, o, &err), PE_EINVAL);
+    assert_int_equal(pe_attention_forward_kvcache(att, &L.w, NULL, k, k, 16, 1, 1, 1, NULL, 0, o, &err), PE_EINVAL);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+    static const char *const NO_FORM[] = {"method=sinusoidal", "method=learned", "method=complex", "method=xl"};
+    for (size_t i = 0; i < sizeof NO_FORM / sizeof NO_FORM[0]; i++) {
+        att = layer(NO_FORM[i], 32);
+        if (pe_layer_init(&L, att, 0, 1, &err)) fail_msg("%s", err.msg);
+        assert_int_equal(pe_attention_forward_kvcache(att, &L.w, q, k, k, 32, 1, 1, 1, NULL, 0, o, &err), PE_EINVAL);
+        pe_layer_free(&L);
+        pe_attention_free(att);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(equals_the_projected_form),
+        cmocka_unit_test(misuse),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
