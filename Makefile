@@ -198,6 +198,7 @@ cli-test: $(BUILD)/posenc $(BUILD)/examples/decode $(BUILD)/examples/api
 	@bash tests/cli/test_compare.sh $(BUILD)/posenc
 	@bash tests/cli/test_shards.sh $(BUILD)/posenc
 	@bash tests/cli/test_mpi.sh $(BUILD)/posenc
+	@bash tests/cli/test_slurm.sh $(BUILD)/posenc
 	@bash tests/cli/test_bench.sh $(BUILD)/posenc
 	@bash tests/cli/test_convert_rope.sh $(BUILD)/posenc
 	@bash tests/cli/test_plot.sh $(BUILD)/posenc

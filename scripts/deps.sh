@@ -5,7 +5,7 @@ PKGS=(build-essential pkg-config libopenblas-dev libjansson-dev libcmocka-dev
       python3 python3-numpy python3-torch python3-pytest
       python3-setuptools python3-wheel python3-pip python3-venv valgrind
       libcairo2-dev libfontconfig-dev fonts-dejavu-core python3-pil clang libclang-rt-dev
-      libopenmpi-dev openmpi-bin)
+      libopenmpi-dev openmpi-bin slurm-wlm munge)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
