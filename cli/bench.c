@@ -218,8 +218,11 @@ int cli_bench(int argc, char **argv) {
             for (int i = 0; i < 4; i++)
                 fprintf(md, "%s `%s` %lld: PyTorch %.1fx", i ? "," : " PyTorch eager:", dm[i / 2], (long long)o.decode_Tk[i % 2],
                         dec[i].torch / dec[i].step);
-        fprintf(md, "%s A context shift re-rotates %lld cached keys in %.2fx the time of a copy of K.\n\n",
-                isnan(dec[0].torch) ? "" : ".", (long long)o.decode_Tk[1], dec[1].shift / dec[1].shift_copy);
+        fprintf(md, "%s A context shift re-rotates %lld cached keys in %.2fx the time of a copy of K. The same step over"
+                    " an engine's own K and V (`pe_attention_forward_kvcache`, keys rotated by the engine): `rope` %lld keys"
+                    " %.2fx the cache's step, the projected form (`pe_attention_forward_qkv`) %.1fx.\n\n",
+                isnan(dec[0].torch) ? "" : ".", (long long)o.decode_Tk[1], dec[1].shift / dec[1].shift_copy,
+                (long long)o.decode_Tk[1], dec[1].kvcache / dec[1].step, dec[1].qkv / dec[1].step);
     }
     if (did_den)
         fprintf(md, "Denormals (alibi, T=2048, not causal; the fused path clamps exp and sets FTZ/DAZ in its threads):"

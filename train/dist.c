@@ -28,6 +28,13 @@ int tr_dist_launched(int *rank) {
         if (rank) *rank = k < 0 ? 0 : k;
         return n;
     }
+    /* srun --mpi=pmix gives its tasks PMIX_RANK and no size of PMIx's own: the step's task
+     * count is Slurm's SLURM_STEP_NUM_TASKS (srun(1), OUTPUT ENVIRONMENT VARIABLES) */
+    int pk = env_count("PMIX_RANK", 0), pn = env_count("SLURM_STEP_NUM_TASKS", 2);
+    if (pk >= 0 && pn > 0) {
+        if (rank) *rank = pk;
+        return pn;
+    }
     if (rank) *rank = 0;
     return 1;
 }
