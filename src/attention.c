@@ -306,6 +306,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (at && (at->q_lens || at->k_lens))
         return pe_error(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
     a->fused = use_fused(a, B, T, M + T, M, scores || probs);
+    a->decode = 0;
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
     pe_status st = reserve(a, B, T, Tk, M, 1, at && at->mask, err);
@@ -404,6 +405,11 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     pe_weights none = {0};
     if (!w) w = &none;
     a->fused = use_fused(a, B, T, Tk, Tk - T, scores || probs);
+    /* few queries: the decode kernel (after the core's transform stage), which saves the fused
+     * path's statistics for its backward */
+    a->decode = a->run.path != PE_PATH_REFERENCE && !(scores || probs) && a->dropout == 0 &&
+                pe__decode_eligible(a->m, 1, a->H, a->Hkv, T, at && at->mask);
+    if (a->decode) a->fused = 1;
     a->layer = 0;
     a->M = 0;
     pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
@@ -430,7 +436,7 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
         a->fused = 1, a->layer = 0, a->M = 0;
         if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;
-        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, err))) return st;
+        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, NULL, err))) return st;
         return finite_out(o, B * T * a->C, "o", err);
     }
     float *buf = NULL; /* the projected form reads (B, Tk, Ckv) */

@@ -509,10 +509,11 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
  * KV cache's attention. It takes fused methods whose score_mod is a bias or a product with the
  * plain term (no PE__SCORE_QK), without value_mod, lift or attn_mask, and without a rotate
  * hook unless q and k are already transformed (pe__decode_eligible);
- * o (B, T, C). */
+ * o (B, T, C); stats (2, B, H, T) the fused path's row max and 1 / sum (its backward reads
+ * them), or NULL. */
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked);
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
-                             int64_t kv_stride, float *o, pe_err *err);
+                             int64_t kv_stride, float *o, float *stats, pe_err *err);
 
 /* Attention over keys and values held elsewhere (a KV cache, cache.c): q (B, T, C); k, v of row
  * b at k + b kv_stride, row stride Ckv, Tk of them; at as the projected form; o (B, T, C).

@@ -32,6 +32,7 @@ struct pe_attention {
     float *s;    /* (B, H, T, Tk) */
     float *p;    /* (B, H, T, Tk) */
     int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
+    int decode;   /* ... its decode kernel (few queries, forward_qkv): the same stats, the fused backward */
     float *stats; /* (2, B, H, T) its row max and 1 / row sum */
     float *o;    /* (B, T, C) */
     int64_t *pos; /* (B, T) then (B, Tk): query and key positions */

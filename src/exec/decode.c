@@ -14,7 +14,7 @@ int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t
 /* Rows of each batch row split into pieces of keys (flash decoding): enough pieces for the
  * threads, none shorter than 512 keys; each piece keeps its own softmax state, combined here. */
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
-                             int64_t kv_stride, float *o, pe_err *err) {
+                             int64_t kv_stride, float *o, float *stats, pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, group = H / Hkv;
@@ -54,7 +54,9 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
         for (int64_t h = 0; h < H; h++)
             for (int64_t t = 0; t < T; t++) {
                 float *out = o + (b * T + t) * C + h * D;
+                float *sm = stats ? stats + (b * H + h) * T + t : NULL, *sl = stats ? sm + B * H * T : NULL;
                 memset(out, 0, sizeof(float) * D);
+                if (sm) *sm = 0, *sl = 0; /* padding queries and rows without keys: no weights */
                 if (t >= Tb) continue; /* padding queries: o = 0 */
                 const int64_t r = (h / group) * Rg + (h % group) * Tb + t;
                 float mx = -INFINITY, sum = 0;
@@ -78,8 +80,10 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
                     const float sigma = ctx->sinks[h], mn = sigma > mx ? sigma : mx, f = expf(mx - mn);
                     for (int64_t d = 0; d < D; d++) out[d] *= f;
                     sum = sum * f + expf(sigma - mn);
+                    mx = mn;
                 }
                 for (int64_t d = 0; d < D; d++) out[d] /= sum;
+                if (sm) *sm = mx, *sl = 1.0f / sum; /* p_ij = e^(s_ij - m) / l, as the fused path saves them */
             }
     }
     free(part), free(scratch);

@@ -5,6 +5,8 @@
  *     has it, one query (the decode path) and a chunk of three;
  *   - rope, xpos and rope_values with keys handed raw (transformed here) and with keys the
  *     caller rotated itself (pe_attention_rotate), as an engine's cache keeps them;
+ *   - the projected form with few queries (the decode kernel) against its reference path,
+ *     output and every gradient (the fused backward reads the decode kernel's statistics);
  *   - misuse: a short kv_stride, methods without a projected form.
  * Nothing here is timed. */
 #include <math.h>
@@ -96,6 +98,62 @@ static void equals_the_projected_form(void **state) {
             }
 }
 
+/* The projected form with few queries runs the decode kernel (after its transform stage) and
+ * saves the fused path's statistics: its output and every gradient equal the reference path's. */
+static void few_queries_decode_with_gradients(void **state) {
+    (void)state;
+    static const char *const M[] = {
+        "method=none", "method=rope", "method=rope rope_values=true rotary_dim=4 rotary_offset=4 attention_sinks=true",
+        "method=alibi", "method=t5 num_buckets=8 max_distance=12", "method=kerple kerple=log", "method=fire fire_init_L=8",
+        "method=rope rope_scaling=yarn rope_factor=4 original_max_position_embeddings=8 window=5,0",
+    };
+    enum { B = 2, TK = 40, MAXT = 3 };
+    const int64_t C = 32, klen[B] = {40, 23};
+    for (size_t mi = 0; mi < sizeof M / sizeof M[0]; mi++)
+        for (int T = 1; T <= MAXT; T += 2) {
+            pe_attention *att = layer(M[mi], C);
+            const int64_t Ckv = C / pe_attention_config(att)->heads * pe_attention_config(att)->kv_heads;
+            pe_layer L;
+            pe_err err;
+            if (pe_layer_init(&L, att, 0, 5, &err)) fail_msg("%s", err.msg);
+            pe_rng rng = {3};
+            float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * TK * Ckv, &rng);
+            float *v = pe_test_uniform(B * TK * Ckv, &rng), *dout = pe_test_uniform(B * T * C, &rng);
+            int64_t qlen[B] = {T, T};
+            pe_positions at = {.k_lens = klen, .q_lens = qlen};
+            float *out[2][4], *grads[2];
+            for (int path = 0; path < 2; path++) { /* 0: the default (decode), 1: the reference */
+                pe_run_options run = {.path = path ? PE_PATH_REFERENCE : PE_PATH_AUTO};
+                pe_attention_set_run_options(att, &run);
+                out[path][0] = malloc(sizeof(float) * B * T * C), out[path][1] = malloc(sizeof(float) * B * T * C);
+                out[path][2] = malloc(sizeof(float) * B * TK * Ckv), out[path][3] = malloc(sizeof(float) * B * TK * Ckv);
+                pe_layer_zero_grad(&L);
+                if (pe_attention_forward_qkv(att, &L.w, q, k, v, B, T, TK, &at, out[path][0], NULL, NULL, &err) ||
+                    pe_attention_backward_qkv(att, &L.w, dout, out[path][1], out[path][2], out[path][3], &L.g, &err))
+                    fail_msg("%s (T %d, path %d): %s", M[mi], T, path, err.msg);
+                grads[path] = malloc(sizeof(float) * (L.n ? L.n : 1));
+                memcpy(grads[path], L.block + L.n, sizeof(float) * L.n);
+            }
+            static const char *const NAMES[4] = {"o", "dq", "dk", "dv"};
+            const int64_t n[4] = {B * T * C, B * T * C, B * TK * Ckv, B * TK * Ckv};
+            int64_t bad = 0;
+            for (int i = 0; i < 4; i++) {
+                char what[256];
+                snprintf(what, sizeof what, "%s (%s, T %d)", NAMES[i], M[mi], T);
+                bad += pe_test_compare(what, out[0][i], out[1][i], n[i], 3e-5 * fmax(1.0, pe_test_maxabs(out[1][i], n[i])), 1e-4);
+            }
+            if (L.n) bad += pe_test_compare(M[mi], grads[0], grads[1], L.n, 3e-5 * fmax(1.0, pe_test_maxabs(grads[1], L.n)), 1e-4);
+            assert_int_equal(bad, 0);
+            for (int path = 0; path < 2; path++) {
+                for (int i = 0; i < 4; i++) free(out[path][i]);
+                free(grads[path]);
+            }
+            free(q), free(k), free(v), free(dout);
+            pe_layer_free(&L);
+            pe_attention_free(att);
+        }
+}
+
 static void misuse(void **state) {
     (void)state;
     pe_attention *att = layer("method=rope", 32);
@@ -122,6 +180,7 @@ static void misuse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(equals_the_projected_form),
+        cmocka_unit_test(few_queries_decode_with_gradients),
         cmocka_unit_test(misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
