@@ -580,27 +580,6 @@ void pe__attention_release(pe_attention *a, pe__ctx *ctx) {
     if (a->m->release && ctx->state) a->m->release(ctx);
 }
 
-pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
-                              int64_t hi, float *x, float *q, float *k, float *v, pe_err *err) {
-    if (!(x && a->m->embed_forward) && !((q || k) && a->m->rotate_forward)) return PE_OK;
-    pe__ctx ctx;
-    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, &ctx, err);
-    if (!st && x && a->m->embed_forward) a->m->embed_forward(&ctx, x);
-    if (!st && (q || k) && a->m->rotate_forward) a->m->rotate_forward(&ctx, q, k, v);
-    pe__attention_release(a, &ctx);
-    return st;
-}
-
-pe_status pe__attention_output(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
-                               int64_t hi, float *o, pe_err *err) {
-    if (!(a->m->output_used && a->m->output_used(&a->cfg))) return PE_OK;
-    pe__ctx ctx;
-    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, &ctx, err);
-    if (!st) a->m->output_forward(&ctx, o);
-    pe__attention_release(a, &ctx);
-    return st;
-}
-
 const pe__method *pe__attention_method(const pe_attention *a) { return a->m; }
 const pe_run_options *pe__attention_run(const pe_attention *a) { return &a->run; }
 

@@ -7,6 +7,30 @@
  * runs last, as a pe_kv_cache does. Nothing is kept for backward. */
 #include "layer.h"
 
+/* The method's stages on rows held outside a call, at their own positions in an attention over
+ * [lo, hi] (a cache's keys on append, its queries on attend, an engine's step): embed and
+ * rotate hooks (pe__attention_apply), the output stage (pe__attention_output). */
+pe_status pe__attention_apply(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                              int64_t hi, float *x, float *q, float *k, float *v, pe_err *err) {
+    if (!(x && a->m->embed_forward) && !((q || k) && a->m->rotate_forward)) return PE_OK;
+    pe__ctx ctx;
+    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, &ctx, err);
+    if (!st && x && a->m->embed_forward) a->m->embed_forward(&ctx, x);
+    if (!st && (q || k) && a->m->rotate_forward) a->m->rotate_forward(&ctx, q, k, v);
+    pe__attention_release(a, &ctx);
+    return st;
+}
+
+pe_status pe__attention_output(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,
+                               int64_t hi, float *o, pe_err *err) {
+    if (!(a->m->output_used && a->m->output_used(&a->cfg))) return PE_OK;
+    pe__ctx ctx;
+    pe_status st = pe__attention_context(a, w, n, pos, lo, hi, &ctx, err);
+    if (!st) a->m->output_forward(&ctx, o);
+    pe__attention_release(a, &ctx);
+    return st;
+}
+
 /* Row b's positions of a call: queries at at->pos, else k_len - q_len + t (bottom-right, per
  * row); keys at at->key_pos, else 0 .. Tk-1; each on every axis; padding (past the row's
  * lengths) at the row's first key position, as the core pads, so that [lo, hi] is the real
