@@ -95,9 +95,10 @@ int bench_rope(const bopts *o, torchp *tp, rope_res *R) {
  * (the cost of reading them once); then a context shift's re-rotation of every cached key
  * (rope) against a copy of the K bytes; and the same query against the same K and V as an
  * engine hands them: the projected form (pe_attention_forward_qkv, T = 1, its default path)
- * and pe_attention_forward_kvcache (keys rotated by the engine). Median ms of reps. */
+ * and pe_attention_forward_kvcache (keys rotated by the engine), and the same keys as vLLM's
+ * blocks of 16 in a shuffled table (pe_attention_forward_paged). Median ms of reps. */
 static int decode_measure(const char *method, int64_t Tk, int reps, double *step, double *copy, double *shift,
-                          double *shift_copy, double *qkv, double *kvcache) {
+                          double *shift_copy, double *qkv, double *kvcache, double *paged) {
     const int64_t H = 32, Hkv = 8, D = 128, C = H * D, Ckv = Hkv * D;
     pe_config cfg;
     pe_err err;
@@ -112,7 +113,18 @@ static int decode_measure(const char *method, int64_t Tk, int reps, double *step
     float *dst = malloc(sizeof(float) * (size_t)(2 * Tk * Ckv));
     int rc = !k || !v || !q || !o || !dst;
     if (!rc) rc = pe_kv_cache_init(&kv, att, 1, Tk + reps + 8, &err) || pe_kv_cache_append(kv, NULL, k, v, Tk, NULL, 0, NULL, &err);
-    double sv[32], cv[32], rv[32], kc[32], pv[32], ev[32];
+    double sv[32], cv[32], rv[32], kc[32], pv[32], ev[32], gv[32];
+    const int64_t bs = 16, nb = Tk / bs; /* the same K and V as blocks, their table shuffled */
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)(nb > 0 ? nb : 1));
+    rc |= !table;
+    for (int64_t i = 0; !rc && i < nb; i++) table[i] = (int32_t)i;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = nb - 1; !rc && i > 0; i--) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int64_t r = (int64_t)((seed >> 33) % (uint64_t)(i + 1));
+        const int32_t t = table[i];
+        table[i] = table[r], table[r] = t;
+    }
     for (int r = -1; r < reps && !rc; r++) {
         double t0 = bench_now();
         rc = pe_kv_cache_append(kv, NULL, k, v, 1, NULL, 0, NULL, &err) || pe_kv_cache_attend(kv, NULL, q, 1, NULL, o, &err);
@@ -127,14 +139,18 @@ static int decode_measure(const char *method, int64_t Tk, int reps, double *step
         double t5 = bench_now();
         if (!rc) rc = pe_attention_forward_kvcache(att, NULL, q, k, v, Tk * Ckv, 1, 1, Tk, NULL, 1, o, &err);
         double t6 = bench_now();
-        if (r >= 0) sv[r] = t1 - t0, cv[r] = t2 - t1, rv[r] = t3 - t2, kc[r] = t4 - t3, pv[r] = t5 - t4, ev[r] = t6 - t5;
+        if (!rc) rc = pe_attention_forward_paged(att, NULL, q, k, v, nb, bs, table, nb, 1, 1, NULL, 1, o, &err);
+        double t7 = bench_now();
+        if (r >= 0)
+            sv[r] = t1 - t0, cv[r] = t2 - t1, rv[r] = t3 - t2, kc[r] = t4 - t3, pv[r] = t5 - t4, ev[r] = t6 - t5, gv[r] = t7 - t6;
     }
     if (rc) fprintf(stderr, "posenc: bench: decode: %s\n", err.msg);
     else *step = bench_median(sv, reps) * 1e3, *copy = bench_median(cv, reps) * 1e3, *shift = bench_median(rv, reps) * 1e3,
-         *shift_copy = bench_median(kc, reps) * 1e3, *qkv = bench_median(pv, reps) * 1e3, *kvcache = bench_median(ev, reps) * 1e3;
+         *shift_copy = bench_median(kc, reps) * 1e3, *qkv = bench_median(pv, reps) * 1e3, *kvcache = bench_median(ev, reps) * 1e3,
+         *paged = bench_median(gv, reps) * 1e3;
     pe_kv_cache_free(kv);
     pe_attention_free(att);
-    free(k), free(v), free(q), free(o), free(dst);
+    free(k), free(v), free(q), free(o), free(dst), free(table);
     return rc ? 1 : 0;
 }
 
@@ -144,25 +160,25 @@ int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
            reps, bench_threads());
     printf("| method | cached keys | K+V MiB | step ms | copy of K+V ms (1 thread) | step x copy | PyTorch eager ms |"
            " PyTorch x posenc | shift re-rotation ms | x copy of K (1 thread) | projected form ms (x step) |"
-           " forward_kvcache ms (x step) |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           " forward_kvcache ms (x step) | paged ms (x forward_kvcache) |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const char *const methods[] = {"rope", "alibi"};
     const int64_t *sizes = o->decode_Tk;
     for (int mi = 0; mi < 2; mi++)
         for (int si = 0; si < 2; si++) {
-            double st = 0, cp = 0, sh = 0, shc = 0, tv = NAN, pq = 0, kvc = 0;
-            if (decode_measure(methods[mi], sizes[si], reps, &st, &cp, &sh, &shc, &pq, &kvc)) return 1;
+            double st = 0, cp = 0, sh = 0, shc = 0, tv = NAN, pq = 0, kvc = 0, pg = 0;
+            if (decode_measure(methods[mi], sizes[si], reps, &st, &cp, &sh, &shc, &pq, &kvc, &pg)) return 1;
             char req[96];
             snprintf(req, sizeof req, "decode %s %lld %d", methods[mi], (long long)sizes[si], reps);
             if (o->torch && torch_ask(tp, req, &tv, 1) != 1) tv = NAN;
-            D[mi * 2 + si] = (decode_res){st, cp, tv, sh, shc, pq, kvc};
+            D[mi * 2 + si] = (decode_res){st, cp, tv, sh, shc, pq, kvc, pg};
             printf("| %s | %lld | %.0f | %.2f | %.2f | %.2f |", methods[mi], (long long)sizes[si],
                    sizes[si] * 8 * 128 * 8.0 / (1 << 20), st, cp, st / cp);
             if (isnan(tv)) printf(" | |");
             else printf(" %.2f | %.1f |", tv, tv / st);
             if (mi == 0) printf(" %.2f | %.2f |", sh, sh / shc);
             else printf(" | |");
-            printf(" %.2f (%.2fx) | %.2f (%.2fx) |\n", pq, pq / st, kvc, kvc / st);
+            printf(" %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) |\n", pq, pq / st, kvc, kvc / st, pg, pg / kvc);
             fflush(stdout);
             bench_gap();
         }
@@ -173,7 +189,8 @@ int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
            " ALiBi's bias. The shift moves every key one position back (llama.cpp's context shift), rotating K in place"
            " by one table of angle differences. The last two columns attend the same query to the same K and V held"
            " as an engine holds them: through the projected form (which copies them and picks its path by shape),"
-           " and through pe_attention_forward_kvcache, which reads them in place on the decode path.\n\n");
+           " and through pe_attention_forward_kvcache, which reads them in place on the decode path; paged: the same"
+           " bytes as vLLM's blocks of 16 keys in a shuffled table (pe_attention_forward_paged).\n\n");
     return 0;
 }
 

@@ -425,8 +425,8 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
 }
 
 static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k, const float *v,
-                           int64_t kv_stride, int64_t B, int64_t T, int64_t Tk, const pe_positions *at, float *o,
-                           pe_err *err) {
+                           int64_t kv_stride, const float *const *rows, int64_t B, int64_t T, int64_t Tk,
+                           const pe_positions *at, float *o, pe_err *err) {
     a->have_forward = 0;
     pe_weights none = {0};
     if (!w) w = &none;
@@ -436,18 +436,15 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
         a->fused = 1, a->layer = 0, a->M = 0;
         if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
             return st;
-        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, o, NULL, err))) return st;
+        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, rows, o, NULL, err))) return st;
         return finite_out(o, B * T * a->C, "o", err);
     }
     float *buf = NULL; /* the projected form reads (B, Tk, Ckv) */
     const int64_t Ckv = a->Ckv;
-    if (B > 1 && kv_stride != Tk * Ckv) {
+    if (rows || (B > 1 && kv_stride != Tk * Ckv)) {
         if (!(buf = malloc(sizeof(float) * (size_t)(2 * B * Tk * Ckv))))
             return pe_error(err, PE_ENOMEM, "out of memory for %lld cached keys", (long long)(B * Tk));
-        for (int64_t b = 0; b < B; b++) {
-            memcpy(buf + b * Tk * Ckv, k + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
-            memcpy(buf + (B + b) * Tk * Ckv, v + b * kv_stride, sizeof(float) * (size_t)(Tk * Ckv));
-        }
+        pe__gather_rows(buf, k, v, kv_stride, rows, B, Tk, Ckv);
         k = buf, v = buf + B * Tk * Ckv;
     }
     st = pe_attention_forward_qkv(a, w, q, k, v, B, T, Tk, at, o, NULL, NULL, err);
@@ -457,12 +454,12 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
 }
 
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
-                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
-                                  const pe_positions *at, int transformed, float *o, pe_err *err) {
+                                  const float *v, int64_t kv_stride, const float *const *rows, int64_t B, int64_t T,
+                                  int64_t Tk, const pe_positions *at, int transformed, float *o, pe_err *err) {
     const double rate = a->dropout; /* a cache decodes: no dropout */
     a->dropout = 0;
     a->pre = transformed;
-    pe_status st = attend_kv(a, w, q, k, v, kv_stride, B, T, Tk, at, o, err);
+    pe_status st = attend_kv(a, w, q, k, v, kv_stride, rows, B, T, Tk, at, o, err);
     a->dropout = rate;
     a->pre = 0;
     return st;

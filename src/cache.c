@@ -378,7 +378,7 @@ pe_status pe_kv_cache_attend(pe_kv_cache *c, const pe_weights *w, const float *q
                         .mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0,
                         .q_lens = lens && at ? at->q_lens : NULL, .k_lens = lens ? klen : NULL, .axes = A};
     const int transformed = c->transform || (c->m->flags & PE__INPUT);
-    st = pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, B, T, Tk, &cat, transformed, o, err);
+    st = pe__attention_attend_kv(c->att, w, qa, c->k, c->v, c->cap * c->Ckv, NULL, B, T, Tk, &cat, transformed, o, err);
     /* the output stage at the queries' positions, in the frame they were rotated in */
     if (!st && c->transform) st = pe__attention_output(c->att, w, B * T, qpos, c->frame[0], c->frame[1], o, err);
     return st;

@@ -96,7 +96,7 @@ static pe_status execute_forward(pe_attention *a, pe__ctx *ctx, const float *q, 
                                  float *o, float *scores, float *probs, pe_err *err) {
     if (!a->fused) return pe__reference_forward(a, ctx, q, k, v, o, scores, probs, err);
     a->drop_used = 0, a->seed_used = a->drop_seed;
-    if (a->decode) return pe__decode_forward(ctx, a->m, q, k, v, ctx->Tk * ctx->Ckv, o, a->stats, err);
+    if (a->decode) return pe__decode_forward(ctx, a->m, q, k, v, ctx->Tk * ctx->Ckv, NULL, o, a->stats, err);
     return pe__fused_forward(ctx, a->m, q, k, v, o, a->stats, err);
 }
 static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,

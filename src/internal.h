@@ -510,10 +510,11 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
  * plain term (no PE__SCORE_QK), without value_mod, lift or attn_mask, and without a rotate
  * hook unless q and k are already transformed (pe__decode_eligible);
  * o (B, T, C); stats (2, B, H, T) the fused path's row max and 1 / sum (its backward reads
- * them), or NULL. */
+ * them), or NULL. rows (paged keys; NULL: k, v and kv_stride): key u of row b at
+ * rows[b Tk + u], its value at rows[(B + b) Tk + u]. */
 int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t Hkv, int64_t T, int masked);
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
-                             int64_t kv_stride, float *o, float *stats, pe_err *err);
+                             int64_t kv_stride, const float *const *rows, float *o, float *stats, pe_err *err);
 
 /* Attention over keys and values held elsewhere (a KV cache, cache.c): q (B, T, C); k, v of row
  * b at k + b kv_stride, row stride Ckv, Tk of them; at as the projected form; o (B, T, C).
@@ -522,8 +523,12 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
  * a method with nothing beyond that stage then attends as plain attention. The decode path
  * where it applies, else the projected form over a contiguous copy. Saves nothing for backward. */
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
-                                  const float *v, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
-                                  const pe_positions *at, int transformed, float *o, pe_err *err);
+                                  const float *v, int64_t kv_stride, const float *const *rows, int64_t B, int64_t T,
+                                  int64_t Tk, const pe_positions *at, int transformed, float *o, pe_err *err);
+/* K and V of B rows into dst ((B, Tk, Ckv) keys, then values): from k, v at row stride kv_stride,
+ * or (rows not NULL) from each key's and value's row as pe__decode_forward reads them. */
+void pe__gather_rows(float *dst, const float *k, const float *v, int64_t kv_stride, const float *const *rows, int64_t B,
+                     int64_t Tk, int64_t Ckv);
 /* A context of n rows at positions pos (n, A: the layer's axes; as both queries and keys) in an
  * attention over positions [lo, hi], prepared; pe__attention_release frees what prepare made. */
 pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n, const int64_t *pos, int64_t lo,

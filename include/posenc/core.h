@@ -447,6 +447,15 @@ pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const
 pe_status pe_attention_forward_kvcache(pe_attention *att, const pe_weights *w, const float *q, const float *k_cache,
                                        const float *v_cache, int64_t kv_stride, int64_t B, int64_t T, int64_t Tk,
                                        const pe_positions *at, int rotated, float *o, pe_err *err);
+/* The same step over paged keys (vLLM's layout): k_blocks and v_blocks [n_blocks, block_size,
+ * Hkv*D], block_table [B, max_blocks] (int32), row b's key u in block block_table[b][u /
+ * block_size] at u % block_size; Tk = max_blocks * block_size, at->k_lens the rows' filled
+ * lengths (the table's entries past them are not read). A table entry outside 0 .. n_blocks-1
+ * is an error. Decoding reads every key's row in place; otherwise the keys are gathered. */
+pe_status pe_attention_forward_paged(pe_attention *att, const pe_weights *w, const float *q, const float *k_blocks,
+                                     const float *v_blocks, int64_t n_blocks, int64_t block_size,
+                                     const int32_t *block_table, int64_t max_blocks, int64_t B, int64_t T,
+                                     const pe_positions *at, int rotated, float *o, pe_err *err);
 /* Backward of the last forward_qkv: dout (B, T, H*D); dq (B, T, H*D), dk, dv (B, Tk, Hkv*D)
  * overwritten (each may be NULL); g->dparam accumulated (+=), the projections' entries unused. */
 pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,

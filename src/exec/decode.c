@@ -14,7 +14,7 @@ int pe__decode_eligible(const pe__method *m, int transformed, int64_t H, int64_t
 /* Rows of each batch row split into pieces of keys (flash decoding): enough pieces for the
  * threads, none shorter than 512 keys; each piece keeps its own softmax state, combined here. */
 pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, const float *k, const float *v,
-                             int64_t kv_stride, float *o, float *stats, pe_err *err) {
+                             int64_t kv_stride, const float *const *rows, float *o, float *stats, pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, group = H / Hkv;
@@ -41,7 +41,9 @@ pe_status pe__decode_forward(pe__ctx *ctx, const pe__method *m, const float *q, 
             const int64_t b = bs / S, sp = bs % S;
             pe__row_lens(ctx, b, &j.T, &j.Tk, &j.qoff);
             j.b = b, j.u0 = j.Tk * sp / S, j.u1 = j.Tk * (sp + 1) / S;
-            j.q = q + b * T * C, j.k = k + b * kv_stride, j.v = v + b * kv_stride;
+            j.q = q + b * T * C;
+            if (rows) j.krows = rows + b * ctx->Tk, j.vrows = rows + (B + b) * ctx->Tk; /* paged */
+            else j.k = k + b * kv_stride, j.v = v + b * kv_stride;
             j.acc = part + bs * per, j.m = j.acc + R * dp, j.l = j.m + R;
             if (j.T > 0) K->decode(&j);
         }

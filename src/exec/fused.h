@@ -72,6 +72,7 @@ typedef struct pe__djob {
     int64_t ld;
     const float *k, *v; /* row b's keys: key u at k + u ldk, kv head g at + g D */
     int64_t ldk;
+    const float *const *krows, *const *vrows; /* paged keys: key u's row at krows[u] (NULL: k + u ldk) */
     float *qs; /* scratch (Hkv Rg, dp), 64-byte aligned */
     float *s;  /* scratch (max(Hkv Rg, PE_BR), PE_BC) */
     float *acc, *m, *l; /* out: (Hkv Rg, dp), (Hkv Rg), (Hkv Rg) */

@@ -350,7 +350,7 @@ static void KN(decode)(const pe__djob *j) {
     for (int64_t j0 = j->u0 > first ? j->u0 : first; j0 < jend; j0 += PE_BC) {
         const int64_t nj = jend - j0 < PE_BC ? jend - j0 : PE_BC;
         for (int64_t c = 0; c < nj; c++) {
-            const float *kr = j->k + (j0 + c) * j->ldk;
+            const float *kr = j->krows ? j->krows[j0 + c] : j->k + (j0 + c) * j->ldk;
             for (int64_t g = 0; g < G; g++)
                 for (int64_t x0 = 0; x0 < Rg; x0 += 4) { /* four rows per pass over the head's key */
                     const float *kg = kr + g * D, *q0 = qs + (g * Rg + x0) * dp;
@@ -384,7 +384,7 @@ static void KN(decode)(const pe__djob *j) {
         }
         online_softmax(s, R, m, l, acc, dp, j->lo);
         for (int64_t c = 0; c < nj; c++) { /* acc += p v, the value row in memory order */
-            const float *vr = j->v + (j0 + c) * j->ldk;
+            const float *vr = j->vrows ? j->vrows[j0 + c] : j->v + (j0 + c) * j->ldk;
             for (int64_t g = 0; g < G; g++) {
                 const float *vg = vr + g * D;
                 for (int64_t x = 0; x < nq; x++) {

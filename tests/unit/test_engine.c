@@ -7,6 +7,8 @@
  *     caller rotated itself (pe_attention_rotate), as an engine's cache keeps them;
  *   - the projected form with few queries (the decode kernel) against its reference path,
  *     output and every gradient (the fused backward reads the decode kernel's statistics);
+ *   - paged keys (pe_attention_forward_paged): shuffled block tables of blocks of 4 and 16 keys,
+ *     rotated or not, give the contiguous step's output; a table entry past the blocks is refused;
  *   - misuse: a short kv_stride, methods without a projected form.
  * Nothing here is timed. */
 #include <math.h>
@@ -154,6 +156,68 @@ static void few_queries_decode_with_gradients(void **state) {
         }
 }
 
+/* Paged keys (pe_attention_forward_paged): blocks in a shuffled table give the contiguous
+ * step's output bit for bit where both decode, and to rounding where a mask sends the call
+ * through the projected form over the gathered keys. */
+static void paged_equals_contiguous(void **state) {
+    (void)state;
+    static const char *const M[] = {"method=none", "method=rope", "method=alibi", "method=t5 num_buckets=8 max_distance=12",
+                                    "method=rope rope_values=true rotary_dim=4 rotary_offset=4 attention_sinks=true"};
+    enum { B = 2, TK = 48 };
+    const int64_t C = 32, lens[B] = {37, 11};
+    for (size_t mi = 0; mi < sizeof M / sizeof M[0]; mi++)
+        for (int bs = 4; bs <= 16; bs *= 4)
+            for (int variant = 0; variant < 4; variant++) { /* T 1 or 5, rotated or not, a mask or not */
+                const int T = variant & 1 ? 5 : 1, rotated = (variant >> 1) & 1, masked = T == 5 && rotated;
+                pe_attention *att = layer(M[mi], C);
+                const int64_t Ckv = C / pe_attention_config(att)->heads * pe_attention_config(att)->kv_heads;
+                const int64_t max_blocks = TK / bs, n_blocks = B * max_blocks + 3;
+                pe_layer L;
+                pe_err err;
+                if (pe_layer_init(&L, att, 0, 7, &err)) fail_msg("%s", err.msg);
+                pe_rng rng = {19};
+                float *kc = pe_test_uniform(B * TK * Ckv, &rng), *vc = pe_test_uniform(B * TK * Ckv, &rng);
+                float *q = pe_test_uniform(B * T * C, &rng);
+                float *kb = calloc((size_t)(n_blocks * bs * Ckv), sizeof(float)), *vb = calloc((size_t)(n_blocks * bs * Ckv), sizeof(float));
+                int32_t table[B * 48];
+                int32_t perm[2 * 48 + 3];
+                for (int64_t i = 0; i < n_blocks; i++) perm[i] = (int32_t)i;
+                for (int64_t i = n_blocks - 1; i > 0; i--) { /* Fisher-Yates from the test's stream */
+                    const int64_t r = (int64_t)(pe_rng_next(&rng) % (uint64_t)(i + 1));
+                    const int32_t t = perm[i];
+                    perm[i] = perm[r], perm[r] = t;
+                }
+                for (int b = 0; b < B; b++)
+                    for (int64_t x = 0; x < max_blocks; x++) {
+                        table[b * max_blocks + x] = perm[b * max_blocks + x];
+                        memcpy(kb + perm[b * max_blocks + x] * bs * Ckv, kc + (b * TK + x * bs) * Ckv, sizeof(float) * bs * Ckv);
+                        memcpy(vb + perm[b * max_blocks + x] * bs * Ckv, vc + (b * TK + x * bs) * Ckv, sizeof(float) * bs * Ckv);
+                    }
+                int64_t qlen[B] = {T, T};
+                uint8_t mask[B * 5 * TK];
+                for (int i = 0; i < B * 5 * TK; i++) mask[i] = (uint8_t)(i % 7 != 3);
+                pe_positions at = {.k_lens = lens, .q_lens = qlen, .mask = masked ? mask : NULL, .mask_batched = 1};
+                float o1[B * 5 * 32], o2[B * 5 * 32];
+                if (pe_attention_forward_paged(att, &L.w, q, kb, vb, n_blocks, bs, table, max_blocks, B, T, &at, rotated, o1, &err) ||
+                    pe_attention_forward_kvcache(att, &L.w, q, kc, vc, TK * Ckv, B, T, TK, &at, rotated, o2, &err))
+                    fail_msg("%s (block %d, T %d, rotated %d): %s", M[mi], bs, T, rotated, err.msg);
+                char what[256];
+                snprintf(what, sizeof what, "paged o (%s, block %d, T %d, rotated %d, mask %d)", M[mi], bs, T, rotated, masked);
+                if (!masked) assert_memory_equal(o1, o2, sizeof(float) * B * T * C);
+                else assert_int_equal(pe_test_compare(what, o1, o2, B * T * C, 1e-6, 1e-6), 0);
+                /* a table entry past the blocks */
+                const int32_t keep = table[1]; /* row 0, block 1: within its 37 keys */
+                table[1] = (int32_t)n_blocks;
+                assert_int_equal(pe_attention_forward_paged(att, &L.w, q, kb, vb, n_blocks, bs, table, max_blocks, B, T, &at,
+                                                            rotated, o1, &err), PE_EINVAL);
+                assert_non_null(strstr(err.msg, "block_table[0][1]"));
+                table[1] = keep;
+                free(kc), free(vc), free(q), free(kb), free(vb);
+                pe_layer_free(&L);
+                pe_attention_free(att);
+            }
+}
+
 static void misuse(void **state) {
     (void)state;
     pe_attention *att = layer("method=rope", 32);
@@ -181,6 +245,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(equals_the_projected_form),
         cmocka_unit_test(few_queries_decode_with_gradients),
+        cmocka_unit_test(paged_equals_contiguous),
         cmocka_unit_test(misuse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
