@@ -229,7 +229,7 @@ asan:
 
 # fuzz: libFuzzer harnesses (tests/fuzz, clang) over the safetensors reader + pe_attend, the
 # settings, hf_config, checkpoint loading, the argument parser of the CLI (args), the KV cache
-# against the projected form (cache), SPANS (positions) and the fused path against the
+# against the projected form (cache), paged keys against contiguous ones (paged), SPANS (positions) and the fused path against the
 # reference path (fused), with ASan and UBSan, FUZZ_SECONDS each (seed corpora: the public
 # cases, tests/hf, tests/fuzz/seeds_*, written by tests/fuzz/make_seeds.py for cache and fused);
 # findings go to build-fuzz/findings.
@@ -237,7 +237,7 @@ asan:
 FUZZ_SECONDS ?= 60
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_OMP := $(shell echo 'int main(void){return 0;}' | clang -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
-FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused gguf
+FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused gguf paged
 # the harnesses' own compile: the build's flags without its optimisation (GCC's vectorizer flags
 # are not clang's)
 FUZZ_BASE := $(filter-out $(OPT),$(BASE))
