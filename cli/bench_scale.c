@@ -58,7 +58,7 @@ static int train_child(const char *cmd, double *tps, double *share, double *ms, 
     int st = pclose(p);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) || isnan(k)) {
         last[strcspn(last, "\n")] = 0;
-        snprintf(why, nwhy, "%s", last[0] ? last : "no summary");
+        snprintf(why, nwhy, "%.200s", last[0] ? last : "no summary");
         return 1;
     }
     *tps = k * 1e3;
@@ -100,7 +100,7 @@ int bench_scale(const bopts *o, scale_res *R) {
         for (int j = 0; j < RUNS; j++) {
             const int r = (j + round) % RUNS; /* each run first in turn */
             if (r == 2 && !have_mpi) continue;
-            char cmd[9000], why[512];
+            char cmd[9400], why[512];
             double s = NAN, m = NAN;
             if (r < 2) snprintf(cmd, sizeof cmd, "%s %s --threads %d 2>&1", qexe, args, r + 1);
             else
