@@ -40,8 +40,10 @@ static const hf_family FAMILIES[] = {
         "Qwen3MoeConfig [26f4b0f6]"),
     ROW("arcee", "arcee/modular_arcee.py ArceeConfig(LlamaConfig), ArceeForCausalLM(LlamaForCausalLM: Llama's attention; "
         "only the MLP differs) [1505215d]"),
-    ROW("starcoder2", "starcoder2/modular_starcoder2.py Starcoder2Attention (Mistral's rotate_half) [ae005ce1]; "
-        "configuration_starcoder2.py Starcoder2Config [77efc55c]"),
+    /* StarCoder2: Mistral's attention, the config's sliding_window on every layer (None by default) */
+    ROW("starcoder2", "starcoder2/modular_starcoder2.py Starcoder2Attention (Mistral's rotate_half; forward: "
+        "sliding_window=getattr(self.config, \"sliding_window\", None) on every layer) [ae005ce1]; "
+        "configuration_starcoder2.py Starcoder2Config (sliding_window None) [77efc55c]", .slides = 1),
     ROW("gemma", "gemma/modeling_gemma.py GemmaAttention (scaling head_dim**-0.5), rotate_half [c4cdd1a0]; "
         "configuration_gemma.py GemmaConfig [008e5743]"),
     /* Gemma 2: query_pre_attn_scalar**-0.5, even layers slide; its tanh soft-capping of the

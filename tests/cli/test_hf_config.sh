@@ -88,6 +88,8 @@ expect_notes "ernie-4.5-vl: (h, w, t) as posenc's (t, h, w), alternating" ernie4
 expect_row "gpt-oss: yarn, half, sinks"   gpt_oss.json 0 sliding_attention rope 150000 yarn x32 1.34657 0..63 of 64 half 0.125 64/8x64
 expect_notes "gpt-oss: its sinks"         gpt_oss.json 1 "learned sinks (tensor sinks [64])"
 expect_notes "gpt-oss: the window"        gpt_oss.json 0 "window 128"
+expect_row "starcoder2: every layer slides" starcoder2.json 29 sliding_attention rope 10000 none 1 0..127 of 128 half
+expect_notes "starcoder2: its window"      starcoder2.json 0 "window 4096"
 # DeepSeek-V4-Flash: compress_ratios [0, 0, 4, 128, ...] as layer types; the main rope set on the
 # sliding layers, the compress set (YaRN x16 at 160000, attention factor 1) on CSA and HCA ones;
 # the last 64 of 512 dims in adjacent pairs, one kv head, the values rotated
