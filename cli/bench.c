@@ -249,9 +249,9 @@ int cli_bench(int argc, char **argv) {
     }
     if (did_scale && SC.have_mpi)
         fprintf(md, "\nData parallel (`posenc train`, batch %lld): `mpirun -n 2` with 1 thread each trains %.2fx the tokens/s of"
-                    " one process with 1 thread, one process with 2 threads %.2fx; rank 0 spends %.1f%% of its time in the"
-                    " sums over ranks (%.2f ms a step, waiting included).\n",
-                (long long)SC.B, SC.tps[2] / SC.tps[0], SC.tps[1] / SC.tps[0], SC.share, SC.ms);
+                    " one process with 1 thread, one process with 2 threads %.2fx, its 2 shares on 2 threads %.2fx; rank 0"
+                    " spends %.1f%% of its time in the sums over ranks (%.2f ms a step, waiting included).\n",
+                (long long)SC.B, SC.tps[3] / SC.tps[0], SC.tps[1] / SC.tps[0], SC.tps[2] / SC.tps[0], SC.share, SC.ms);
     fclose(md);
     rc = cli_readme_block("bench", o.readme, "bench", block);
     free(block);

@@ -83,7 +83,7 @@ int bench_denormal(const bopts *o, double res[4][2]);
 typedef struct scale_res {
     int64_t B, steps;
     int have_mpi;
-    double tps[3], share, ms;
+    double tps[4], share, ms; /* 1 thread, 2 threads, 2 shares on 2 threads, mpirun -n 2 */
     char why[600];
 } scale_res;
 int bench_scale(const bopts *o, scale_res *R);

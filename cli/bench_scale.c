@@ -1,5 +1,6 @@
 /* posenc bench, the scale section: `posenc train` at batch 32 as one process with 1 and with 2
- * threads, and as `mpirun -n 2` with 1 thread each (data parallel, train/dist.c), each a child
+ * threads, its batch in 2 shares on 2 threads, and as `mpirun -n 2` with 1 thread each (data
+ * parallel, train/dist.c), each a child
  * process of this one reading the run's own summary (its tokens/s and, over ranks, the time rank 0
  * spent in the sums), in alternating rounds. */
 #include <math.h>
@@ -93,30 +94,32 @@ int bench_scale(const bopts *o, scale_res *R) {
            "Tokens/s of the training loop, the median of %d alternating rounds; each run a process of its own.%s%s\n\n",
            (long long)B, (long long)steps, o->reps, have_mpi ? "" : " mpirun -n 2: not run, ", have_mpi ? "" : R->why);
     fflush(stdout);
-    enum { RUNS = 3 };
-    static const char *const label[RUNS] = {"1 process, 1 thread", "1 process, 2 threads", "mpirun -n 2, 1 thread each"};
+    enum { RUNS = 4, MPI_RUN = 3 };
+    static const char *const label[RUNS] = {"1 process, 1 thread", "1 process, 2 threads", "1 process, 2 shares on 2 threads",
+                                            "mpirun -n 2, 1 thread each"};
     double tps[RUNS][16], share[16], ms[16];
     for (int round = 0; round < o->reps; round++)
         for (int j = 0; j < RUNS; j++) {
             const int r = (j + round) % RUNS; /* each run first in turn */
-            if (r == 2 && !have_mpi) continue;
+            if (r == MPI_RUN && !have_mpi) continue;
             char cmd[9400], why[512];
             double s = NAN, m = NAN;
             if (r < 2) snprintf(cmd, sizeof cmd, "%s %s --threads %d 2>&1", qexe, args, r + 1);
+            else if (r == 2) snprintf(cmd, sizeof cmd, "%s %s --threads 2 --shares 2 2>&1", qexe, args);
             else
                 snprintf(cmd, sizeof cmd, "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 %s -n 2 %s %s --threads 1 2>&1",
                          mpirun, qexe, args);
             if (train_child(cmd, &tps[r][round], &s, &m, why, sizeof why)) {
-                if (r < 2) return cli_fail("bench: scale: posenc train --threads %d failed: %s", r + 1, why);
+                if (r < MPI_RUN) return cli_fail("bench: scale: posenc train (%s) failed: %s", label[r], why);
                 snprintf(R->why, sizeof R->why, "mpirun -n 2 failed: %s", why);
                 printf("%s\n\n", R->why);
                 R->have_mpi = have_mpi = 0; /* the one-process rows still mean something */
                 continue;
             }
-            if (r == 2) share[round] = s, ms[round] = m;
+            if (r == MPI_RUN) share[round] = s, ms[round] = m;
             bench_gap();
         }
-    for (int r = 0; r < RUNS; r++) R->tps[r] = r == 2 && !have_mpi ? NAN : bench_median(tps[r], o->reps);
+    for (int r = 0; r < RUNS; r++) R->tps[r] = r == MPI_RUN && !have_mpi ? NAN : bench_median(tps[r], o->reps);
     R->share = have_mpi ? bench_median(share, o->reps) : NAN;
     R->ms = have_mpi ? bench_median(ms, o->reps) : NAN;
     printf("| run | tokens/s | vs 1 process, 1 thread | rank 0 in the sums over ranks |\n| --- | ---: | ---: | --- |\n");
@@ -128,7 +131,7 @@ int bench_scale(const bopts *o, scale_res *R) {
         }
         printf(" %.1fk |", R->tps[r] / 1e3);
         bench_print_ratio2(R->tps[r], R->tps[0]);
-        if (r == 2) printf(" %.1f%% of the time, %.2f ms a step (waiting for the other rank included) |\n", R->share, R->ms);
+        if (r == MPI_RUN) printf(" %.1f%% of the time, %.2f ms a step (waiting for the other rank included) |\n", R->share, R->ms);
         else printf(" — |\n");
     }
     printf("\n");

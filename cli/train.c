@@ -76,6 +76,13 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
         rc = cli_fail("train: %s", err.msg);
         goto done;
     }
+    /* one process's shares on its threads: a model copy each, BLAS on one thread */
+    const int share_threads = ranks == 1 && shares > 1 && a->threads > 1 ? (int)a->threads : 1;
+    if (share_threads > 1) tr_env_setup(1);
+    if (tr_run_share_threads(&run, share_threads, &err)) {
+        rc = cli_fail("train: %s", err.msg);
+        goto done;
+    }
     if (rank > 0) save = NULL; /* rank 0 writes the checkpoints: every rank holds the same model */
     if (resume && tr_run_load(&run, resume, &err)) {
         rc = cli_fail("train: %s", err.msg);
@@ -92,8 +99,9 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
            tr_model_size(run.model), (long long)ro->steps, (long long)ro->batch, ro->lr,
            (unsigned long long)ro->seed);
     if (shares > 1)
-        printf("  %s %d %s of %lld sequences each, gradients summed in %s order\n", ranks > 1 ? "data parallel over" : "in",
-               shares, ranks > 1 ? "ranks" : "shares", (long long)ro->batch / shares, ranks > 1 ? "rank" : "share");
+        printf("  %s %d %s of %lld sequences each%s%.0d%s, gradients summed in %s order\n", ranks > 1 ? "data parallel over" : "in",
+               shares, ranks > 1 ? "ranks" : "shares", (long long)ro->batch / shares, run.threads > 1 ? ", on " : "",
+               run.threads > 1 ? run.threads : 0, run.threads > 1 ? " threads" : "", ranks > 1 ? "rank" : "share");
     if (resume) printf("  (resumed from %s at step %lld)\n", resume, (long long)run.step);
     fflush(stdout);
     if (a->loss_log && pe_out_open(&curve, a->loss_log, &err)) {

@@ -72,6 +72,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
         snprintf(mc.key[mc.n_keys], sizeof mc.key[0], "floor_scale");
         snprintf(mc.val[mc.n_keys++], sizeof mc.val[0], "%.17g", r->o.nope_temperature);
     }
+    r->mc = mc;
     if ((st = tr_model_init(&r->model, &mc, r->o.seed, err))) return st;
     if (r->o.random_positions && tr_model_has_memory(r->model)) {
         /* Transformer-XL's distances are token indices over [memory; segment]: it reads no
@@ -89,6 +90,8 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
 
 void tr_run_free(tr_run *r) {
     tr_model_free(r->model);
+    for (int t = 0; r->reps && t < r->threads; t++) tr_model_free(r->reps[t]);
+    free(r->reps), free(r->share_grads), free(r->share_parts);
     tr_adamw_free(&r->opt);
     free(r->in), free(r->tgt), free(r->pos), free(r->acc);
     memset(r, 0, sizeof *r);
@@ -112,6 +115,67 @@ pe_status tr_run_distribute(tr_run *r, int shares, int rank, int ranks, pe_statu
     return PE_OK;
 }
 
+enum { SHARE_THREADS = 64 }; /* at most: one model copy each */
+
+pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err) {
+    if (threads <= 1 || r->shares <= 1 || r->ranks > 1) return PE_OK;
+    threads = threads < r->shares ? threads : r->shares;
+    threads = threads < SHARE_THREADS ? threads : SHARE_THREADS;
+    const size_t np = tr_model_size(r->model);
+    r->reps = calloc((size_t)threads, sizeof *r->reps);
+    r->share_grads = malloc(sizeof(float) * np * (size_t)r->shares);
+    r->share_parts = malloc(sizeof(double) * (size_t)r->shares);
+    if (!r->reps || !r->share_grads || !r->share_parts) return pe_error(err, PE_ENOMEM, "out of memory for %d shares' gradients", r->shares);
+    r->threads = threads;
+    for (int t = 0; t < threads; t++) {
+        pe_status st = tr_model_init(&r->reps[t], &r->mc, r->o.seed, err);
+        if (st) return st;
+    }
+    return PE_OK;
+}
+
+/* Shares on threads: thread t's copy of the model (the step's parameters) computes shares t,
+ * t + threads, ...; each share's gradient and loss part are kept, then added up in share
+ * order exactly as shares_step adds them one after another. */
+static pe_status threaded_shares(tr_run *r, int64_t B, int64_t T, int64_t n, double *part, float *g, pe_err *err) {
+    const size_t np = tr_model_size(r->model);
+    const int64_t rows = B / r->shares;
+    double *parts = r->share_parts;
+    pe_status sts[SHARE_THREADS] = {PE_OK};
+    pe_err errs[SHARE_THREADS];
+    for (int t = 0; t < r->threads; t++) memcpy(tr_model_params(r->reps[t]), tr_model_params(r->model), sizeof(float) * np);
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(r->threads) schedule(static, 1)
+#endif
+    for (int t = 0; t < r->threads; t++) {
+        tr_model *m = r->reps[t];
+        for (int s = t; s < r->shares && !sts[t]; s += r->threads) {
+            const int64_t lo = s * rows * T;
+            double l = 0;
+            int64_t count = 0;
+            tr_model_zero_grad(m);
+            sts[t] = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, &errs[t]);
+            tr_model_set_count(m, n);
+            if (!sts[t]) sts[t] = tr_model_backward(m, &errs[t]);
+            parts[s] = n ? l * (double)count / (double)n : 0;
+            memcpy(r->share_grads + (size_t)s * np, tr_model_grads(m), sizeof(float) * np);
+        }
+    }
+    for (int t = 0; t < r->threads; t++)
+        if (sts[t]) {
+            *err = errs[t];
+            return sts[t];
+        }
+    *part = parts[0];
+    memcpy(g, r->share_grads, sizeof(float) * np);
+    for (int s = 1; s < r->shares; s++) {
+        *part += parts[s];
+        const float *gs = r->share_grads + (size_t)s * np;
+        for (size_t i = 0; i < np; i++) g[i] += gs[i];
+    }
+    return PE_OK;
+}
+
 /* The shares' way (tr_run_distribute): every share's gradient of the batch's mean loss (the
  * backward divides by the batch's scored targets, n) and its part of that mean, added up in share
  * order: here this process's shares (all of them, or rank k's k-th), then over the ranks in rank
@@ -125,6 +189,11 @@ static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_e
     int64_t n = 0;
     for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
     double part = 0;
+    if (r->reps) { /* one process, the shares on threads */
+        pe_status st = threaded_shares(r, B, T, n, &part, g, err);
+        *loss = part;
+        return st;
+    }
     for (int64_t s = first; s < first + mine; s++) {
         const int64_t lo = s * rows * T;
         double l;

@@ -121,6 +121,13 @@ typedef struct tr_run {
     pe_status (*sum_f32)(float *x, size_t n, pe_err *err);
     pe_status (*sum_f64)(double *x, size_t n, pe_err *err);
     double sum_seconds; /* wall time in sum_f32/sum_f64 (waiting for the slowest rank included) */
+    /* one process's shares on threads (tr_run_share_threads): a copy of the model per thread,
+     * each share's gradient (shares x size) summed in share order after them */
+    tr_model_config mc;
+    int threads;
+    tr_model **reps;
+    float *share_grads;
+    double *share_parts;
 } tr_run;
 
 /* The metric `compare` tabulates: "bpc" (lower is better) for lm, "exact" (higher) otherwise. */
@@ -142,6 +149,11 @@ void tr_run_free(tr_run *r);
  * memory, whose memory is per sequence, train whole batches. */
 pe_status tr_run_distribute(tr_run *r, int shares, int rank, int ranks, pe_status (*sum_f32)(float *, size_t, pe_err *),
                             pe_status (*sum_f64)(double *, size_t, pe_err *), pe_err *err);
+/* One process's shares (after tr_run_distribute with ranks 1) computed on `threads` threads
+ * at once, each share by a copy of the model on one thread (BLAS on one thread too), their
+ * gradients and losses then summed in share order: the bits of the shares one after another,
+ * whatever the threads. threads 1: one after another. */
+pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err);
 /* One optimizer step: batch of step r->step, forward, backward, clip, AdamW; *loss is the
  * batch's mean loss before the update, *tokens its tokens. */
 pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);

@@ -10,6 +10,13 @@
 #   usage: bash tests/cli/test_mpi.sh PATH/TO/posenc
 . "$(dirname "$0")/lib.sh" mpi "${1:-}"
 
+# ---- one process, its shares on threads: the bits of the shares one after another ----------------
+S=(--steps 30 --width 32 --layers 1 --heads 2 --length 32 --batch 12 --eval 1 --eval-tokens 512 --quiet)
+(cd "$WORK" && "$POSENC" train "${S[@]}" --shares 3 --save ck.st > /dev/null 2>&1 && mv ck.st seq.st &&
+    "$POSENC" train "${S[@]}" --shares 3 --threads 2 --save ck.st > thr.out 2>&1 && mv ck.st thr.st)
+if cmp -s "$WORK/seq.st" "$WORK/thr.st"; then ok "--shares 3 --threads 2: the bits of --shares 3 on one thread"; else
+    not_ok "--shares 3 on 2 threads gives the bits of one thread" "$(cat "$WORK/thr.out")"; fi
+
 if ! command -v mpirun > /dev/null; then
     echo "ok - skipped: no mpirun (Debian: openmpi-bin)"
     finish
