@@ -42,10 +42,12 @@ pe_status pe__hf_fill_real(pe_config *cfg, const char *key, double v, const char
 pe_status pe__hf_apply_layer(pe_config *cfg, const hf_layer *L, int64_t D, pe_err *err);
 
 /* GGUF (gguf.c): whether path begins with GGUF's magic; its header (data, n bytes: the first
- * bytes of the file) as the config of layer `layer` in HF's names, into L->root and L's gguf_
- * fields; and the same from the file at path (its first 64 MiB). */
+ * bytes of the file, and the file itself for the rope_freqs tensor's data past them, or NULL)
+ * as the config of layer `layer` in HF's names, into L->root and L's gguf_ fields; and the same
+ * from the file at path (its first 64 MiB). */
 int pe__gguf_is(const char *path);
-pe_status pe__gguf_read(const unsigned char *data, size_t n, const char *path, int64_t layer, hf_layer *L, pe_err *err);
+pe_status pe__gguf_read(const unsigned char *data, size_t n, FILE *file, const char *path, int64_t layer, hf_layer *L,
+                        pe_err *err);
 pe_status pe__gguf_load(const char *path, int64_t layer, hf_layer *L, pe_err *err);
 
 #endif

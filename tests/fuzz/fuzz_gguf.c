@@ -1,6 +1,7 @@
 /* libFuzzer: bytes as a GGUF file (llama.cpp's) read by hf_config's GGUF reader (src/rotary/gguf.c)
  * through a file in /dev/shm: every length checked against the header, every rejection a status,
- * and a layer it reads makes a layer. Seeds: the headers of tests/gguf (tests/fuzz/make_seeds.py). */
+ * and a layer it reads makes a layer. Seeds: the files of tests/gguf's specs
+ * (tests/fuzz/make_seeds.py). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
 """Writes the seed corpora of the cache, fused and gguf harnesses (tests/fuzz/seeds_cache,
 seeds_fused, seeds_gguf): a life of each cache method (appends with and without positions and
 lengths, attends with masks and q_lens, a shift, a clear, the whole layer), each fused setting of
-tests/unit/test_fused.c in both forms, and the GGUF headers of tests/gguf. Deterministic; run
+tests/unit/test_fused.c in both forms, and the GGUF files of tests/gguf. Deterministic; run
 from the repository root."""
 import glob, json, os, re, sys
 
@@ -60,7 +60,7 @@ for i, setting in enumerate(fused_settings() + REFERENCE_ONLY):
                                                     (0b000000, 1, 0, 0, 3)]):
         write("seeds_fused", "s%02d_%d" % (i, j), bytes([0, flags, T - 1, extra, heads, D, i, 0x35]) + text)
 
-# gguf: the headers of tests/gguf's specs, as tests/gguf/write_gguf.py writes them
+# gguf: the files of tests/gguf's specs (header and tensor data), as tests/gguf/write_gguf.py writes them
 sys.path.insert(0, os.path.join(root, "..", "gguf"))
 import write_gguf  # noqa: E402
 for spec in sorted(glob.glob(os.path.join(root, "..", "gguf", "*.json"))):
