@@ -260,6 +260,48 @@ def test_deepseek_v4_shared_kv(layer):
     assert (got - want).abs().max().item() < 2e-5 * want.abs().max().item() + 1e-6
 
 
+def test_deepseek_v4_compressed_entries():
+    """An HCA layer's compressed entries (DeepseekV4HCACompressor.forward): one per window of
+    compress_rate tokens, rotated at its window's first position i * compress_rate with the
+    layer's compress rope, appended after the layer's own keys (K = V); query t sees entry w only
+    when w < (t + 1) // compress_rate (its block_bias), its own keys within the sliding window
+    (create_sliding_window_causal_mask: t - 128 < u <= t). Given as key_positions and attn_mask,
+    posenc's scores and output equal the float64 reference of that layer."""
+    need_method("rope")
+    D, rd, m, W = 512, 64, 128, 128
+    T = 4
+    qpos = [1000, 1100, 1200, 1279]
+    own = list(range(1279 - 200, 1280))  # the layer's own keys: the last 201 tokens
+    comp = [w * m for w in range(10)]    # entries of windows 0 .. 9 at their first positions
+    kpos = own + comp
+    Tk = len(kpos)
+    mask = np.zeros((T, Tk), dtype=bool)
+    for i, t in enumerate(qpos):
+        for j, u in enumerate(own):
+            mask[i, j] = t - W < u <= t
+        for w in range(len(comp)):
+            mask[i, len(own) + w] = w < (t + 1) // m
+    q = rng.standard_normal((T, D)).astype(np.float32)
+    kv = rng.standard_normal((Tk, D)).astype(np.float32)
+    sinks = np.array([-0.7], np.float32)
+    settings = {"method": "rope", "heads": 1, "causal": "false", "hf_config": os.path.join(HF, "deepseek_v4.json"),
+                "hf_layer": 3}
+    out = posenc.attend(settings, {"q": q, "k": kv, "v": kv, "positions": np.array(qpos, np.int64),
+                                   "key_positions": np.array(kpos, np.int64), "attn_mask": mask, "sinks": sinks})
+    o = dict(original_max_position_embeddings=65536, beta_fast=32.0, beta_slow=1.0, attention_factor=1.0)
+    inv, _ = m_rope.scaled_inv_freq("yarn", rd, 160000.0, 16.0, max(qpos + kpos) + 1, o)
+    qd, kd = torch.tensor(q, dtype=torch.float64), torch.tensor(kv, dtype=torch.float64)
+    qr, kr = every_two_last(qd, torch.tensor(qpos), rd, inv), every_two_last(kd, torch.tensor(kpos), rd, inv)
+    s = (qr @ kr.T / math.sqrt(D)).masked_fill(~torch.tensor(mask), -math.inf)
+    combined = torch.cat([s, torch.full((T, 1), float(sinks[0]), dtype=torch.float64)], -1)
+    p = torch.softmax(combined - combined.max(-1, keepdim=True).values, -1)[..., :-1]
+    want = every_two_last(p @ kr, torch.tensor(qpos), rd, inv, -1.0)
+    got = torch.tensor(np.asarray(out["o"]), dtype=torch.float64).reshape(want.shape)
+    assert (got - want).abs().max().item() < 2e-5 * want.abs().max().item() + 1e-6
+    gp = torch.tensor(np.asarray(out["probs"]), dtype=torch.float64).reshape(p.shape)
+    assert (gp - p).abs().max().item() < 1e-5
+
+
 def test_ernie4_5_vl_alternating_sections():
     """ERNIE-4.5-VL: HF's Ernie4_5_VLMoeTextRotaryEmbedding in float64 as its code does it: the
     inverse frequencies pre-rotated (even ones, then odd ones, over the first h + w), each axis's
