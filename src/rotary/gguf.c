@@ -152,6 +152,10 @@ const gkv *pe__gguf_find(const gguf *g, const char *suffix) {
     return bsearch(&probe, g->kv, (size_t)g->n_kv, sizeof *g->kv, key_order);
 }
 
+json_t *pe__gguf_int(double v) {
+    return v == floor(v) && fabs(v) <= 9007199254740992.0 ? json_integer((json_int_t)v) : json_real(isfinite(v) ? v : 0.5);
+}
+
 int pe__gguf_number(const gkv *e, uint64_t i, double *v) {
     if (!e || i >= e->n || e->elem == G_STR) return 0;
     const unsigned char *b = e->val + i * SIZE[e->elem];
@@ -313,18 +317,18 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
     }
     json_t *c = L->root = json_object();
     json_object_set_new(c, "model_type", json_string(ARCHS[a].family));
-    json_object_set_new(c, "num_hidden_layers", json_integer((json_int_t)layers));
-    json_object_set_new(c, "hidden_size", json_integer((json_int_t)embd));
-    json_object_set_new(c, "num_attention_heads", json_integer((json_int_t)heads));
-    json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)kv));
-    json_object_set_new(c, "head_dim", json_integer((json_int_t)hd));
-    if (ctx > 0) json_object_set_new(c, "max_position_embeddings", json_integer((json_int_t)ctx));
+    json_object_set_new(c, "num_hidden_layers", pe__gguf_int(layers));
+    json_object_set_new(c, "hidden_size", pe__gguf_int(embd));
+    json_object_set_new(c, "num_attention_heads", pe__gguf_int(heads));
+    json_object_set_new(c, "num_key_value_heads", pe__gguf_int(kv));
+    json_object_set_new(c, "head_dim", pe__gguf_int(hd));
+    if (ctx > 0) json_object_set_new(c, "max_position_embeddings", pe__gguf_int(ctx));
     json_object_set_new(c, "rope_theta", json_real(base));
     if (pe__gguf_number(pe__gguf_find(g, "attention.sliding_window"), 0, &v))
-        json_object_set_new(c, "sliding_window", json_integer((json_int_t)v));
+        json_object_set_new(c, "sliding_window", pe__gguf_int(v));
     const gkv *pat = pe__gguf_find(g, "attention.sliding_window_pattern");
     if (pat && pat->n == 1 && pe__gguf_number(pat, 0, &v)) { /* every v-th layer dense: HF's (i + 1) % v */
-        json_object_set_new(c, "sliding_window_pattern", json_integer((json_int_t)v));
+        json_object_set_new(c, "sliding_window_pattern", pe__gguf_int(v));
     } else if (pat) { /* a flag per layer, 1: sliding */
         json_t *types = json_array();
         for (uint64_t i = 0; i < pat->n && pe__gguf_number(pat, i, &v); i++)
@@ -337,7 +341,7 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
         json_object_set(rs, "short_factor", freqs);
         json_object_set_new(rs, "long_factor", freqs);
         json_object_set_new(rs, "attention_factor", json_real(1.0));
-        json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)ctx));
+        json_object_set_new(rs, "original_max_position_embeddings", pe__gguf_int(ctx));
     } else if (!strcmp(kind, "yarn") && factor > 0) {
         double L0 = ctx, fast = 32, slow = 1, attn = 1;
         pe__gguf_number(pe__gguf_find(g, "rope.scaling.original_context_length"), 0, &L0);
@@ -345,7 +349,7 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
         pe__gguf_number(pe__gguf_find(g, "rope.scaling.yarn_beta_slow"), 0, &slow);
         pe__gguf_number(pe__gguf_find(g, "rope.scaling.attn_factor"), 0, &attn);
         json_object_set_new(rs, "rope_type", json_string("yarn"));
-        json_object_set_new(rs, "original_max_position_embeddings", json_integer((json_int_t)L0));
+        json_object_set_new(rs, "original_max_position_embeddings", pe__gguf_int(L0));
         json_object_set_new(rs, "beta_fast", json_real(fast));
         json_object_set_new(rs, "beta_slow", json_real(slow));
         /* llama_context: yarn_attn_factor = (0.1 ln s + 1) rope_attn_factor; ggml's corr dims floor and ceil */
@@ -369,7 +373,7 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
             return pe__gguf_bad(path, err, "rope.dimension_sections is not four pair counts ending in 0");
         }
         json_t *ms = json_array();
-        for (int i = 0; i < 3; i++) json_array_append_new(ms, json_integer((json_int_t)s[i]));
+        for (int i = 0; i < 3; i++) json_array_append_new(ms, pe__gguf_int(s[i]));
         json_object_set_new(rs, "mrope_section", ms);
     }
     if (json_object_size(rs)) json_object_set_new(c, "rope_scaling", rs);
@@ -381,6 +385,7 @@ static pe_status to_json(gguf *g, const char *path, int64_t layer, hf_layer *L, 
                  : rule == A_DEEPSEEK2 ? pe__gguf_deepseek2(g, path, &s, c, err)
                  : rule == A_LLAMA4 ? pe__gguf_llama4(g, path, &s, c, err) : PE_OK;
     if (st) return st;
+    if (!(rot >= 0 && rot <= 2 * PE_MAX_ROPE_PAIRS)) return pe__gguf_bad(path, err, "rope.dimension_count is not a count of dims");
     L->gguf_rotary_dim = (int64_t)rot;
     snprintf(L->gguf_arch, sizeof L->gguf_arch, "%.31s", g->arch);
     L->gguf_layout = ARCHS[a].rope == R_NORM ? PE_ROPE_INTERLEAVED : PE_ROPE_HALF;

@@ -40,6 +40,9 @@ typedef struct gguf_shape {
 const gkv *pe__gguf_find(const gguf *g, const char *suffix);
 /* Element i of an entry as a number (integers exactly); 0 when it is absent or not numeric */
 int pe__gguf_number(const gkv *e, uint64_t i, double *v);
+/* A header's number as the config's integer where it is a whole number within +-2^53; else as
+ * a real, which the config's reader refuses by its key's name (a count of -4e37, 1e308, NaN) */
+json_t *pe__gguf_int(double v);
 /* The architecture's key suffix as a number: 1 when present and numeric, 0 absent, -1 otherwise */
 int pe__gguf_key(const gguf *g, const char *suffix, double *v);
 pe_status pe__gguf_bad(const char *path, pe_err *err, const char *what);

@@ -76,7 +76,7 @@ pe_status pe__gguf_gemma3(const gguf *g, const char *path, const gguf_shape *s, 
     json_object_set_new(c, "rope_local_base_freq", json_real(10000.0));
     const double scalar = s->layers == 62 ? floor(s->embd / s->heads0) : s->hd;
     if (!(scalar >= 1)) return pe__gguf_bad(path, err, "gemma3's attention scale is not defined (a head width below 1)");
-    json_object_set_new(c, "query_pre_attn_scalar", json_integer((json_int_t)scalar));
+    json_object_set_new(c, "query_pre_attn_scalar", pe__gguf_int(scalar));
     return PE_OK;
 }
 
@@ -123,10 +123,10 @@ pe_status pe__gguf_deepseek2(const gguf *g, const char *path, const gguf_shape *
         json_object_set_new(rs, "mscale", json_real(all));
         json_object_set_new(rs, "mscale_all_dim", json_real(all));
     }
-    json_object_set_new(c, "qk_rope_head_dim", json_integer((json_int_t)r));
-    json_object_set_new(c, "qk_nope_head_dim", json_integer((json_int_t)(dk - r)));
-    json_object_set_new(c, "head_dim", json_integer((json_int_t)dk));
-    json_object_set_new(c, "num_key_value_heads", json_integer((json_int_t)s->heads));
+    json_object_set_new(c, "qk_rope_head_dim", pe__gguf_int(r));
+    json_object_set_new(c, "qk_nope_head_dim", pe__gguf_int((dk - r)));
+    json_object_set_new(c, "head_dim", pe__gguf_int(dk));
+    json_object_set_new(c, "num_key_value_heads", pe__gguf_int(s->heads));
     json_object_set_new(c, "rope_interleave", json_true());
     drop_windows(c);
     return PE_OK;
