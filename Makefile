@@ -242,7 +242,7 @@ FUZZ_HARNESSES := attend config hf_config checkpoint args cache positions fused 
 # are not clang's)
 FUZZ_BASE := $(filter-out $(OPT),$(BASE))
 # the trainer's objects that checkpoint loading needs (not plot.c: no cairo)
-FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model conventions state data optim kernels env)
+FUZZ_TRAIN := $(patsubst %,obj/train/%.o,trainer options model model_input conventions state data optim kernels env)
 # for harness $$h, built in folder $$B: its seeds, and the objects it links besides the libraries
 FUZZ_CASE = case $$h in attend) seeds="$(CONF)/cases $(CONF)/cases-keys $(CONF)/cases-multiaxis";; \
         hf_config) seeds=tests/hf;; checkpoint|args|cache|positions|fused|gguf) seeds=tests/fuzz/seeds_$$h;; *) seeds=tests/fuzz/seeds_config;; esac; \

@@ -30,7 +30,7 @@ typedef struct train_args {
     long long save_every; /* -1: not given (the checkpoint's, or only at the end) */
     long long threads;
     long long shares; /* 0: one per rank (1 in one process) */
-    int quiet;
+    int quiet, profile;
 } train_args;
 
 typedef struct compare_args {

@@ -83,6 +83,7 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
         rc = cli_fail("train: %s", err.msg);
         goto done;
     }
+    for (int t = 0; a->profile && t <= run.threads; t++) tr_model_profile(t ? run.reps[t - 1] : run.model, 1);
     if (rank > 0) save = NULL; /* rank 0 writes the checkpoints: every rank holds the same model */
     if (resume && tr_run_load(&run, resume, &err)) {
         rc = cli_fail("train: %s", err.msg);
@@ -168,6 +169,18 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
     if (run.step > start)
         printf("trained %lld steps in %.1f s: %.1fk tokens/s, train loss of the last step %.4f\n", (long long)(run.step - start), el,
                tokens / el / 1e3, loss);
+    if (run.step > start && a->profile) { /* the copies' times, on threads, are thread seconds */
+        double at = 0, gm = 0, x, y;
+        for (int t = 0; t <= run.threads; t++) {
+            tr_model_profile_read(t ? run.reps[t - 1] : run.model, &x, &y, 0);
+            at += x, gm += y;
+        }
+        const double steps = (double)(run.step - start), k = run.threads > 1 ? run.threads : 1, all = el * k;
+        printf("profile of a step: %.2f ms%s; the attention layers (their projections included) %.2f ms (%.0f%%), the"
+               " MLP and output GEMMs %.2f ms (%.0f%%), the rest (embedding, LayerNorms, GELU, loss, sums, AdamW) %.2f ms"
+               " (%.0f%%)\n", 1e3 * all / steps, run.threads > 1 ? " of thread time" : "", 1e3 * at / steps,
+               100 * at / all, 1e3 * gm / steps, 100 * gm / all, 1e3 * (all - at - gm) / steps, 100 * (all - at - gm) / all);
+    }
     if (run.step > start && ranks > 1) /* rank 0's: the sums wait for the slowest rank too */
         printf("the sums over %d ranks: %.1f%% of the time (%.2f ms a step, waiting included)\n", ranks,
                100 * run.sum_seconds / el, 1e3 * run.sum_seconds / (double)(run.step - start));

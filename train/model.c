@@ -12,7 +12,16 @@
 #include "posenc.h"
 #include "../tools/layer.h"
 #include "kernels.h"
+#include "env.h"
 #include "model_impl.h"
+
+/* the call, its seconds added to m->prof_<slot> when profiling */
+#define TIMED(slot, call)                                          \
+    do {                                                           \
+        const double t0_ = m->profile ? tr_now() : 0;              \
+        call;                                                      \
+        if (m->profile) m->prof_##slot += tr_now() - t0_;          \
+    } while (0)
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
@@ -397,31 +406,6 @@ void tr_model_project(tr_model *m) {
         }
 }
 
-/* ---- input encodings ------------------------------------------------------------------------ */
-
-/* P[p - pmin] for every position of the batch, through the probe layer. */
-pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err) {
-    int64_t pmin = pos[0], pmax = pos[0], C = m->cfg.C;
-    for (int64_t i = 1; i < N; i++) pmin = pos[i] < pmin ? pos[i] : pmin, pmax = pos[i] > pmax ? pos[i] : pmax;
-    if (!m->probe_params && m->pvalid && pmin >= m->pmin && pmax <= m->pmax) return PE_OK; /* fixed table */
-    if (!m->probe_params) pmin = pmin < 0 ? pmin : 0; /* cache from 0 on */
-    int64_t np = pmax - pmin + 1;
-    if (np > m->pcap) {
-        free(m->P), free(m->ppos);
-        m->P = malloc(sizeof(float) * (size_t)(3 * np * C));
-        m->ppos = malloc(sizeof(int64_t) * (size_t)np);
-        m->pcap = m->P && m->ppos ? np : 0;
-        if (!m->pcap) return pe_error(err, PE_ENOMEM, "out of memory for the position table");
-        m->dP = m->P + np * C, m->px = m->dP + np * C;
-    }
-    for (int64_t i = 0; i < np; i++) m->ppos[i] = pmin + i;
-    memset(m->px, 0, sizeof(float) * (size_t)(np * C));
-    pe_status st = pe_attention_forward(m->probe, &m->probe_w, m->px, NULL, 0, m->ppos, 1, np, 1, m->P,
-                                        NULL, NULL, err);
-    m->pmin = pmin, m->pmax = pmax, m->pvalid = !st;
-    return st;
-}
-
 /* ---- forward and backward ------------------------------------------------------------------- */
 
 pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, const int64_t *pos,
@@ -467,25 +451,25 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
               *xout = a->x + (l + 1) * N * C;
         if (m->place == TR_PLACE_IDS && l == 0) {
             /* the complex layer reads the ids: xmid = x + y + y_imag (dln holds y_imag) */
-            st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL,
-                                          l == m->probs_layer ? m->probs_out : NULL, err);
+            TIMED(attn, st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL,
+                                                      l == m->probs_layer ? m->probs_out : NULL, err));
             if (st) return st;
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i] + a->dln[i];
         } else {
             tr_layernorm_forward(ln1, a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, x, L->ln1w, L->ln1b, N, C);
-            st = pe_attention_forward(L->att, &L->w, ln1, M ? m->mem + l * B * M * C : NULL, M, a->pos, 1, B, T,
-                                      a->tmp, NULL, l == m->probs_layer ? m->probs_out : NULL, err);
+            TIMED(attn, st = pe_attention_forward(L->att, &L->w, ln1, M ? m->mem + l * B * M * C : NULL, M, a->pos, 1, B,
+                                                  T, a->tmp, NULL, l == m->probs_layer ? m->probs_out : NULL, err));
             if (st) return st;
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i];
         }
         tr_layernorm_forward(ln2, a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, xmid, L->ln2w, L->ln2b, N, C);
-        tr_linear_forward(fc, ln2, L->fcw, L->fcb, N, C, F);
+        TIMED(gemm, tr_linear_forward(fc, ln2, L->fcw, L->fcb, N, C, F));
         tr_gelu_forward(act, fc, N * F);
-        tr_linear_forward(a->tmp, act, L->prw, L->prb, N, F, C);
+        TIMED(gemm, tr_linear_forward(a->tmp, act, L->prw, L->prb, N, F, C));
         for (int64_t i = 0; i < N * C; i++) xout[i] = xmid[i] + a->tmp[i];
     }
     tr_layernorm_forward(a->lnf, a->lnfs, a->lnfs + N, a->x + Ly * N * C, m->lnfw, m->lnfb, N, C);
-    tr_linear_forward(a->probs, a->lnf, m->wte, NULL, N, C, V); /* tied output projection */
+    TIMED(gemm, tr_linear_forward(a->probs, a->lnf, m->wte, NULL, N, C, V)); /* tied output projection */
     double sum = 0;
     int64_t n = 0;
     for (int64_t i = 0; i < N; i++) {
@@ -515,6 +499,11 @@ pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos,
 }
 
 void tr_model_set_count(tr_model *m, int64_t n) { m->count = n; }
+void tr_model_profile(tr_model *m, int on) { m->profile = on; }
+void tr_model_profile_read(tr_model *m, double *attn, double *gemm, int zero) {
+    *attn = m->prof_attn, *gemm = m->prof_gemm;
+    if (zero) m->prof_attn = m->prof_gemm = 0;
+}
 
 pe_status tr_model_backward(tr_model *m, pe_err *err) {
     if (!m->have_forward) return pe_error(err, PE_EINVAL, "backward without a forward");
@@ -537,7 +526,7 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         d[a->tgt[i]] -= inv;
     }
     memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
-    tr_linear_backward(a->dln, dwte, NULL, a->dlogits, a->lnf, m->wte, N, C, V);
+    TIMED(gemm, tr_linear_backward(a->dln, dwte, NULL, a->dlogits, a->lnf, m->wte, N, C, V));
     memset(a->dx, 0, sizeof(float) * (size_t)(N * C));
     tr_layernorm_backward(a->dx, g + m->t[m->t_lnfw].off, g + m->t[m->t_lnfb].off, a->dln,
                           a->x + Ly * N * C, a->lnfs, a->lnfs + N, m->lnfw, N, C);
@@ -551,21 +540,22 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         /* forward was xout = xmid + gelu(ln2 fcw^T + fcb) prw^T + prb, ln2 = LN(xmid), so now:
          * dx (the gradient of xout) flows to xmid unchanged, plus through the MLP */
         memset(a->dfc, 0, sizeof(float) * (size_t)(N * F));
-        tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), a->dx, act, L->prw, N, F, C);
+        TIMED(gemm, tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), a->dx, act, L->prw, N, F, C));
         tr_gelu_backward(a->dfc, fc, N * F);
         memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
-        tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F);
+        TIMED(gemm, tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F));
         tr_layernorm_backward(a->dx, GRAD(L->ln2w), GRAD(L->ln2b), a->dln, xmid, a->ln2s + l * 2 * N,
                               a->ln2s + l * 2 * N + N, L->ln2w, N, C);
         pe_status st;
         if (m->place == TR_PLACE_IDS && l == 0) {
             /* forward was xmid = x + y + y_imag of the ids, so now: dx flows to x unchanged,
              * and is the gradient of both outputs */
-            if ((st = pe_attention_backward_ids(L->att, &L->w, a->dx, a->dx, &L->g, err))) return st;
+            TIMED(attn, st = pe_attention_backward_ids(L->att, &L->w, a->dx, a->dx, &L->g, err));
+            if (st) return st;
             continue;
         }
         /* forward was xmid = x + attn(LN(x)), so now: dx flows to x, plus through attention */
-        st = pe_attention_backward(L->att, &L->w, a->dx, a->dln, &L->g, err);
+        TIMED(attn, st = pe_attention_backward(L->att, &L->w, a->dx, a->dln, &L->g, err));
         if (st) return st;
         tr_layernorm_backward(a->dx, GRAD(L->ln1w), GRAD(L->ln1b), a->dln, x, a->ln1s + l * 2 * N,
                               a->ln1s + l * 2 * N + N, L->ln1w, N, C);
@@ -583,16 +573,6 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         float *d = dwte + (int64_t)a->in[i] * C;
         for (int64_t c = 0; c < C; c++) d[c] += es * a->dx[i * C + c];
     }
-    if (m->probe && m->probe_params) {
-        int64_t np = m->pmax - m->pmin + 1;
-        memset(m->dP, 0, sizeof(float) * (size_t)(np * C));
-        for (int64_t i = 0; i < N; i++) {
-            float *d = m->dP + (a->pos[i] - m->pmin) * C;
-            for (int64_t c = 0; c < C; c++) d[c] += a->dx[i * C + c];
-        }
-        pe_status st = pe_attention_backward(m->probe, &m->probe_w, m->dP, NULL, &m->probe_g, err);
-        if (st) return st;
-    }
 #undef GRAD
-    return PE_OK;
+    return tr_model_input_backward(m, err);
 }

@@ -119,6 +119,11 @@ pe_status tr_model_backward(tr_model *m, pe_err *err);
  * instead of the forward's own count (data parallel: a rank's share of the batch scores only
  * some of the batch's n, and the batch's mean is what every rank's gradient is of). */
 void tr_model_set_count(tr_model *m, int64_t n);
+/* Profiling (posenc train --profile): on, the forwards and backwards add up the seconds spent in
+ * the attention layers (pe_attention_*, their projections included) and in the trainer's own
+ * GEMMs (the MLP, the tied output projection); read them, and zero them. */
+void tr_model_profile(tr_model *m, int on);
+void tr_model_profile_read(tr_model *m, double *attn, double *gemm, int zero);
 /* The last forward's next-token probabilities (N, V). */
 const float *tr_model_probs(const tr_model *m);
 

@@ -67,9 +67,14 @@ struct tr_model {
     int have_forward, used_mem;
     float *probs_out;    /* tr_model_attention: block probs_layer's probabilities go here */
     int64_t probs_layer;
+    /* tr_model_profile: seconds in the attention layers and in the trainer's own GEMMs */
+    int profile;
+    double prof_attn, prof_gemm;
 };
 
-/* The input placement's encoding of positions pos (N) into m->P (model.c) */
+/* The input placement's encoding of positions pos (N) into m->P, and backward: the probe's
+ * tensors' gradient from dx (model_input.c) */
 pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err);
+pe_status tr_model_input_backward(tr_model *m, pe_err *err);
 
 #endif

@@ -16,6 +16,9 @@ S=(--steps 30 --width 32 --layers 1 --heads 2 --length 32 --batch 12 --eval 1 --
     "$POSENC" train "${S[@]}" --shares 3 --threads 2 --save ck.st > thr.out 2>&1 && mv ck.st thr.st)
 if cmp -s "$WORK/seq.st" "$WORK/thr.st"; then ok "--shares 3 --threads 2: the bits of --shares 3 on one thread"; else
     not_ok "--shares 3 on 2 threads gives the bits of one thread" "$(cat "$WORK/thr.out")"; fi
+"$POSENC" train "${S[@]}" --profile > "$WORK/prof.out" 2>&1
+if grep -qE '^profile of a step: [0-9.]+ ms; the attention layers .* [0-9.]+ ms \([0-9]+%\), the MLP and output GEMMs [0-9.]+ ms \([0-9]+%\), the rest .* \([0-9]+%\)$' "$WORK/prof.out"; then
+    ok "train --profile: the step's time in attention, GEMMs and the rest"; else not_ok "train --profile" "$(cat "$WORK/prof.out")"; fi
 
 if ! command -v mpirun > /dev/null; then
     echo "ok - skipped: no mpirun (Debian: openmpi-bin)"
