@@ -26,20 +26,6 @@ static void shell_quote(char *out, size_t n, const char *s) {
     out[k] = 0;
 }
 
-/* a program of that name on PATH */
-static int on_path(const char *name) {
-    const char *path = getenv("PATH");
-    char dir[4096], file[4352];
-    for (const char *p = path; p && *p;) {
-        size_t len = strcspn(p, ":");
-        snprintf(dir, sizeof dir, "%.*s", (int)len, p);
-        snprintf(file, sizeof file, "%s/%s", len ? dir : ".", name);
-        if (access(file, X_OK) == 0) return 1;
-        p += len + (p[len] == ':');
-    }
-    return 0;
-}
-
 /* Runs `cmd` under sh; from the output of `posenc train`, its tokens/s and (over ranks) the sums'
  * share of the time and milliseconds a step. 0, or 1 with the output's last line in why. */
 static int train_child(const char *cmd, double *tps, double *share, double *ms, char *why, size_t nwhy) {
@@ -85,7 +71,8 @@ int bench_scale(const bopts *o, scale_res *R) {
     char mpirun[256];
     snprintf(mpirun, sizeof mpirun, "%s", launcher && *launcher ? launcher : "mpirun --oversubscribe");
     if (!launcher && geteuid() == 0) strcat(mpirun, " --allow-run-as-root");
-    int have_mpi = tr_dist_built() && (launcher || on_path("mpirun"));
+    /* the shell's own lookup, as the runs below go through sh */
+    int have_mpi = tr_dist_built() && (launcher || system("command -v mpirun > /dev/null 2>&1") == 0);
     if (!tr_dist_built()) snprintf(R->why, sizeof R->why, "this posenc was built without MPI");
     else if (!have_mpi) snprintf(R->why, sizeof R->why, "no mpirun on PATH (Debian: openmpi-bin; or set POSENC_MPIRUN)");
     R->B = B, R->steps = steps, R->have_mpi = have_mpi;

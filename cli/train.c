@@ -99,10 +99,11 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
            (long long)ro->layers, (long long)ro->width, (long long)ro->heads,
            tr_model_size(run.model), (long long)ro->steps, (long long)ro->batch, ro->lr,
            (unsigned long long)ro->seed);
+    char on[32] = "";
+    if (run.threads > 1) snprintf(on, sizeof on, ", on %d threads", run.threads);
     if (shares > 1)
-        printf("  %s %d %s of %lld sequences each%s%.0d%s, gradients summed in %s order\n", ranks > 1 ? "data parallel over" : "in",
-               shares, ranks > 1 ? "ranks" : "shares", (long long)ro->batch / shares, run.threads > 1 ? ", on " : "",
-               run.threads > 1 ? run.threads : 0, run.threads > 1 ? " threads" : "", ranks > 1 ? "rank" : "share");
+        printf("  %s %d %s of %lld sequences each%s, gradients summed in %s order\n", ranks > 1 ? "data parallel over" : "in",
+               shares, ranks > 1 ? "ranks" : "shares", (long long)ro->batch / shares, on, ranks > 1 ? "rank" : "share");
     if (resume) printf("  (resumed from %s at step %lld)\n", resume, (long long)run.step);
     fflush(stdout);
     if (a->loss_log && pe_out_open(&curve, a->loss_log, &err)) {

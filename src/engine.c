@@ -1,7 +1,7 @@
 /* An engine's step over the keys and values it keeps (pe_attention_forward_kvcache, and
  * pe_attention_forward_paged for vLLM's blocks): what a serving engine calls for every decode
- * step, with its own cache in its own rows or blocks. The keys and values are read in place; few queries go through the decode path (exec/decode.c), the rest
- * through the projected form. Keys and values that the method transforms (rope, xpos, floater)
+ * step, with its own cache in its own rows or blocks. The keys and values are read in place;
+ * few queries go through the decode path (exec/decode.c), the rest through the projected form. Keys and values that the method transforms (rope, xpos, floater)
  * are either transformed already, as an engine's cache holds them (`rotated`), or transformed
  * here into a copy, once; the queries are transformed here, and the output stage (rope_values)
  * runs last, as a pe_kv_cache does. Nothing is kept for backward. */
@@ -74,18 +74,17 @@ void pe__gather_rows(float *dst, const float *k, const float *v, int64_t kv_stri
 /* One step over keys at k, v (row stride kv_stride) or at rows (paged). */
 static pe_status step(pe_attention *a, const pe_weights *w, const float *q, const float *k, const float *v,
                       int64_t kv_stride, const float *const *rows, int64_t B, int64_t T, int64_t Tk,
-                      const pe_positions *at, int rotated, float *o, pe_err *err) {
+                      const pe_positions *at, int rotated, float *o, const char *fn, pe_err *err) {
     if (a->m->flags & (PE__INPUT | PE__LAYER_INPUT | PE__COMPLEX))
-        return pe_error(err, PE_EINVAL, "forward_kvcache: method %s has no projected form (it reads the layer's input)",
-                        a->m->name);
+        return pe_error(err, PE_EINVAL, "%s: method %s has no projected form (it reads the layer's input)", fn, a->m->name);
     if (a->m->flags & PE__MEMORY)
-        return pe_error(err, PE_EINVAL, "forward_kvcache: method %s attends over its own memory, not a cache", a->m->name);
+        return pe_error(err, PE_EINVAL, "%s: method %s attends over its own memory, not a cache", fn, a->m->name);
     if (!a->m->rotate_forward) return pe__attention_attend_kv(a, w, q, k, v, kv_stride, rows, B, T, Tk, at, 0, o, err);
 
     /* the call's positions, explicit, and their range: the frame of every rotation here */
     const int64_t A = pe_attention_axes(a, w), C = a->C, Ckv = a->Ckv;
     if (at && at->pos && (at->axes > 1 ? at->axes : 1) != A)
-        return pe_error(err, PE_EINVAL, "forward_kvcache: positions of %lld axes, but the layer reads %lld",
+        return pe_error(err, PE_EINVAL, "%s: positions of %lld axes, but the layer reads %lld", fn,
                         (long long)(at->axes > 1 ? at->axes : 1), (long long)A);
     /* a transform hook may change v too (floater adds its terms, rope_values rotates it) */
     const size_t nq = (size_t)(B * T * C), nk = rotated ? 0 : (size_t)(2 * B * Tk * Ckv);
@@ -138,7 +137,7 @@ pe_status pe_attention_forward_kvcache(pe_attention *a, const pe_weights *w, con
     if (kv_stride < Tk * a->Ckv)
         return pe_error(err, PE_EINVAL, "forward_kvcache: kv_stride %lld is below Tk * kv_heads * head_dim (%lld)",
                         (long long)kv_stride, (long long)(Tk * a->Ckv));
-    return step(a, w, q, k, v, kv_stride, NULL, B, T, Tk, at, rotated, o, err);
+    return step(a, w, q, k, v, kv_stride, NULL, B, T, Tk, at, rotated, o, "forward_kvcache", err);
 }
 
 pe_status pe_attention_forward_paged(pe_attention *a, const pe_weights *w, const float *q, const float *k_blocks,
@@ -171,7 +170,7 @@ pe_status pe_attention_forward_paged(pe_attention *a, const pe_weights *w, const
             rows[b * Tk + u] = k_blocks + off, rows[(B + b) * Tk + u] = v_blocks + off;
         }
     }
-    if (!st) st = step(a, w, q, NULL, NULL, 0, (const float *const *)rows, B, T, Tk, at, rotated, o, err);
+    if (!st) st = step(a, w, q, NULL, NULL, 0, (const float *const *)rows, B, T, Tk, at, rotated, o, "forward_paged", err);
     free(rows);
     return st;
 }

@@ -134,6 +134,22 @@ pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err) {
     return PE_OK;
 }
 
+/* Share s of the batch (rows sequences of T) through model m: its gradient of the batch's mean
+ * loss (the backward divides by the batch's n scored targets) in m's grads, its part of that
+ * mean in *part. */
+static pe_status one_share(tr_run *r, tr_model *m, int64_t s, int64_t rows, int64_t T, int64_t n, double *part,
+                           pe_err *err) {
+    const int64_t lo = s * rows * T;
+    double l = 0;
+    int64_t count = 0;
+    tr_model_zero_grad(m);
+    pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, err);
+    tr_model_set_count(m, n);
+    if (!st) st = tr_model_backward(m, err);
+    *part = n ? l * (double)count / (double)n : 0;
+    return st;
+}
+
 /* Shares on threads: thread t's copy of the model (the step's parameters) computes shares t,
  * t + threads, ...; each share's gradient and loss part are kept, then added up in share
  * order exactly as shares_step adds them one after another. */
@@ -150,14 +166,7 @@ static pe_status threaded_shares(tr_run *r, int64_t B, int64_t T, int64_t n, dou
     for (int t = 0; t < r->threads; t++) {
         tr_model *m = r->reps[t];
         for (int s = t; s < r->shares && !sts[t]; s += r->threads) {
-            const int64_t lo = s * rows * T;
-            double l = 0;
-            int64_t count = 0;
-            tr_model_zero_grad(m);
-            sts[t] = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, &errs[t]);
-            tr_model_set_count(m, n);
-            if (!sts[t]) sts[t] = tr_model_backward(m, &errs[t]);
-            parts[s] = n ? l * (double)count / (double)n : 0;
+            sts[t] = one_share(r, m, s, rows, T, n, &parts[s], &errs[t]);
             memcpy(r->share_grads + (size_t)s * np, tr_model_grads(m), sizeof(float) * np);
         }
     }
@@ -176,9 +185,8 @@ static pe_status threaded_shares(tr_run *r, int64_t B, int64_t T, int64_t n, dou
     return PE_OK;
 }
 
-/* The shares' way (tr_run_distribute): every share's gradient of the batch's mean loss (the
- * backward divides by the batch's scored targets, n) and its part of that mean, added up in share
- * order: here this process's shares (all of them, or rank k's k-th), then over the ranks in rank
+/* The shares' way (tr_run_distribute): every share's gradient and loss part (one_share),
+ * added up in share order: here this process's shares (all of them, or rank k's k-th), then over the ranks in rank
  * order. acc[i] = g0[i], then += g1[i], ... is what the rank-order sum over ranks does, so one
  * process with N shares and N ranks make the same bits. */
 static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_err *err) {
@@ -195,15 +203,9 @@ static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_e
         return st;
     }
     for (int64_t s = first; s < first + mine; s++) {
-        const int64_t lo = s * rows * T;
-        double l;
-        int64_t count;
-        tr_model_zero_grad(m);
-        pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, err);
+        double p;
+        pe_status st = one_share(r, m, s, rows, T, n, &p, err);
         if (st) return st;
-        tr_model_set_count(m, n);
-        if ((st = tr_model_backward(m, err))) return st;
-        double p = n ? l * (double)count / (double)n : 0;
         part = s == first ? p : part + p;
         if (mine > 1 && s == first) memcpy(r->acc, g, sizeof(float) * np);
         else if (mine > 1)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../../tools/layer.h"
+#include "settings.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -49,24 +50,6 @@ typedef struct shadow {
     int64_t len[MAXB], pos[MAXB][MAXN];
     float *k[MAXB], *v[MAXB]; /* raw, MAXN x Ckv */
 } shadow;
-
-static pe_attention *make(const char *settings, int64_t H, int64_t kv, int causal, int64_t D) {
-    char text[400];
-    snprintf(text, sizeof text, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)H, (long long)kv,
-             causal ? "true" : "false");
-    const char *keys[16], *vals[16];
-    int n = 0;
-    for (char *save = NULL, *w = strtok_r(text, " ", &save); w && n < 16; w = strtok_r(NULL, " ", &save)) {
-        char *eq = strchr(w, '=');
-        *eq = 0, keys[n] = w, vals[n++] = eq + 1;
-    }
-    pe_config cfg;
-    pe_err err;
-    pe_attention *att = NULL;
-    pe_config_init(&cfg);
-    if (pe_config_set_all(&cfg, n, keys, vals, &err) || pe_attention_init(&att, &cfg, H * D, &err)) return NULL;
-    return att;
-}
 
 /* the cache's lengths and positions are the shadow's */
 static void same_state(const pe_kv_cache *c, const shadow *s, int64_t B) {
@@ -128,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int64_t B = 1 + data[1] % MAXB, H = 1 + (data[1] >> 2) % 3, D = 2 * (1 + (data[1] >> 4) % 4);
     const int gqa = (data[2] & 1) && H > 1, causal = (data[2] >> 1) & 1, path = (data[2] >> 2) % 3;
     const int64_t kvh = gqa ? 1 : H, maxt = 1 + data[3] % MAXN, Ckv = kvh * D, C = H * D;
-    pe_attention *att = make(settings, H, kvh, causal, D), *ref = make(settings, H, kvh, causal, D);
+    pe_attention *att = fuzz_layer(settings, H, kvh, causal, D), *ref = fuzz_layer(settings, H, kvh, causal, D);
     pe_layer L;
     pe_err err;
     pe_kv_cache *c = NULL;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../tools/layer.h"
+#include "settings.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,24 +36,6 @@ static unsigned take(bytes *b) {
     return *b->p++;
 }
 
-static pe_attention *make(const char *settings, int64_t H, int64_t kv, int causal, int64_t D) {
-    char text[400];
-    snprintf(text, sizeof text, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)H, (long long)kv,
-             causal ? "true" : "false");
-    const char *keys[16], *vals[16];
-    int n = 0;
-    for (char *save = NULL, *w = strtok_r(text, " ", &save); w && n < 16; w = strtok_r(NULL, " ", &save)) {
-        char *eq = strchr(w, '=');
-        *eq = 0, keys[n] = w, vals[n++] = eq + 1;
-    }
-    pe_config cfg;
-    pe_err err;
-    pe_attention *att = NULL;
-    pe_config_init(&cfg);
-    if (pe_config_set_all(&cfg, n, keys, vals, &err) || pe_attention_init(&att, &cfg, H * D, &err)) return NULL;
-    return att;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bytes in = {data, size};
     const char *settings = SETTINGS[take(&in) % NSET];
@@ -61,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int causal = (shape >> 4) & 1, rotated = (shape >> 5) & 1;
     const int64_t B = 1 + take(&in) % MAXB, T = 1 + take(&in) % MAXT, bs = 1 + take(&in) % MAXBS;
     const int64_t mb = 1 + take(&in) % MAXMB, pool = 1 + take(&in) % MAXPOOL, Tk = mb * bs;
-    pe_attention *att = make(settings, H, kv, causal, D);
-    if (!att) att = make(settings, H, H, causal, D); /* a method without grouped-query attention */
+    pe_attention *att = fuzz_layer(settings, H, kv, causal, D);
+    if (!att) att = fuzz_layer(settings, H, H, causal, D); /* a method without grouped-query attention */
     if (!att) return 0;
     const int64_t C = H * D, Ckv = pe_attention_config(att)->kv_heads * D;
     int64_t klen[MAXB], qlen[MAXB];

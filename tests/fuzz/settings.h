@@ -3,9 +3,12 @@
 #ifndef PE_FUZZ_SETTINGS_H
 #define PE_FUZZ_SETTINGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "posenc.h"
 
 /* The input as a file in /dev/shm named for the process (ext: its suffix) into path; 0 if not */
 static inline int fuzz_file(char *path, size_t cap, const char *ext, const unsigned char *data, size_t size) {
@@ -30,6 +33,26 @@ static inline int fuzz_settings(char *text, const char **keys, const char **vals
         keys[n] = line, vals[n++] = eq + 1;
     }
     return n;
+}
+
+/* A layer of "key=value ..." settings with H heads of D, kv kv-heads and causal, or NULL where
+ * the library refuses it (the KV cache and paged-keys harnesses) */
+static inline pe_attention *fuzz_layer(const char *settings, int64_t H, int64_t kv, int causal, int64_t D) {
+    char text[400];
+    snprintf(text, sizeof text, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)H, (long long)kv,
+             causal ? "true" : "false");
+    const char *keys[16], *vals[16];
+    int n = 0;
+    for (char *save = NULL, *w = strtok_r(text, " ", &save); w && n < 16; w = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(w, '=');
+        *eq = 0, keys[n] = w, vals[n++] = eq + 1;
+    }
+    pe_config cfg;
+    pe_err err;
+    pe_attention *att = NULL;
+    pe_config_init(&cfg);
+    if (pe_config_set_all(&cfg, n, keys, vals, &err) || pe_attention_init(&att, &cfg, H * D, &err)) return NULL;
+    return att;
 }
 
 #endif
