@@ -109,7 +109,16 @@ all: $(BUILD)/libposenc.a $(BUILD)/libposenc.so $(BUILD)/posenc $(TESTS) $(BUILD
 DEPFLAGS := -MMD -MP
 -include $(wildcard $(BUILD)/obj/src/*.d $(BUILD)/obj/src/*/*.d $(BUILD)/obj/cli/*.d $(BUILD)/obj/train/*.d $(BUILD)/obj/tools/*.d $(BUILD)/obj/tests/unit/*.d $(BUILD)/tests/*.d $(BUILD)/examples/*.d)
 
-$(BUILD)/obj/%.o: %.c
+# what the packages found decide (BLAS, cairo, MPI, OpenMP) is part of every object: the stamp
+# changes when they do, so a build started before scripts/deps.sh is rebuilt, not kept (an
+# object from before OpenBLAS was installed runs the plain loops, 30x slower, and says nothing)
+FLAGS_NOW   := $(CC) $(ALL_CFLAGS) $(OMP) $(TRAIN_CFLAGS) $(MPI_CFLAGS) $(LDLIBS) $(LIBCAIRO) $(LIBMPI)
+FLAGS_STAMP := $(BUILD)/.flags
+ifneq ($(shell cat $(FLAGS_STAMP) 2>/dev/null),$(strip $(FLAGS_NOW)))
+  $(shell mkdir -p $(BUILD) && echo '$(strip $(FLAGS_NOW))' > $(FLAGS_STAMP))
+endif
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "CC $<"; $(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
