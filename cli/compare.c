@@ -88,7 +88,8 @@ int cmp_task_find(const cmp_all *a, const char *name) {
     return -1;
 }
 
-static int add_variant(cmp_variant *v, int *n, const char *name, char *why, size_t why_len) {
+/* bidirectional: the answer-slot layout, where memory methods run without memory (model.c) */
+static int add_variant(cmp_variant *v, int *n, const char *name, int bidirectional, char *why, size_t why_len) {
     if (*n == CMP_MAX_VARIANTS) return snprintf(why, why_len, "at most %d methods", CMP_MAX_VARIANTS), -1;
     cmp_variant *x = &v[*n];
     memset(x, 0, sizeof *x);
@@ -109,7 +110,7 @@ static int add_variant(cmp_variant *v, int *n, const char *name, char *why, size
     if (x->shape && tr_method_placement(x->method, NULL) != TR_PLACE_INPUT)
         return snprintf(why, why_len, "'%s': SHAPE applies to absolute encodings", name), -1;
     pe_method_info info;
-    if (x->random && !pe_method_describe(pe_method_from_name(x->method), &info, NULL) && info.memory)
+    if (x->random && !bidirectional && !pe_method_describe(pe_method_from_name(x->method), &info, NULL) && info.memory)
         return snprintf(why, why_len, "'%s': %s places keys by token index over its memory, not by position", name,
                         x->method), -1;
     for (int i = 0; i < *n; i++)
@@ -221,20 +222,21 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
         /* the variants: every method the trainer supports, in the library's order, or the
          * list; then (--full) the task's own variants whose method is in it */
         char why[256];
+        const int slots = !strcmp(o.layout, "slots");
         if (!strcmp(ca->methods, "all")) {
             for (int m = 0; m < PE_METHOD_COUNT; m++) {
                 const char *name = pe_method_name(m);
-                if (add_variant(tk->V, &tk->nv, name, why, sizeof why)) {
+                if (add_variant(tk->V, &tk->nv, name, slots, why, sizeof why)) {
                     if (t == 0) snprintf(skipped + strlen(skipped), skipped_n - strlen(skipped), "  skipped %s\n", why);
                     continue;
                 }
-                if (!strcmp(name, "sinusoidal")) add_variant(tk->V, &tk->nv, "sinusoidal+shape", why, sizeof why);
+                if (!strcmp(name, "sinusoidal")) add_variant(tk->V, &tk->nv, "sinusoidal+shape", slots, why, sizeof why);
             }
         } else {
             char buf[1024];
             snprintf(buf, sizeof buf, "%s", ca->methods);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
-                if (add_variant(tk->V, &tk->nv, tok, why, sizeof why)) rc = cli_fail("compare: --methods: %s", why);
+                if (add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why)) rc = cli_fail("compare: --methods: %s", why);
         }
         if (!rc && ca->full) {
             char buf[512];
@@ -242,7 +244,7 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
                 char base[48];
                 snprintf(base, sizeof base, "%.*s", (int)strcspn(tok, "+"), tok);
-                if (cmp_find(tk, base) >= 0 && cmp_find(tk, tok) < 0 && add_variant(tk->V, &tk->nv, tok, why, sizeof why))
+                if (cmp_find(tk, base) >= 0 && cmp_find(tk, tok) < 0 && add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why))
                     rc = cli_fail("compare: %s", why);
             }
         }

@@ -81,6 +81,8 @@ int cli_generate(int argc, char **argv) {
                       (long long)N, (long long)pos[0], (long long)pos[total - 1], err.msg);
     tr_decoder *dec = NULL;
     int cached = 1;
+    if (!rc && tr_model_cfg(run.model)->bidirectional)
+        rc = cli_fail("generate: a bidirectional model (--layout slots) reads its whole answer at once from the slots; it does not generate text");
     if (!rc && tr_decoder_init(&dec, run.model, total, &err)) { /* complex-valued: the whole sequence each step */
         fprintf(stderr, "posenc: generate: %s; every step runs the model over the whole sequence\n", err.msg);
         cached = 0;

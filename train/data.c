@@ -19,7 +19,7 @@
         }                                                                                    \
     } while (0)
 
-static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add", "count"};
+static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add", "count", "duplicate"};
 
 const char *tr_task_name(tr_task_kind k) { return k < TR_TASK_COUNT ? TASK_NAMES[k] : "?"; }
 
@@ -161,7 +161,7 @@ static pe_status text_to_ids(tr_task *t, const unsigned char *text, int64_t n, p
 pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *text_path,
                        uint64_t corpus_seed, int64_t n_chars, pe_err *err) {
     memset(t, 0, sizeof *t);
-    t->kind = kind, t->L = L;
+    t->kind = kind, t->L = L, t->alphabet = 10;
     if (kind >= TR_TASK_COUNT) return pe_error(err, PE_EINVAL, "unknown task %d", (int)kind);
     if (L < 1) return pe_error(err, PE_EINVAL, "training length %lld must be >= 1", (long long)L);
     if (kind != TR_TASK_LM) {
@@ -211,8 +211,26 @@ void tr_task_free(tr_task *t) {
     t->train = t->eval = NULL;
 }
 
+static int is_string_task(tr_task_kind k) {
+    return k == TR_TASK_COPY || k == TR_TASK_REVERSE || k == TR_TASK_SORT || k == TR_TASK_DUPLICATE;
+}
+
+pe_status tr_task_set_layout(tr_task *t, int alphabet, int slots, pe_err *err) {
+    if ((alphabet != 10 || slots) && !is_string_task(t->kind))
+        return pe_error(err, PE_EINVAL, "--alphabet and --layout slots are for copy, reverse, sort and duplicate, not %s",
+                        tr_task_name(t->kind));
+    if (alphabet < 2 || alphabet > 10) return pe_error(err, PE_EINVAL, "--alphabet: %d symbols; need 2..10", alphabet);
+    t->alphabet = alphabet, t->slots = slots;
+    return PE_OK;
+}
+
+/* answer symbols of a string task over content length n */
+static int64_t answer_len(const tr_task *t, int64_t n) { return t->kind == TR_TASK_DUPLICATE ? 2 * n : n; }
+
 int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
+    if (t->slots) return n + answer_len(t, n); /* content, then one slot per answer symbol */
     switch (t->kind) {
+    case TR_TASK_DUPLICATE: return 3 * n + 1;
     case TR_TASK_LM: return n;
     case TR_TASK_ADD: return 3 * n + 3; /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one */
     case TR_TASK_COUNTING: return 2 * n + 4; /* n statements of at most 2, v = 10 . less one */
@@ -284,6 +302,24 @@ static int64_t make_count(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, 
     }
 }
 
+/* n symbols of a string task's content into x */
+static void draw_string(const tr_task *t, pe_rng *r, int64_t n, int32_t *x) {
+    for (int64_t i = 0; i < n; i++) x[i] = (int32_t)below(r, (uint64_t)t->alphabet);
+}
+
+/* The answer of a string task to the content x (n symbols) into out; returns its length. */
+static int64_t answer_of(const tr_task *t, const int32_t *x, int64_t n, int32_t *out) {
+    if (t->kind == TR_TASK_SORT) { /* counting sort of the alphabet */
+        int64_t count[10] = {0}, len = 0;
+        for (int64_t i = 0; i < n; i++) count[x[i]]++;
+        for (int c = 0; c < 10; c++)
+            for (int64_t k = 0; k < count[c]; k++) out[len++] = c;
+        return len;
+    }
+    for (int64_t i = 0; i < answer_len(t, n); i++) out[i] = x[t->kind == TR_TASK_REVERSE ? n - 1 - i : i % n];
+    return answer_len(t, n);
+}
+
 /* One example of a synthetic task with content length n into seq; returns its length and
  * the index of '='. */
 static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
@@ -315,28 +351,42 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
         free(a);
         return len;
     }
-    int32_t *x = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)(3 * n));
     TR_ASSERT(x);
-    for (int64_t i = 0; i < n; i++) x[i] = (int32_t)below(r, 10);
+    draw_string(t, r, n, x);
     for (int64_t i = 0; i < n; i++) seq[len++] = id['a' + x[i]];
     *eq = len;
     seq[len++] = id['='];
-    if (t->kind == TR_TASK_SORT) { /* counting sort of ten symbols */
-        int64_t count[10] = {0};
-        for (int64_t i = 0; i < n; i++) count[x[i]]++;
-        for (int c = 0; c < 10; c++)
-            for (int64_t k = 0; k < count[c]; k++) seq[len++] = id['a' + c];
-    } else {
-        for (int64_t i = 0; i < n; i++) seq[len++] = id['a' + x[t->kind == TR_TASK_REVERSE ? n - 1 - i : i]];
-    }
+    int64_t na = answer_of(t, x, n, x + n);
+    for (int64_t i = 0; i < na; i++) seq[len++] = id['a' + x[n + i]];
     seq[len++] = id['.'];
     free(x);
     return len;
 }
 
+/* The answer-slot layout (data.h): B examples of one content length (n_fixed, or drawn from
+ * 1..n_max for the batch), the content then a slot ('_') per answer symbol; returns T. */
+static int64_t slots_batch(const tr_task *t, pe_rng *r, int64_t B, int64_t n_fixed, int64_t n_max,
+                           int32_t *in, int32_t *tgt) {
+    const int64_t n = n_fixed ? n_fixed : 1 + (int64_t)below(r, (uint64_t)n_max), na = answer_len(t, n), T = n + na;
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)(n + na));
+    TR_ASSERT(x);
+    for (int64_t b = 0; b < B; b++) {
+        draw_string(t, r, n, x);
+        answer_of(t, x, n, x + n);
+        for (int64_t i = 0; i < T; i++) {
+            in[b * T + i] = i < n ? t->ids['a' + x[i]] : t->ids['_'];
+            tgt[b * T + i] = i < n ? -1 : t->ids['a' + x[i]];
+        }
+    }
+    free(x);
+    return T;
+}
+
 /* Fills B examples (content lengths from n_of) padded to the longest; returns T. */
 static int64_t task_batch(const tr_task *t, pe_rng *r, int64_t B, int64_t n_fixed, int64_t n_max,
                           int32_t *in, int32_t *tgt) {
+    if (t->slots) return slots_batch(t, r, B, n_fixed, n_max, in, tgt);
     int64_t Tmax = tr_task_seq_len(t, n_fixed ? n_fixed : n_max);
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(Tmax + 1) * (size_t)B);
     int64_t *len = malloc(sizeof(int64_t) * (size_t)B), *eq = malloc(sizeof(int64_t) * (size_t)B), T = 1;

@@ -6,7 +6,9 @@
  *            corpus with long-range structure (topic words that recur through a document,
  *            values defined early and recalled much later, the title repeated at the end), or
  *            on the text of --text FILE (90% train, the last 10% held out)
- *   copy     "abcd=abcd."   reverse "abcd=dcba."   sort "dbca=abcd."
+ *   copy     "abcd=abcd."   reverse "abcd=dcba."   sort "dbca=abcd."   duplicate "abc=abcabc."
+ *            (Ruoss et al. 2023's duplicate_string); their symbols are the first --alphabet
+ *            of a..j (Ruoss et al.: 2)
  *   add      "123+4567=0964."  (the sum's digits least significant first, as most
  *            length-generalisation studies write it)
  *   count    "b0..b+.a0.b+..b=2."  the counting task of CoPE (Golovneva et al. 2024): n
@@ -18,6 +20,15 @@
  * content of exactly m*L symbols (count: statements). Targets are the next token; only the
  * answer after '=' is scored in the synthetic tasks (-1 marks unscored targets and padding).
  *
+ * The answer-slot layout (--layout slots; copy, reverse, sort, duplicate) is Ruoss et al. 2023's
+ * encoder over the input followed by one empty slot per answer symbol
+ * (google-deepmind/randomized_positional_encodings, experiments/utils.py,
+ * make_model_with_empty_targets): "abcd____" with the answer's symbols as the targets of the
+ * slots (not shifted) and the content unscored; the model attends both ways. Every sequence of
+ * a batch has the same content length, drawn once per batch from 1..L as their
+ * UniformCurriculum does (experiments/curriculum.py; training.py samples one length a step), so
+ * nothing is padded.
+ *
  * Legend: B batch, T tokens per sequence. */
 #ifndef TR_DATA_H
 #define TR_DATA_H
@@ -27,7 +38,7 @@
 #include "posenc.h"
 
 /* TR_TASK_COUNT is how many kinds there are; the task named "count" is TR_TASK_COUNTING */
-typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNTING, TR_TASK_COUNT } tr_task_kind;
+typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNTING, TR_TASK_DUPLICATE, TR_TASK_COUNT } tr_task_kind;
 
 typedef struct tr_task {
     tr_task_kind kind;
@@ -35,6 +46,8 @@ typedef struct tr_task {
     int64_t V;            /* vocabulary size */
     unsigned char chars[256]; /* id -> character */
     int ids[256];             /* character -> id, -1 when absent */
+    int alphabet;             /* copy, reverse, sort, duplicate: symbols a.. (tr_task_init: 10) */
+    int slots;                /* the answer-slot layout (tr_task_set_layout) */
     uint8_t *train, *eval;    /* lm: token ids of the training and held-out text */
     int64_t n_train, n_eval;
 } tr_task;
@@ -49,6 +62,9 @@ int tr_task_from_name(const char *name);
 pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *text_path,
                        uint64_t corpus_seed, int64_t n_chars, pe_err *err);
 void tr_task_free(tr_task *t);
+/* The symbols of copy, reverse, sort and duplicate (2..10) and the answer-slot layout (slots 1).
+ * Refuses what a task does not have (lm, add and count keep ten symbols and the '=' layout). */
+pe_status tr_task_set_layout(tr_task *t, int alphabet, int slots, pe_err *err);
 
 /* The longest sequence (tokens) of a batch at content/context length n. */
 int64_t tr_task_seq_len(const tr_task *t, int64_t n);

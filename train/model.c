@@ -267,7 +267,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         char lm[32];
         if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
         else snprintf(lm, sizeof lm, "%s", own ? cfg->method : pe_method_name(PE_METHOD_NONE));
-        st = make_attention(&L->att, cfg, lm, cfg->heads, 1, err);
+        st = make_attention(&L->att, cfg, lm, cfg->heads, !cfg->bidirectional, err);
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {
             /* the memory is every layer's input of the last segment, carried as one block */
@@ -295,7 +295,10 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         }
         snprintf(pre, sizeof pre, "h.%lld.attn.", (long long)l);
         if (!st) st = add_method_tensors(m, L->att, pre, idx[l] + 16, err);
-        m->has_mem = pe_attention_has_memory(L->att);
+        /* a bidirectional model's batches are unrelated sequences without a previous segment:
+         * Transformer-XL's relative attention runs without memory (as Ruoss et al.'s relative
+         * encoding, models/positional_encodings.py, compute_attention_with_relative_encodings) */
+        m->has_mem = pe_attention_has_memory(L->att) && !cfg->bidirectional;
     }
     int pidx[PE_MAX_PARAMS];
     if (!st && place == TR_PLACE_INPUT) {

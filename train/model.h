@@ -41,6 +41,7 @@ typedef struct tr_model_config {
     int64_t V, layers, C, heads, F;
     int64_t max_pos; /* rows of position tables with free rows: the largest position + 1 */
     int64_t mem_len; /* methods with memory: tokens carried between segments */
+    int bidirectional; /* attention both ways (the answer-slot layout, data.h); 0: causal */
     char method[32];
     /* per-layer schedule (Llama 4's NoPE interleaving): comma-separated methods, layer l runs
      * the (l mod n)-th, each a method of the layers (TR_PLACE_LAYER) or `none`, no memory;

@@ -20,7 +20,10 @@ static const struct option {
     const char *arg, *help;
 } OPTIONS[] = {
 #define O(name, type, field, arg, help) {name, type, offsetof(tr_options, field), sizeof(((tr_options *)0)->field), arg, help}
-    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort, add or count (CoPE's counting task; L counts its statements)"),
+    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort, duplicate, add or count (CoPE's counting task; L counts its statements)"),
+    O("alphabet", OPT_INT, alphabet, "K", "symbols of copy, reverse, sort and duplicate, 2..10 (default 10; Ruoss et al. 2023: 2)"),
+    O("layout", OPT_STR, layout, "NAME",
+      "decoder (default: causal, the answer after '=' as next tokens) or slots (Ruoss et al. 2023: a bidirectional encoder over the content and one empty slot per answer symbol, the answer read at the slots; copy, reverse, sort, duplicate)"),
     O("length", OPT_INT, length, "L", "training length: lm context (default 64), or longest content of a task (default 16)"),
     O("text", OPT_STR, text, "FILE", "lm on this text (90% train, last 10% held out) instead of the generated corpus"),
     O("corpus-seed", OPT_U64, corpus_seed, "S", "seed of the generated corpus (default 1)"),
@@ -58,6 +61,8 @@ void tr_options_default(tr_options *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->task, sizeof o->task, "lm");
     snprintf(o->method, sizeof o->method, "rope");
+    snprintf(o->layout, sizeof o->layout, "decoder");
+    o->alphabet = 10;
     o->length = 0; /* by task: 64 for lm, 16 otherwise (tr_options_check fills it) */
     o->corpus_seed = 1, o->corpus_chars = 1000000;
     o->layers = 2, o->width = 64, o->heads = 4, o->mlp = 0;
@@ -181,7 +186,14 @@ void tr_options_help(void) {
 
 pe_status tr_options_check(const tr_options *o, pe_err *err) {
     int task = tr_task_from_name(o->task);
-    if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, add)", o->task);
+    if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, duplicate, add, count)", o->task);
+    const int slots = !strcmp(o->layout, "slots");
+    if (!slots && strcmp(o->layout, "decoder"))
+        return pe_error(err, PE_EKEY, "--layout: unknown layout '%s' (decoder, slots)", o->layout);
+    const int strings = task == TR_TASK_COPY || task == TR_TASK_REVERSE || task == TR_TASK_SORT || task == TR_TASK_DUPLICATE;
+    if ((slots || o->alphabet != 10) && !strings)
+        return pe_error(err, PE_EKEY, "--%s is for copy, reverse, sort and duplicate, not %s", slots ? "layout slots" : "alphabet", o->task);
+    if (o->alphabet < 2 || o->alphabet > 10) return pe_error(err, PE_EKEY, "--alphabet: %lld symbols; need 2..10", (long long)o->alphabet);
     const char *why;
     tr_placement place = tr_method_placement(o->method, &why);
     const int nsched = tr_schedule_method(o->layers_methods, 0, NULL, 0);
@@ -298,8 +310,10 @@ pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err) {
     tr_options_resolve(&r);
     pe_status st = tr_options_check(&r, err);
     if (st) return st;
-    return tr_task_init(t, (tr_task_kind)tr_task_from_name(r.task), r.length, r.text[0] ? r.text : NULL,
-                        r.corpus_seed, r.corpus_chars, err);
+    st = tr_task_init(t, (tr_task_kind)tr_task_from_name(r.task), r.length, r.text[0] ? r.text : NULL,
+                      r.corpus_seed, r.corpus_chars, err);
+    if (!st && (st = tr_task_set_layout(t, (int)r.alphabet, !strcmp(r.layout, "slots"), err))) tr_task_free(t);
+    return st;
 }
 
 const char *tr_metric_name(const tr_task *t) { return t->kind == TR_TASK_LM ? "bpc" : "exact"; }

@@ -67,6 +67,8 @@ struct tr_decoder {
 
 pe_status tr_decoder_init(tr_decoder **out, tr_model *m, int64_t max_tokens, pe_err *err) {
     *out = NULL;
+    if (tr_model_cfg(m)->bidirectional)
+        return pe_error(err, PE_EINVAL, "a bidirectional model (--layout slots) reads its answer at once from the slots; it does not decode token by token");
     if (m->place == TR_PLACE_IDS)
         return pe_error(err, PE_EINVAL, "method %s is complex-valued: its block 0 has no KV cache", m->cfg.method);
     tr_decoder *d = calloc(1, sizeof *d);

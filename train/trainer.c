@@ -30,7 +30,8 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     tr_options_resolve(&r->o);
     pe_status st = tr_options_check(&r->o, err);
     if (st) return st;
-    if (task->kind != (tr_task_kind)tr_task_from_name(r->o.task) || task->L != r->o.length)
+    if (task->kind != (tr_task_kind)tr_task_from_name(r->o.task) || task->L != r->o.length ||
+        task->alphabet != r->o.alphabet || task->slots != !strcmp(r->o.layout, "slots"))
         return pe_error(err, PE_EINVAL, "the task does not match the options");
     r->task = task;
     tr_model_config mc = {0};
@@ -48,6 +49,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
         mc.max_pos = r->o.random_positions;
     }
     mc.mem_len = ttrain;
+    mc.bidirectional = task->slots;
     snprintf(mc.method, sizeof mc.method, "%s", r->o.method);
     snprintf(mc.schedule, sizeof mc.schedule, "%s", r->o.layers_methods);
     mc.n_keys = r->o.n_keys;

@@ -33,6 +33,8 @@ typedef struct tr_options {
     /* task */
     char task[16];
     int64_t length; /* L: context (lm) or longest content (tasks) in training */
+    int64_t alphabet; /* symbols of copy, reverse, sort and duplicate (2..10) */
+    char layout[16];  /* "decoder" (causal, "abcd=dcba.") or "slots" (data.h: an encoder with answer slots) */
     char text[512]; /* lm on this file instead of the generated corpus ("" = generated) */
     uint64_t corpus_seed;
     int64_t corpus_chars;

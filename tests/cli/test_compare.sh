@@ -180,4 +180,10 @@ rp "train: more methods than layers" "3 methods for 2 layers" train --layers-met
 rp "train: --nope-temperature without a none layer" "none layers" train --layers-methods rope,alibi --nope-temperature 8 --steps 1
 rp "train: --nope-temperature below 1" "--nope-temperature" train --layers-methods rope,none --nope-temperature 0.5 --steps 1
 
+# ---- the answer-slot layout: xl runs without memory there, so xl+random is a variant ----------
+if "$POSENC" compare --task reverse --layout slots --alphabet 2 --methods xl,xl+random,rope --length 4 --steps 6 --batch 4 \
+    --layers 1 --width 16 --heads 2 --eval-tokens 64 --seeds 1 --out "$WORK/slots" > "$WORK/slots.out" 2>&1 &&
+   [ "$(grep -c '^reverse,xl,xl+random,' "$WORK/slots/compare.csv")" -eq 4 ]; then ok "compare --layout slots: xl+random at every length"
+else not_ok "compare --layout slots" "$(tail -n 5 "$WORK/slots.out"; head -n 3 "$WORK/slots/compare.csv" 2>/dev/null)"; fi
+
 finish

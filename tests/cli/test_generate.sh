@@ -89,4 +89,26 @@ expect_bad "negative --temperature" "--temperature" "" generate --checkpoint "$c
 expect_bad "missing value" "--tokens needs a value" "" generate --checkpoint "$ck" --prompt "a" --tokens
 expect_bad "unknown option" "unknown option '--top-k'" "" generate --checkpoint "$ck" --prompt "a" --top-k 5
 expect_bad "past a learned table" "pos_table" "" generate --checkpoint "$WORK/learned.safetensors" --prompt "a" --tokens 500
+# the answer-slot layout (Ruoss et al.'s encoder): trains (Transformer-XL's relative attention
+# without memory, with randomized positions), resumes to the uninterrupted run's numbers, and a
+# bidirectional checkpoint is refused by generate, which decodes causally; layouts and
+# alphabets a task does not have are refused
+slots="--task duplicate --alphabet 2 --layout slots --length 6 --layers 2 --width 32 --heads 4 --batch 8 --method xl --random-positions 64 --eval 1,2 --eval-tokens 256 --warmup 1 --min-lr 1 --quiet"
+# (a constant learning rate, so the 6-step run is the 12-step one's first half)
+# shellcheck disable=SC2086
+if "$POSENC" train $slots --steps 12 --save "$WORK/slots.safetensors" > "$WORK/slots_full" 2> "$WORK/err" &&
+   "$POSENC" train $slots --steps 6 --save "$WORK/slots6.safetensors" > /dev/null 2>> "$WORK/err" &&
+   "$POSENC" train --resume "$WORK/slots6.safetensors" --steps 12 --quiet > "$WORK/slots_resumed" 2>> "$WORK/err"; then
+    if cmp -s <(grep -E "^ +(6|12) +[0-9]" "$WORK/slots_full") <(grep -E "^ +(6|12) +[0-9]" "$WORK/slots_resumed") &&
+       [ "$(grep -cE "^ +(6|12) +[0-9]" "$WORK/slots_full")" -eq 2 ]; then ok "slots: trains, and resumes to the same evaluation"
+    else not_ok "slots: resumed run differs" "$(cat "$WORK/slots_full" "$WORK/slots_resumed")"; fi
+else
+    not_ok "slots: train" "$(cat "$WORK/err")"
+fi
+expect_bad "generate from a bidirectional model" "bidirectional" "" generate --checkpoint "$WORK/slots.safetensors" --prompt "ab" --tokens 2
+expect_bad "slots on add" "--layout slots is for copy" "" train --task add --layout slots --steps 1 --quiet
+expect_bad "an unknown layout" "unknown layout 'encoder'" "" train --task copy --layout encoder --steps 1 --quiet
+expect_bad "an alphabet of 11" "need 2..10" "" train --task copy --alphabet 11 --steps 1 --quiet
+expect_bad "an alphabet for lm" "--alphabet is for copy" "" train --alphabet 2 --steps 1 --quiet
+
 finish

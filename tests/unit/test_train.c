@@ -256,6 +256,48 @@ static void test_reference(void **state) {
 
 /* ---- tasks ----------------------------------------------------------------------------------- */
 
+/* The answer-slot layout (data.h): content of binary symbols, then one '_' slot per answer
+ * symbol; only the slots are scored, by the answer itself (not shifted); a batch has one length. */
+static void test_slots(void **state) {
+    (void)state;
+    pe_err err;
+    const tr_task_kind kinds[] = {TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_DUPLICATE};
+    for (int q = 0; q < 4; q++) {
+        tr_task t;
+        if (tr_task_init(&t, kinds[q], 6, NULL, 0, 0, &err) || tr_task_set_layout(&t, 2, 1, &err)) fail_msg("%s", err.msg);
+        int32_t in[32 * 40], tgt[32 * 40];
+        for (int pass = 0; pass < 2; pass++) {
+            const int64_t nb = pass ? 4 : 32;
+            const int64_t Ts = pass ? tr_task_eval_batch(&t, 9, 1, nb, in, tgt) : tr_task_train_batch(&t, 3, 5, nb, in, tgt);
+            const int64_t n = kinds[q] == TR_TASK_DUPLICATE ? Ts / 3 : Ts / 2;
+            assert_int_equal(Ts, tr_task_seq_len(&t, n));
+            if (pass) assert_int_equal(n, 9);
+            for (int64_t b = 0; b < nb; b++) {
+                const int32_t *x = in + b * Ts, *y = tgt + b * Ts;
+                int ones = 0;
+                for (int64_t i = 0; i < n; i++) {
+                    char c = (char)t.chars[x[i]];
+                    assert_true(c == 'a' || c == 'b');
+                    assert_int_equal(y[i], -1);
+                    ones += c == 'b';
+                }
+                for (int64_t i = n; i < Ts; i++) {
+                    assert_int_equal(t.chars[x[i]], '_');
+                    const int64_t j = i - n;
+                    int32_t want = kinds[q] == TR_TASK_REVERSE ? x[n - 1 - j] : kinds[q] == TR_TASK_SORT ? t.ids[j < n - ones ? 'a' : 'b'] : x[j % n];
+                    assert_int_equal(y[i], want);
+                }
+            }
+        }
+        tr_task_free(&t);
+    }
+    tr_task t;
+    if (tr_task_init(&t, TR_TASK_ADD, 4, NULL, 0, 0, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(tr_task_set_layout(&t, 10, 1, &err), PE_EINVAL); /* the string tasks only */
+    assert_int_equal(tr_task_set_layout(&t, 2, 0, &err), PE_EINVAL);
+    tr_task_free(&t);
+}
+
 static void test_tasks(void **state) {
     (void)state;
     pe_err err;
@@ -284,6 +326,7 @@ static void test_tasks(void **state) {
             char want[128] = {0};
             int n = (int)strlen(x);
             if (k == TR_TASK_COPY) snprintf(want, sizeof want, "%s", x);
+            if (k == TR_TASK_DUPLICATE) snprintf(want, sizeof want, "%.60s%.60s", x, x);
             if (k == TR_TASK_REVERSE)
                 for (int i = 0; i < n; i++) want[i] = x[n - 1 - i];
             if (k == TR_TASK_SORT) {
@@ -844,6 +887,7 @@ int main(void) {
     tr_env_setup(1); /* one thread, as the trainer runs: no spinning pools (valgrind) */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tasks),
+        cmocka_unit_test(test_slots),
         cmocka_unit_test(test_optimizer),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_gradients),
