@@ -208,6 +208,15 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
         printf("%8lld %10.4f %8.4f %10.4f", (long long)mt.n, mt.loss, mt.bpc, mt.token_acc);
         printf(tasks ? " %8.4f\n" : "\n", mt.exact);
     }
+    if (ro->score_lengths[0]) {
+        double score;
+        if (tr_run_score(&run, &score, &err)) {
+            rc = cli_fail("train: --score-lengths: %s", err.msg);
+            goto done;
+        }
+        printf("score: mean token accuracy over content lengths %s (Ruoss et al. 2023), %d sequences each: %.4f\n",
+               ro->score_lengths, TR_SCORE_SEQS, score);
+    }
 done:
     /* the curve up to where the run stopped, Ctrl-C included; nothing of a failed run */
     if (logging && (rc == 0 || rc == 130) && pe_out_commit(&curve, &err)) rc = rc ? rc : cli_fail("train: --loss-log: %s", err.msg);

@@ -53,6 +53,8 @@ static const struct option {
     O("seed", OPT_U64, seed, "S", "seed of the initial weights and of the batches (default 1)"),
     O("eval", OPT_LIST, eval, "M,M,..", "evaluate at these multiples of the training length (default 1,2,4,8)"),
     O("eval-tokens", OPT_INT, eval_tokens, "N", "tokens evaluated per length, at least 16 sequences (default 8192)"),
+    O("score-lengths", OPT_STR, score_lengths, "A-B",
+      "Ruoss et al. 2023's score: mean token accuracy over every content length A..B, 512 sequences each (theirs: 41-100 at L 40; default: off)"),
 #undef O
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
@@ -236,6 +238,10 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
         o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || !(o->eps > 0))
         return pe_error(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
     if (o->eval_tokens < 1) return pe_error(err, PE_EKEY, "--eval-tokens: need >= 1");
+    int64_t lo, hi;
+    if (tr_options_score_range(o, &lo, &hi))
+        return pe_error(err, PE_EKEY, "--score-lengths: '%s' is not A-B with 1 <= A <= B <= 8192", o->score_lengths);
+    if (hi && task == TR_TASK_LM) return pe_error(err, PE_EKEY, "--score-lengths is for the tasks with answers, not lm");
     if (o->corpus_chars < 10000) return pe_error(err, PE_EKEY, "--corpus-chars: need >= 10000");
     /* upper bounds: sizes from the command line or a checkpoint's metadata must not overflow
      * the products the run forms from them (parameters, batch and evaluation tokens) */
@@ -289,6 +295,16 @@ void tr_random_positions(pe_rng *rng, int64_t N, int64_t T, int64_t *pos) {
         memmove(pos + lo + 1, pos + lo, sizeof(int64_t) * (size_t)(n - lo));
         pos[lo] = t, n++;
     }
+}
+
+int tr_options_score_range(const tr_options *o, int64_t *lo, int64_t *hi) {
+    *lo = *hi = 0;
+    if (!o->score_lengths[0]) return 0;
+    long long a, b;
+    char tail;
+    if (sscanf(o->score_lengths, "%lld-%lld%c", &a, &b, &tail) != 2 || a < 1 || b < a || b > 8192) return -1;
+    *lo = a, *hi = b;
+    return 0;
 }
 
 const char *tr_options_key(const tr_options *o, const char *key) {

@@ -38,7 +38,9 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     mc.V = task->V, mc.layers = r->o.layers, mc.C = r->o.width, mc.heads = r->o.heads, mc.F = r->o.mlp;
     int64_t longest = 1;
     for (int k = 0; k < r->o.n_eval; k++) longest = r->o.eval[k] > longest ? r->o.eval[k] : longest;
-    int64_t tmax = tr_task_seq_len(task, longest * r->o.length), ttrain = tr_task_seq_len(task, r->o.length);
+    int64_t tmax = tr_task_seq_len(task, longest * r->o.length), ttrain = tr_task_seq_len(task, r->o.length), lo, hi;
+    tr_options_score_range(&r->o, &lo, &hi);
+    if (tr_task_seq_len(task, hi) > tmax) tmax = tr_task_seq_len(task, hi);
     mc.max_pos = (tmax > ttrain ? tmax : ttrain) + r->o.shape;
     if (r->o.random_positions) {
         /* the paper samples from [0, L) at test time too, so L covers the longest evaluation */
@@ -260,11 +262,10 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     return PE_OK;
 }
 
-pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err) {
+/* seqs held-out sequences at content length n */
+static pe_status eval_length(tr_run *r, int64_t n, int64_t seqs, tr_metrics *out, pe_err *err) {
     const tr_task *task = r->task;
-    int64_t n = mult * r->o.length, Tmax = tr_task_seq_len(task, n);
-    int64_t seqs = r->o.eval_tokens / Tmax;
-    seqs = seqs < 16 ? 16 : seqs;
+    const int64_t Tmax = tr_task_seq_len(task, n);
     /* chunks of about 2048 tokens: the attention keeps (B, H, T, T) scores per layer */
     int64_t Bc = 2048 / Tmax < 1 ? 1 : 2048 / Tmax;
     pe_status st = reserve(r, Bc * Tmax, err);
@@ -305,6 +306,24 @@ pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err) {
     out->bpc = out->loss / log(2.0);
     out->token_acc = scored ? (double)right / (double)scored : 0;
     out->exact = (double)exact / (double)seqs;
+    return PE_OK;
+}
+
+pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err) {
+    const int64_t n = mult * r->o.length, seqs = r->o.eval_tokens / tr_task_seq_len(r->task, n);
+    return eval_length(r, n, seqs < 16 ? 16 : seqs, out, err);
+}
+
+pe_status tr_run_score(tr_run *r, double *score, pe_err *err) {
+    int64_t lo, hi;
+    *score = 0;
+    tr_options_score_range(&r->o, &lo, &hi);
+    for (int64_t n = lo; hi && n <= hi; n++) {
+        tr_metrics m;
+        pe_status st = eval_length(r, n, TR_SCORE_SEQS, &m, err);
+        if (st) return st;
+        *score += m.token_acc / (double)(hi - lo + 1);
+    }
     return PE_OK;
 }
 

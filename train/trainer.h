@@ -61,6 +61,9 @@ typedef struct tr_options {
     int n_eval;
     int64_t eval[TR_MAX_EVAL];
     int64_t eval_tokens;
+    /* Ruoss et al.'s score: the mean token accuracy over every content length lo..hi, 512
+     * sequences each ("" = off; "41-100" is theirs, L = 40) */
+    char score_lengths[24];
 } tr_options;
 
 /* Defaults of `posenc train` (documented by tr_options_help). */
@@ -161,6 +164,16 @@ pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err);
 pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err);
 /* Evaluation at multiple `mult` of the training length. */
 pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
+/* The score of --score-lengths (0 when off): the mean over lo..hi of the token accuracy of
+ * TR_SCORE_SEQS held-out sequences at each content length, as their range evaluation
+ * (google-deepmind/randomized_positional_encodings, experiments/range_evaluation.py, 512
+ * sequences a length) and example.py's score (the mean of the accuracies past the training
+ * length) compute it. */
+#define TR_SCORE_SEQS 512
+pe_status tr_run_score(tr_run *r, double *score, pe_err *err);
+/* The range of --score-lengths into lo, hi (0, 0 when off); -1 when it is not "A-B" with
+ * 1 <= A <= B <= 8192. */
+int tr_options_score_range(const tr_options *o, int64_t *lo, int64_t *hi);
 /* The positions of one evaluated (or generated) sequence of T tokens, stream `idx`: 0..T-1
  * plus SHAPE's K, or with randomized positions T sorted ones from [0, N) drawn from a stream
  * fixed by (T, idx) alone, so every method and seed is evaluated at the same positions. An

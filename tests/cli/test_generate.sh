@@ -105,6 +105,13 @@ if "$POSENC" train $slots --steps 12 --save "$WORK/slots.safetensors" > "$WORK/s
 else
     not_ok "slots: train" "$(cat "$WORK/err")"
 fi
+# shellcheck disable=SC2086
+"$POSENC" train $slots --steps 4 --score-lengths 7-9 > "$WORK/score" 2> "$WORK/err" &&
+    awk '/^score: mean token accuracy over content lengths 7-9/ { s = $NF } END { exit !(s > 0 && s < 1) }' "$WORK/score" &&
+    ok "slots: --score-lengths prints Ruoss et al.'s score" || not_ok "slots: --score-lengths" "$(cat "$WORK/score" "$WORK/err")"
+expect_bad "score lengths backwards" "is not A-B" "" train --task copy --score-lengths 9-7 --steps 1 --quiet
+expect_bad "score lengths on lm" "not lm" "" train --score-lengths 1-2 --steps 1 --quiet
+expect_bad "score lengths past the random positions" "at least the longest sequence" "" train --task copy --layout slots --length 4 --random-positions 16 --score-lengths 5-9 --steps 1 --quiet
 expect_bad "generate from a bidirectional model" "bidirectional" "" generate --checkpoint "$WORK/slots.safetensors" --prompt "ab" --tokens 2
 expect_bad "slots on add" "--layout slots is for copy" "" train --task add --layout slots --steps 1 --quiet
 expect_bad "an unknown layout" "unknown layout 'encoder'" "" train --task copy --layout encoder --steps 1 --quiet
