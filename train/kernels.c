@@ -172,3 +172,17 @@ void tr_softmax_row(float *z, int64_t n) {
     float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++) z[i] *= inv;
 }
+
+void tr_dropout(float *y, const float *x, int64_t n, int64_t C, float p, uint64_t key, int64_t site, int64_t t0) {
+    const uint32_t cut = (uint32_t)((double)p * 4294967296.0); /* dropped: the hash's top 32 bits below */
+    const float keep = 1.0f / (1.0f - p);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < C; c++) {
+            /* splitmix64's finaliser of the element's coordinates */
+            uint64_t z = key ^ ((uint64_t)site * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(t0 + r) * (uint64_t)C + (uint64_t)c) * 0xd6e8feb86659fd93ull;
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            z ^= z >> 31;
+            y[r * C + c] = (uint32_t)(z >> 32) < cut ? 0.0f : x[r * C + c] * keep;
+        }
+}

@@ -32,6 +32,13 @@ void tr_gelu_forward(float *y, const float *x, int64_t n);
 /* d (the gradient of y on entry) becomes the gradient of x. */
 void tr_gelu_backward(float *d, const float *x, int64_t n);
 
+/* Dropout (Srivastava et al. 2014) of n rows of C: y = x / (1 - p) where the element is kept,
+ * 0 where it is dropped, with probability p. Whether element (t0 + row, c) of `site` is kept is
+ * a hash of (key, site, t0 + row, c), so the backward recomputes the forward's mask instead of
+ * storing it, and a share of a batch that starts at token t0 draws what the whole batch does
+ * there. y may be x. */
+void tr_dropout(float *y, const float *x, int64_t n, int64_t C, float p, uint64_t key, int64_t site, int64_t t0);
+
 /* In-place softmax of one row of n logits. */
 void tr_softmax_row(float *z, int64_t n);
 

@@ -440,6 +440,9 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
             for (int64_t c = 0; c < C; c++) a->x[i * C + c] += p[c];
         }
     }
+    const float dp = m->drop_p;
+    const int64_t t0 = m->drop_row0 * T;
+    if (dp > 0) tr_dropout(a->x, a->x, N, C, dp, m->drop_key, 0, t0);
     for (int z = 0; z < m->n_normed; z++) {
         tr_normed *q = &m->normed[z];
         tr_layernorm_forward(q->y, q->mean, q->rstd, m->params + m->t[q->t].off, m->params + m->t[q->tw].off,
@@ -457,18 +460,22 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
             TIMED(attn, st = pe_attention_forward_ids(L->att, &L->w, a->ids, a->pos, 1, B, T, a->tmp, a->dln, NULL,
                                                       l == m->probs_layer ? m->probs_out : NULL, err));
             if (st) return st;
+            if (dp > 0) tr_dropout(a->tmp, a->tmp, N, C, dp, m->drop_key, 1 + 2 * l, t0);
+            if (dp > 0) tr_dropout(a->dln, a->dln, N, C, dp, m->drop_key, 1 + 2 * l, t0);
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i] + a->dln[i];
         } else {
             tr_layernorm_forward(ln1, a->ln1s + l * 2 * N, a->ln1s + l * 2 * N + N, x, L->ln1w, L->ln1b, N, C);
             TIMED(attn, st = pe_attention_forward(L->att, &L->w, ln1, M ? m->mem + l * B * M * C : NULL, M, a->pos, 1, B,
                                                   T, a->tmp, NULL, l == m->probs_layer ? m->probs_out : NULL, err));
             if (st) return st;
+            if (dp > 0) tr_dropout(a->tmp, a->tmp, N, C, dp, m->drop_key, 1 + 2 * l, t0);
             for (int64_t i = 0; i < N * C; i++) xmid[i] = x[i] + a->tmp[i];
         }
         tr_layernorm_forward(ln2, a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, xmid, L->ln2w, L->ln2b, N, C);
         TIMED(gemm, tr_linear_forward(fc, ln2, L->fcw, L->fcb, N, C, F));
         tr_gelu_forward(act, fc, N * F);
         TIMED(gemm, tr_linear_forward(a->tmp, act, L->prw, L->prb, N, F, C));
+        if (dp > 0) tr_dropout(a->tmp, a->tmp, N, C, dp, m->drop_key, 2 + 2 * l, t0);
         for (int64_t i = 0; i < N * C; i++) xout[i] = xmid[i] + a->tmp[i];
     }
     tr_layernorm_forward(a->lnf, a->lnfs, a->lnfs + N, a->x + Ly * N * C, m->lnfw, m->lnfb, N, C);
@@ -502,6 +509,9 @@ pe_status tr_model_attention(tr_model *m, const int32_t *in, const int64_t *pos,
 }
 
 void tr_model_set_count(tr_model *m, int64_t n) { m->count = n; }
+void tr_model_set_dropout(tr_model *m, double p, uint64_t key, int64_t row0) {
+    m->drop_p = (float)p, m->drop_key = key, m->drop_row0 = row0;
+}
 void tr_model_profile(tr_model *m, int on) { m->profile = on; }
 void tr_model_profile_read(tr_model *m, double *attn, double *gemm, int zero) {
     *attn = m->prof_attn, *gemm = m->prof_gemm;
@@ -536,6 +546,10 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
     for (int z = 0; z < m->n_normed; z++)
         memset(m->normed[z].dy, 0, sizeof(float) * (size_t)(m->normed[z].rows * m->normed[z].cols));
 
+    /* forward was y' = dropout(y) before each residual sum, so now: dy = dy' on the kept
+     * elements (scaled), 0 on the dropped ones, from the same hash (tmp holds it) */
+    const float dp = m->drop_p;
+    const int64_t t0 = m->drop_row0 * m->T;
     for (int64_t l = Ly - 1; l >= 0; l--) {
         tr_layer *L = &m->layer[l];
         float *x = a->x + l * N * C, *xmid = a->xmid + l * N * C, *ln2 = a->ln2 + l * N * C,
@@ -543,22 +557,26 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         /* forward was xout = xmid + gelu(ln2 fcw^T + fcb) prw^T + prb, ln2 = LN(xmid), so now:
          * dx (the gradient of xout) flows to xmid unchanged, plus through the MLP */
         memset(a->dfc, 0, sizeof(float) * (size_t)(N * F));
-        TIMED(gemm, tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), a->dx, act, L->prw, N, F, C));
+        const float *dy = a->dx;
+        if (dp > 0) tr_dropout(a->tmp, a->dx, N, C, dp, m->drop_key, 2 + 2 * l, t0), dy = a->tmp;
+        TIMED(gemm, tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), dy, act, L->prw, N, F, C));
         tr_gelu_backward(a->dfc, fc, N * F);
         memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
         TIMED(gemm, tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F));
         tr_layernorm_backward(a->dx, GRAD(L->ln2w), GRAD(L->ln2b), a->dln, xmid, a->ln2s + l * 2 * N,
                               a->ln2s + l * 2 * N + N, L->ln2w, N, C);
         pe_status st;
+        dy = a->dx;
+        if (dp > 0) tr_dropout(a->tmp, a->dx, N, C, dp, m->drop_key, 1 + 2 * l, t0), dy = a->tmp;
         if (m->place == TR_PLACE_IDS && l == 0) {
             /* forward was xmid = x + y + y_imag of the ids, so now: dx flows to x unchanged,
              * and is the gradient of both outputs */
-            TIMED(attn, st = pe_attention_backward_ids(L->att, &L->w, a->dx, a->dx, &L->g, err));
+            TIMED(attn, st = pe_attention_backward_ids(L->att, &L->w, dy, dy, &L->g, err));
             if (st) return st;
             continue;
         }
         /* forward was xmid = x + attn(LN(x)), so now: dx flows to x, plus through attention */
-        TIMED(attn, st = pe_attention_backward(L->att, &L->w, a->dx, a->dln, &L->g, err));
+        TIMED(attn, st = pe_attention_backward(L->att, &L->w, dy, a->dln, &L->g, err));
         if (st) return st;
         tr_layernorm_backward(a->dx, GRAD(L->ln1w), GRAD(L->ln1b), a->dln, x, a->ln1s + l * 2 * N,
                               a->ln1s + l * 2 * N + N, L->ln1w, N, C);
@@ -570,6 +588,7 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         tr_layernorm_backward(dt, g + m->t[q->tw].off, g + m->t[q->tb].off, q->dy, m->params + m->t[q->t].off,
                               q->mean, q->rstd, m->params + m->t[q->tw].off, q->rows, q->cols);
     }
+    if (dp > 0) tr_dropout(a->dx, a->dx, N, C, dp, m->drop_key, 0, t0);
     /* forward was x0 = sqrt(C) wte[in] + P[pos], so now: dwte[in] += sqrt(C) dx, dP[pos] += dx */
     const float es = sqrtf((float)C);
     for (int64_t i = 0; i < N; i++) {

@@ -120,6 +120,13 @@ pe_status tr_model_backward(tr_model *m, pe_err *err);
  * instead of the forward's own count (data parallel: a rank's share of the batch scores only
  * some of the batch's n, and the batch's mean is what every rank's gradient is of). */
 void tr_model_set_count(tr_model *m, int64_t n);
+/* Dropout of the next forwards and backwards (until set again; p 0: off, the default): the
+ * embedding's output (with the absolute encoding), each attention's and each MLP's output
+ * before its residual sum, as GPT-2's embd_pdrop and resid_pdrop and Ruoss et al.'s
+ * TransformerEncoder (models/transformer.py: after the positional encodings, the attention and
+ * the feed-forward) place it. key: the step's draw; row0: the first sequence of the batch the
+ * forward gets (a share's: its masks are the whole batch's there). */
+void tr_model_set_dropout(tr_model *m, double p, uint64_t key, int64_t row0);
 /* Profiling (posenc train --profile): on, the forwards and backwards add up the seconds spent in
  * the attention layers (pe_attention_*, their projections included) and in the trainer's own
  * GEMMs (the MLP, the tied output projection); read them, and zero them. */

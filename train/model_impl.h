@@ -69,6 +69,9 @@ struct tr_model {
     int64_t probs_layer;
     /* tr_model_profile: seconds in the attention layers and in the trainer's own GEMMs */
     int profile;
+    float drop_p;           /* dropout of the next forward and backward (tr_model_set_dropout) */
+    uint64_t drop_key;
+    int64_t drop_row0;
     double prof_attn, prof_gemm;
 };
 

@@ -42,6 +42,8 @@ static const struct option {
       "Llama 4's attention-temperature tuning on the none layers of --layers-methods: queries at position p times 1 + attn_scale ln(1 + floor((p + 1) / F)) (Llama 4: F 8192; --attn_scale X, default 0.1; default 0: off)"),
     O("steps", OPT_INT, steps, "N", "optimizer steps (default 1500)"),
     O("batch", OPT_INT, batch, "B", "sequences per step (default 4)"),
+    O("dropout", OPT_REAL, dropout, "P",
+      "dropout in training of the embedding's output and of each attention's and MLP's output before its residual sum (default 0; Ruoss et al. 2023: 0.1)"),
     O("warmup", OPT_INT, warmup, "N", "linear warm-up steps (default steps / 10)"),
     O("lr", OPT_REAL, lr, "X", "peak learning rate (default 1e-2)"),
     O("min-lr", OPT_REAL, min_lr, "X", "final learning rate as a fraction of the peak, cosine decay (default 0.1)"),
@@ -238,6 +240,7 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
         o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || !(o->eps > 0))
         return pe_error(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
     if (o->eval_tokens < 1) return pe_error(err, PE_EKEY, "--eval-tokens: need >= 1");
+    if (!(o->dropout >= 0 && o->dropout < 1)) return pe_error(err, PE_EKEY, "--dropout: %g; need 0 <= P < 1", o->dropout);
     int64_t lo, hi;
     if (tr_options_score_range(o, &lo, &hi))
         return pe_error(err, PE_EKEY, "--score-lengths: '%s' is not A-B with 1 <= A <= B <= 8192", o->score_lengths);

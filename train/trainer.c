@@ -138,6 +138,9 @@ pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err) {
     return PE_OK;
 }
 
+/* the masks of the step's dropout: a function of (seed, step), so a resumed run draws them again */
+static uint64_t dropout_key(const tr_run *r) { return r->o.seed * 0x2545f4914f6cdd1dull + (uint64_t)r->step * 0x9e3779b97f4a7c15ull + 0xd1; }
+
 /* Share s of the batch (rows sequences of T) through model m: its gradient of the batch's mean
  * loss (the backward divides by the batch's n scored targets) in m's grads, its part of that
  * mean in *part. */
@@ -147,9 +150,11 @@ static pe_status one_share(tr_run *r, tr_model *m, int64_t s, int64_t rows, int6
     double l = 0;
     int64_t count = 0;
     tr_model_zero_grad(m);
+    tr_model_set_dropout(m, r->o.dropout, dropout_key(r), s * rows);
     pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, err);
     tr_model_set_count(m, n);
     if (!st) st = tr_model_backward(m, err);
+    tr_model_set_dropout(m, 0, 0, 0);
     *part = n ? l * (double)count / (double)n : 0;
     return st;
 }
@@ -246,8 +251,10 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     if (r->shares > 1) st = shares_step(r, B, T, loss, err);
     else {
         tr_model_zero_grad(m);
+        tr_model_set_dropout(m, o->dropout, dropout_key(r), 0);
         st = tr_model_forward(m, r->in, r->tgt, r->pos, B, T, 1, loss, NULL, err);
         if (!st) st = tr_model_backward(m, err);
+        tr_model_set_dropout(m, 0, 0, 0);
     }
     if (st) return st;
     tr_clip_grads(tr_model_grads(m), tr_model_size(m), o->clip);

@@ -55,6 +55,7 @@ typedef struct tr_options {
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
     /* training */
     int64_t steps, batch, warmup;
+    double dropout; /* tr_model_set_dropout's p in training (0: off) */
     double lr, min_lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;
     /* evaluation: multiples of the training length, tokens per length */
