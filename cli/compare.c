@@ -222,7 +222,7 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
         /* the variants: every method the trainer supports, in the library's order, or the
          * list; then (--full) the task's own variants whose method is in it */
         char why[256];
-        const int slots = !strcmp(o.layout, "slots");
+        const int slots = tr_options_slots(&o);
         if (!strcmp(ca->methods, "all")) {
             for (int m = 0; m < PE_METHOD_COUNT; m++) {
                 const char *name = pe_method_name(m);

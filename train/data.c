@@ -211,12 +211,12 @@ void tr_task_free(tr_task *t) {
     t->train = t->eval = NULL;
 }
 
-static int is_string_task(tr_task_kind k) {
+int tr_task_has_strings(tr_task_kind k) {
     return k == TR_TASK_COPY || k == TR_TASK_REVERSE || k == TR_TASK_SORT || k == TR_TASK_DUPLICATE;
 }
 
 pe_status tr_task_set_layout(tr_task *t, int alphabet, int slots, pe_err *err) {
-    if ((alphabet != 10 || slots) && !is_string_task(t->kind))
+    if ((alphabet != 10 || slots) && !tr_task_has_strings(t->kind))
         return pe_error(err, PE_EINVAL, "--alphabet and --layout slots are for copy, reverse, sort and duplicate, not %s",
                         tr_task_name(t->kind));
     if (alphabet < 2 || alphabet > 10) return pe_error(err, PE_EINVAL, "--alphabet: %d symbols; need 2..10", alphabet);

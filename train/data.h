@@ -62,6 +62,9 @@ int tr_task_from_name(const char *name);
 pe_status tr_task_init(tr_task *t, tr_task_kind kind, int64_t L, const char *text_path,
                        uint64_t corpus_seed, int64_t n_chars, pe_err *err);
 void tr_task_free(tr_task *t);
+/* Whether a task is one of the string tasks (copy, reverse, sort, duplicate): the ones with an
+ * alphabet and the answer-slot layout. */
+int tr_task_has_strings(tr_task_kind k);
 /* The symbols of copy, reverse, sort and duplicate (2..10) and the answer-slot layout (slots 1).
  * Refuses what a task does not have (lm, add and count keep ten symbols and the '=' layout). */
 pe_status tr_task_set_layout(tr_task *t, int alphabet, int slots, pe_err *err);

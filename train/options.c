@@ -191,11 +191,10 @@ void tr_options_help(void) {
 pe_status tr_options_check(const tr_options *o, pe_err *err) {
     int task = tr_task_from_name(o->task);
     if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, duplicate, add, count)", o->task);
-    const int slots = !strcmp(o->layout, "slots");
+    const int slots = tr_options_slots(o);
     if (!slots && strcmp(o->layout, "decoder"))
         return pe_error(err, PE_EKEY, "--layout: unknown layout '%s' (decoder, slots)", o->layout);
-    const int strings = task == TR_TASK_COPY || task == TR_TASK_REVERSE || task == TR_TASK_SORT || task == TR_TASK_DUPLICATE;
-    if ((slots || o->alphabet != 10) && !strings)
+    if ((slots || o->alphabet != 10) && !tr_task_has_strings((tr_task_kind)task))
         return pe_error(err, PE_EKEY, "--%s is for copy, reverse, sort and duplicate, not %s", slots ? "layout slots" : "alphabet", o->task);
     if (o->alphabet < 2 || o->alphabet > 10) return pe_error(err, PE_EKEY, "--alphabet: %lld symbols; need 2..10", (long long)o->alphabet);
     const char *why;
@@ -300,6 +299,8 @@ void tr_random_positions(pe_rng *rng, int64_t N, int64_t T, int64_t *pos) {
     }
 }
 
+int tr_options_slots(const tr_options *o) { return !strcmp(o->layout, "slots"); }
+
 int tr_options_score_range(const tr_options *o, int64_t *lo, int64_t *hi) {
     *lo = *hi = 0;
     if (!o->score_lengths[0]) return 0;
@@ -331,7 +332,7 @@ pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err) {
     if (st) return st;
     st = tr_task_init(t, (tr_task_kind)tr_task_from_name(r.task), r.length, r.text[0] ? r.text : NULL,
                       r.corpus_seed, r.corpus_chars, err);
-    if (!st && (st = tr_task_set_layout(t, (int)r.alphabet, !strcmp(r.layout, "slots"), err))) tr_task_free(t);
+    if (!st && (st = tr_task_set_layout(t, (int)r.alphabet, tr_options_slots(&r), err))) tr_task_free(t);
     return st;
 }
 

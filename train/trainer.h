@@ -172,6 +172,8 @@ pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
  * length) compute it. */
 #define TR_SCORE_SEQS 512
 pe_status tr_run_score(tr_run *r, double *score, pe_err *err);
+/* Whether the options train in the answer-slot layout (--layout slots, data.h). */
+int tr_options_slots(const tr_options *o);
 /* The range of --score-lengths into lo, hi (0, 0 when off); -1 when it is not "A-B" with
  * 1 <= A <= B <= 8192. */
 int tr_options_score_range(const tr_options *o, int64_t *lo, int64_t *hi);
