@@ -88,6 +88,8 @@ typedef struct pe__kernels {
                  int layout, const float *cs, float sin_sign);
     pe__mm_fn mm; /* rows % 4 == 0, dp % 16 == 0 */
     void (*decode)(const pe__djob *j);
+    /* the reference executor's row softmax: pe__softmax_forward with exp below lo 0 */
+    void (*softmax)(const float *s, float *p, int64_t n, int64_t m, float sink, float lo);
 } pe__kernels;
 
 /* The kernels for isa ("avx512", "avx2", "generic"), or the best the CPU runs when isa is

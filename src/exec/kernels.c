@@ -48,10 +48,10 @@
 #undef PE_KPASS
 
 const pe__kernels *pe__kernels_pick(const char *isa) {
-    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1, decode_1};
+    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1, decode_1, softmax_1};
 #ifdef PE_KX86
-    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512, decode_512};
-    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256, decode_256};
+    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512, decode_512, softmax_512};
+    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256, decode_256, softmax_256};
     __builtin_cpu_init();
     int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int has512 = has256 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -396,6 +396,49 @@ static void KN(decode)(const pe__djob *j) {
                 }
             }
         }
+    }
+}
+
+/* The reference executor's row softmax (pe__softmax_forward's contract: masked entries -inf
+ * give exactly 0, a row with every entry masked all zeros, a NaN or +inf row all NaN; a sink
+ * is one more logit of the sum) with this pass's exp: libm's scalar expf was a fifth of a
+ * small model's training step. The row's tail past a whole vector goes through one padded
+ * vector, so every entry takes the same exp. */
+static void KN(softmax)(const float *s, float *p, int64_t n, int64_t m, float sink, float lo) {
+    const int64_t mv = m / VEC * VEC;
+    for (int64_t i = 0; i < n; i++) {
+        const float *si = s + i * m;
+        float *pi = p + i * m, tail[VEC];
+        for (int c = 0; c < VEC; c++) tail[c] = mv + c < m ? si[mv + c] : -INFINITY;
+        vf mx = vld(tail);
+        for (int64_t j = 0; j < mv; j += VEC) mx = vmax(vld(si + j), mx);
+        float mt = hmax(mx);
+        if (mt == -INFINITY) { /* all masked, unless a NaN hid from the max */
+            int nan = 0;
+            for (int64_t j = 0; j < m; j++) nan |= si[j] != si[j];
+            for (int64_t j = 0; j < m; j++) pi[j] = nan ? NAN : 0.0f;
+            continue;
+        }
+        mt = sink > mt ? sink : mt;
+        const vf mn = vbc(mt);
+        vf sum = vbc(0.0f);
+        for (int64_t j = 0; j < mv; j += VEC) {
+            vf e = vexp(vld(si + j) - mn, lo);
+            vst(pi + j, e);
+            sum += e;
+        }
+        vf e = vexp(vld(tail) - mn, lo);
+        sum += e;
+        float total = hsum_tree(sum) + (sink == -INFINITY ? 0.0f : expf(sink - mt));
+        if (total != total) { /* NaN in, or +inf (inf - inf) */
+            for (int64_t j = 0; j < m; j++) pi[j] = NAN;
+            continue;
+        }
+        vst(tail, e);
+        for (int64_t c = 0; mv + c < m; c++) pi[mv + c] = tail[c];
+        const vf inv = vbc(1.0f / total);
+        for (int64_t j = 0; j < mv; j += VEC) vst(pi + j, vld(pi + j) * inv);
+        for (int64_t j = mv; j < m; j++) pi[j] *= inv[0];
     }
 }
 

@@ -1,7 +1,10 @@
 /* The reference executor: the (B, H, T, Tk) scores and probabilities materialised, every hook
  * per (b, h) (the tile hooks over the whole head, mask), dropout; the oracle the fused path is held to, and the
- * path of scores, probs, dropout and the methods no tile can hold (xl, deberta, tupe, cope). */
+ * path of scores, probs, dropout and the methods no tile can hold (xl, deberta, tupe, cope).
+ * Its softmax takes the kernels' exp (both paths then differ from libm's expf by the same few
+ * ulps; the fixtures, float64, hold both). */
 #include "../layer.h"
+#include "fused.h" /* the kernels (the row softmax) */
 
 /* Dropout's mask is a hash of (seed, b, h, i, j), so backward regenerates what forward drew
  * and no (B, H, T, Tk) mask is kept: splitmix64's finaliser on the element's index. */
@@ -105,6 +108,8 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
                                 float *o, float *scores, float *probs, pe_err *err) {
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
                   group = H / ctx->Hkv;
+    const pe__kernels *K = pe__kernels_pick(pe__isa_of(ctx->run));
+    const float lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f; /* as the fused path's */
     a->drop_used = a->dropout, a->seed_used = a->drop_seed;
     float *drop = a->drop_used > 0 && !probs ? malloc(sizeof(float) * T * Tk) : NULL;
     if (a->drop_used > 0 && !probs && !drop)
@@ -131,7 +136,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
                 free(drop), free(tbuf);
                 return pe__empty_row(ctx, a->m, b, bad, err);
             }
-            pe__softmax_forward(s, p, T, Tk, ctx->sinks ? ctx->sinks[h] : -INFINITY);
+            K->softmax(s, p, T, Tk, ctx->sinks ? ctx->sinks[h] : -INFINITY, lo);
             float *oh = o + b * T * C + h * D;
             const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
             if (a->drop_used > 0) {

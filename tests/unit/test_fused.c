@@ -371,15 +371,52 @@ static void rope_bit_identical(void **state) {
     }
 }
 
+/* The kernels' row softmax (the reference executor's) against pe__softmax_forward with libm's
+ * expf: within a few ulps for rows of every length around the vector widths, masked entries
+ * exactly 0, rows with every entry masked all 0, a NaN or +inf anywhere a row of NaN, a sink's
+ * share left out of the row; and the same rules on every instruction set. */
+static void softmax_kernel(void **state) {
+    (void)state;
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    enum { N = 5, M = 70 };
+    float s[N * M], want[N * M], got[N * M];
+    pe_rng rng = {11};
+    for (size_t k = 0; k < 3; k++) {
+        const pe__kernels *K = pe__kernels_pick(isas[k]);
+        if (strcmp(K->name, isas[k])) continue;
+        for (int64_t m = 1; m <= M; m++)
+            for (int sink_on = 0; sink_on < 2; sink_on++) {
+                for (int64_t e = 0; e < N * m; e++) s[e] = 4.0f * pe_rng_normal(&rng);
+                for (int64_t e = 0; e < N * m; e += 3) s[e] = -INFINITY; /* masked */
+                for (int64_t j = 0; j < m; j++) s[2 * m + j] = -INFINITY; /* row 2: all masked */
+                s[3 * m + m / 2] = NAN;                                     /* row 3: a NaN */
+                s[4 * m + m - 1] = INFINITY;                                /* row 4: +inf */
+                const float sink = sink_on ? 1.5f : -INFINITY;
+                pe__softmax_forward(s, want, N, m, sink);
+                K->softmax(s, got, N, m, sink, -104.0f);
+                for (int64_t e = 0; e < N * m; e++) {
+                    const int64_t row = e / m;
+                    if (row == 2) assert_true(got[e] == 0.0f);
+                    else if (row >= 3) assert_true(isnan(got[e]));
+                    else if (s[e] == -INFINITY) assert_true(got[e] == 0.0f);
+                    else if (fabsf(got[e] - want[e]) > 4e-7f * want[e] + 1e-30f)
+                        fail_msg("%s m=%lld sink %d: p[%lld] %.9g, libm's %.9g", isas[k], (long long)m, sink_on,
+                                 (long long)e, got[e], want[e]);
+                }
+            }
+    }
+}
+
 int main(void) {
     enum { NS = sizeof SETTINGS / sizeof SETTINGS[0] };
-    struct CMUnitTest tests[NS + 3];
+    struct CMUnitTest tests[NS + 4];
     tests[0] = (struct CMUnitTest){"eligibility", eligibility, NULL, NULL, NULL};
     tests[1] = (struct CMUnitTest){"rope_bit_identical", rope_bit_identical, NULL, NULL, NULL};
     tests[2] = (struct CMUnitTest){"lift_threads", lift_threads, NULL, NULL, NULL};
+    tests[3] = (struct CMUnitTest){"softmax_kernel", softmax_kernel, NULL, NULL, NULL};
     for (int i = 0; i < NS; i++)
-        tests[i + 3] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
+        tests[i + 4] = (struct CMUnitTest){SETTINGS[i], fused_matches_reference, NULL, NULL, (void *)SETTINGS[i]};
     const char *only = getenv("POSENC_TEST_FILTER"); /* e.g. "method=pope*": one method's settings */
     if (only) cmocka_set_test_filter(only);
-    return _cmocka_run_group_tests("fused", tests, NS + 3, NULL, NULL);
+    return _cmocka_run_group_tests("fused", tests, NS + 4, NULL, NULL);
 }

@@ -10,6 +10,7 @@
 
 #include "../../train/data.h"
 #include "../../train/env.h"
+#include "../../train/kernels.h"
 #include "../../train/model.h"
 #include "../../train/optim.h"
 #include "../../train/trainer.h"
@@ -384,6 +385,32 @@ static void test_tasks(void **state) {
     char *text = tr_corpus_generate(5, 3000);
     assert_non_null(strstr(text, "end of "));
     free(text);
+}
+
+/* Dropout's masks: the rate drawn (p of the elements zeroed, the rest scaled by 1 / (1 - p)),
+ * the same mask for the same (key, site, token), another for another site or token, and every
+ * build of the kernel alike (one mask whatever the vector width: the test runs the CPU's). */
+static void test_dropout_masks(void **state) {
+    (void)state;
+    enum { N = 256, C = 96 };
+    float *x = malloc(sizeof(float) * N * C), *y = malloc(sizeof(float) * N * C), *z = malloc(sizeof(float) * N * C);
+    for (int64_t e = 0; e < N * C; e++) x[e] = 1.0f;
+    const float p = 0.1f, keep = 1.0f / (1.0f - p);
+    tr_dropout(y, x, N, C, p, 42, 3, 0);
+    int64_t zeros = 0;
+    for (int64_t e = 0; e < N * C; e++) {
+        assert_true(y[e] == 0.0f || y[e] == keep);
+        zeros += y[e] == 0.0f;
+    }
+    const double rate = (double)zeros / (N * C), se = sqrt(p * (1 - p) / (N * C));
+    if (fabs(rate - p) > 5 * se) fail_msg("dropped %.4f of the elements, asked %.2f", rate, (double)p);
+    tr_dropout(z, x, N / 2, C, p, 42, 3, N / 2); /* the second half of the rows alone: the same mask */
+    assert_memory_equal(z, y + (N / 2) * C, sizeof(float) * (N / 2) * C);
+    tr_dropout(z, x, N, C, p, 42, 4, 0); /* another site */
+    int64_t same = 0;
+    for (int64_t e = 0; e < N * C; e++) same += (z[e] == 0.0f) && (y[e] == 0.0f);
+    assert_true(same < 3 * (int64_t)(p * p * N * C) + 20); /* independent: about p^2 of them */
+    free(x), free(y), free(z);
 }
 
 static void test_optimizer(void **state) {
@@ -893,6 +920,7 @@ int main(void) {
         cmocka_unit_test(test_tasks),
         cmocka_unit_test(test_slots),
         cmocka_unit_test(test_optimizer),
+        cmocka_unit_test(test_dropout_masks),
         cmocka_unit_test(test_reference),
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_trivial_task),
