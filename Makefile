@@ -73,7 +73,8 @@ compare: $(BUILD)/posenc
 	$(BUILD)/posenc compare --out $(BUILD)/compare
 
 # results: the whole experiment (compare --full: lm and the synthetic tasks, every method, 3 seeds,
-# about 35 min on 2 cores, compare --full --estimate): doc/results.md, its tables, CSVs and plots
+# about 35 min on 2 cores, and Ruoss et al.'s two tasks at their scale, many CPU-hours: compare --full
+# --estimate; on several machines, --shard K/N and --merge, README): doc/results.md, its tables, CSVs and plots
 # in doc/results
 results: $(BUILD)/posenc
 	$(BUILD)/posenc compare --full --out doc/results --results doc/results.md --readme README.md

@@ -39,20 +39,6 @@
 #include "cli.h"
 #include "options.h"
 
-static void cpu_model(char *buf, size_t n) {
-    snprintf(buf, n, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[512];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
-            char *p = strchr(line, ':') + 2;
-            p[strcspn(p, "\n")] = 0;
-            snprintf(buf, n, "%s", p);
-            break;
-        }
-    if (f) fclose(f);
-}
-
 static void loadavg(char *buf, size_t n) {
     snprintf(buf, n, "?");
     FILE *f = fopen("/proc/loadavg", "r");
@@ -130,7 +116,7 @@ int cli_bench(int argc, char **argv) {
     }
     const int nth = bench_threads();
     char cpu[256], load0[64], load1[64];
-    cpu_model(cpu, sizeof cpu);
+    tr_env_cpu_model(cpu, sizeof cpu);
     loadavg(load0, sizeof load0);
     torchp tp = {0};
     const int torch_wanted = o.torch; /* the train section starts its own */

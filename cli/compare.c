@@ -35,18 +35,41 @@
  * 30 to 37 minutes of training here; the run of doc/results.md took 34:39 on the quiet machine
  * (two runs sharing the caches, and the evaluations); more with other work on the cores. */
 typedef struct full_budget {
-    const char *task;
-    const char *opts;     /* training options, "NAME VALUE ..." (the command line's override them) */
+    const char *name;     /* the task's name in the outputs (its files, runs and section) */
+    const char *opts;     /* training options, "NAME VALUE ..." with the task (the command line's override them) */
     const char *variants; /* added when their method is in the list */
+    const char *methods;  /* the task's own variants in place of the list (NULL: the list) */
+    int seeds;            /* seeds of each variant (0: the comparison's) */
+    int64_t random_n;     /* randomized positions' N (0: the comparison's) */
     const char *why;
 } full_budget;
 
+/* Ruoss et al. 2023's setup (google-deepmind/randomized_positional_encodings at 57bc5d01,
+ * experiments/example.py and training.py): 5 layers x 64, 8 heads, dropout 0.1, batches of
+ * 128 sequences of U(1, 40) binary symbols, 10,000 steps of Adam at a constant 1e-3, clipped
+ * at norm 1, no weight decay; scored by the mean token accuracy over the lengths 41..100
+ * (range_evaluation.py, 512 sequences a length); randomized positions from [0, 2048)
+ * (noise_max_length). Their model is post-LN with ReLU and an untied output; ours is the
+ * trainer's (README: the differences). One seed a variant: a run is 10,000 steps. */
+#define RUOSS_OPTS                                                                                          \
+    "alphabet 2 layout slots length 40 layers 5 width 64 heads 8 batch 128 dropout 0.1 lr 1e-3 "            \
+    "weight-decay 0 warmup 1 min-lr 1 beta2 0.999 clip 1 steps 10000 score-lengths 41-100 eval 1,2"
+/* their encodings, each with and without randomized positions; their RELATIVE is
+ * Transformer-XL's (positional_encodings.py, compute_attention_with_relative_encodings) */
+#define RUOSS_METHODS                                                                                       \
+    "sinusoidal,learned,xl,rope,alibi,sinusoidal+random,learned+random,xl+random,rope+random,alibi+random"
+
 static const full_budget FULL[] = {
-    {"lm", "length 64 steps 1500 batch 4", "",
+    {.name = "lm",
+     .opts = "task lm length 64 steps 1500 batch 4",
+     .variants = "",
+     .why =
      "the default comparison's budget (posenc compare, the README's table): every method but none leaves the "
      "bigram plateau at 1x; at length 128 and 720 steps the absolute encodings stayed on it"},
-    {"copy", "length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
-     "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
+    {.name = "copy",
+     .opts = "task copy length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
+     .variants = "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
+     .why =
      "at lm's 2 layers x 64 wide, rope learns copying only after about 3000 steps of 16 (the loss falls all at "
      "once) and none and alibi were at 0% after 1500; 4 layers x 32 wide with 4 heads of 8 learn it sooner, "
      "at about half the wider model's cost per step: in 3000 steps alibi 97%, none 78% (rope 100% with 2 "
@@ -54,21 +77,42 @@ static const full_budget FULL[] = {
      "(more steps, the same tokens: 0-1%) and of 24 or 32 (fewer steps: 0-38%) learned less. Randomized "
      "positions for the absolute encodings, rope and alibi, as Ruoss et al. ran them; not none, which has no "
      "positions, nor floater, whose ODE is solved anew for every draw of positions (10x floater's cost)"},
-    {"reverse", "length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
-     "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
+    {.name = "reverse",
+     .opts = "task reverse length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
+     .variants = "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
+     .why =
      "the budget of copy, sequences of the same length (rope: 93% at 1x in 3000 steps; at 3 layers x 32 wide "
      "with 2 heads, 17% in 4000)"},
-    {"add", "length 4 layers 4 width 32 heads 4 steps 600 batch 16", "fire+random,rope+random",
+    {.name = "add",
+     .opts = "task add length 4 layers 4 width 32 heads 4 steps 600 batch 16",
+     .variants = "fire+random,rope+random",
+     .why =
      "out of reach at this size and time: with the model of copy, 3000 steps at length 8 left rope and fire at "
      "0% (30% of the digits) and 4000 steps at length 4 left rope and learned at 1% (55% of the digits), with "
      "the operands most significant digit first and the sum least significant first; so a shorter run at "
      "length 4 that shows it; fire+random is Zhou et al. 2024's recipe (FIRE with randomized positions)"},
-    {"count", "length 64 layers 2 width 32 heads 4 steps 1200 batch 8 eval-tokens 32768", "rope+random",
+    {.name = "count",
+     .opts = "task count length 64 layers 2 width 32 heads 4 steps 1200 batch 8 eval-tokens 32768",
+     .variants = "rope+random",
+     .why =
      "64 statements, so the values asked about span CoPE's 0..10 (at 16 they are mostly 0..2 and the longer "
      "evaluations would ask for counts never trained): 2x-8x test longer contexts, not larger answers. "
      "Sequences of about 75 tokens; cope answers 69% at 1x after 1000 steps of 8 and 76% after 1500 (rope "
      "48%; with 2 heads 69% and 31%); cope, on the T x T path, costs 2.8x rope. 32768 tokens evaluated per "
      "length: the answer is one or two tokens of a long sequence, and 8192 left 16 sequences at 8x"},
+    {.name = "reverse_string",
+     .opts = "task reverse " RUOSS_OPTS,
+     .methods = RUOSS_METHODS,
+     .seeds = 1,
+     .random_n = 2048,
+     .why = "Ruoss et al. 2023's reverse_string as they ran it (cli/compare.c: RUOSS_OPTS): an encoder reading the "
+            "string and one empty slot per answer symbol, the answer read at the slots"},
+    {.name = "duplicate_string",
+     .opts = "task duplicate " RUOSS_OPTS,
+     .methods = RUOSS_METHODS,
+     .seeds = 1,
+     .random_n = 2048,
+     .why = "Ruoss et al. 2023's duplicate_string as they ran it: the string, then twice as many slots"},
 };
 enum { N_FULL = sizeof FULL / sizeof FULL[0] };
 /* --full --quick: every task in seconds, for the tests; its numbers mean nothing */
@@ -84,7 +128,7 @@ int cmp_find(const cmp_task *t, const char *name) {
 
 int cmp_task_find(const cmp_all *a, const char *name) {
     for (int i = 0; i < a->nt; i++)
-        if (!strcmp(a->T[i].base.task, name)) return i;
+        if (!strcmp(a->T[i].stem, name)) return i;
     return -1;
 }
 
@@ -149,9 +193,11 @@ static int task_setup(cmp_task *t, const tr_options *o, int64_t shape_k, int64_t
     t->shape_k = shape_k ? shape_k : t->base.length / 2 > 1 ? t->base.length / 2 : 1;
     /* randomized positions: N covers the longest evaluated sequence (the trainer requires it,
      * the paper's N = 2048 covers its test lengths), the power of two at or above it */
-    int64_t longest = 1;
+    int64_t longest = 1, score_lo, score_hi;
     for (int k = 0; k < t->base.n_eval; k++) longest = t->base.eval[k] > longest ? t->base.eval[k] : longest;
-    int64_t need = tr_task_seq_len(&t->task, longest * t->base.length), n = 1;
+    longest *= t->base.length;
+    if (!tr_options_score_range(&t->base, &score_lo, &score_hi) && score_hi > longest) longest = score_hi;
+    int64_t need = tr_task_seq_len(&t->task, longest), n = 1;
     while (n < need) n *= 2;
     t->random_n = random_n ? random_n : n;
     int any_random = 0;
@@ -181,10 +227,23 @@ static void free_all(cmp_all *a) {
     for (int t = 0; t < a->nt; t++) {
         cmp_task *tk = &a->T[t];
         free(tk->mean), free(tk->sd), free(tk->tacc), free(tk->tps), free(tk->learned), free(tk->md);
+        free(tk->score), free(tk->score_sd);
         tr_task_free(&tk->task);
     }
     free(a->J);
     free(a);
+}
+
+/* Whether variant name (or its method, before '+') is in the comma-separated list ("all": every one). */
+static int in_list(const char *list, const char *name) {
+    if (!strcmp(list, "all")) return 1;
+    const size_t base = strcspn(name, "+");
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        if ((n == strlen(name) && !strncmp(p, name, n)) || (n == base && !strncmp(p, name, n))) return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
 }
 
 /* The tasks: one (the command line's), or every task of FULL with its budget; the command
@@ -199,14 +258,16 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
         tr_options o;
         tr_options_default(&o);
         if (ca->full) {
-            tr_options_set(&o, "task", FULL[t].task, &err);
             if (set_pairs(&o, FULL[t].opts, &err) || (ca->quick && set_pairs(&o, FULL_QUICK, &err))) {
-                rc = cli_fail("compare: the budget of %s: %s", FULL[t].task, err.msg);
+                rc = cli_fail("compare: the budget of %s: %s", FULL[t].name, err.msg);
                 break;
             }
-            if (ca->quick) tr_options_set(&o, "length", strcmp(FULL[t].task, "lm") ? "4" : "16", &err);
+            if (ca->quick) { /* short sequences, and a score over two lengths */
+                tr_options_set(&o, "length", strcmp(o.task, "lm") ? "4" : "16", &err);
+                if (o.score_lengths[0]) tr_options_set(&o, "score-lengths", "5-6", &err);
+            }
             tk->why = ca->quick ? "--quick: a smoke test's budget" : FULL[t].why;
-            snprintf(tk->stem, sizeof tk->stem, "%s", FULL[t].task);
+            snprintf(tk->stem, sizeof tk->stem, "%s", FULL[t].name);
         } else {
             if (ca->quick) { /* before the command line's options, which override it */
                 const char *q[][2] = {{"length", "32"}, {"steps", "60"}, {"batch", "8"}, {"eval-tokens", "1024"},
@@ -216,6 +277,7 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
             tk->why = "";
             snprintf(tk->stem, sizeof tk->stem, "compare");
         }
+        tk->seeds = ca->seeds ? (int)ca->seeds : ca->full && FULL[t].seeds && !ca->quick ? FULL[t].seeds : a->seeds;
         for (int i = 0; !rc && i < r->n_keys; i++)
             if (tr_options_set(&o, r->keys[i], r->vals[i], &err)) rc = cli_fail("compare: %s", err.msg);
         if (rc) break;
@@ -223,7 +285,13 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
          * list; then (--full) the task's own variants whose method is in it */
         char why[256];
         const int slots = tr_options_slots(&o);
-        if (!strcmp(ca->methods, "all")) {
+        if (ca->full && FULL[t].methods) { /* the task's own, less those --methods leaves out */
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%s", FULL[t].methods);
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
+                if (in_list(ca->methods, tok) && add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why))
+                    rc = cli_fail("compare: %s: %s", FULL[t].name, why);
+        } else if (!strcmp(ca->methods, "all")) {
             for (int m = 0; m < PE_METHOD_COUNT; m++) {
                 const char *name = pe_method_name(m);
                 if (add_variant(tk->V, &tk->nv, name, slots, why, sizeof why)) {
@@ -238,7 +306,7 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
                 if (add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why)) rc = cli_fail("compare: --methods: %s", why);
         }
-        if (!rc && ca->full) {
+        if (!rc && ca->full && FULL[t].variants) {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", FULL[t].variants);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
@@ -248,8 +316,9 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
                     rc = cli_fail("compare: %s", why);
             }
         }
+        if (!rc && !tk->nv && ca->full && FULL[t].methods) continue; /* --methods left none of its own */
         if (!rc && !tk->nv) rc = cli_fail("compare: no method to train");
-        if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n);
+        if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n ? ca->random_n : ca->full ? FULL[t].random_n : 0);
         if (!rc) a->nt++;
     }
     return rc;
@@ -290,13 +359,13 @@ static int check_args(const compare_args *ca, const arg_res *r, cmp_shard *shard
 
 /* The runs: every variant of every task with seeds 1..N, variant-major; -1: out of memory. */
 static int build_jobs(cmp_all *a) {
-    for (int t = 0; t < a->nt; t++) a->T[t].first_job = a->njobs, a->njobs += a->T[t].nv * a->seeds;
-    a->J = calloc((size_t)a->njobs, sizeof(cmp_job));
+    for (int t = 0; t < a->nt; t++) a->T[t].first_job = a->njobs, a->njobs += a->T[t].nv * a->T[t].seeds;
+    a->J = calloc((size_t)(a->njobs ? a->njobs : 1), sizeof(cmp_job));
     if (!a->J) return -1;
     for (int t = 0; t < a->nt; t++)
-        for (int j = 0; j < a->T[t].nv * a->seeds; j++) {
+        for (int j = 0; j < a->T[t].nv * a->T[t].seeds; j++) {
             cmp_job *jb = &a->J[a->T[t].first_job + j];
-            jb->t = t, jb->v = j / a->seeds, jb->seed = 1 + j % a->seeds;
+            jb->t = t, jb->v = j / a->T[t].seeds, jb->seed = 1 + j % a->T[t].seeds, jb->score = NAN;
         }
     return cmp_fingerprint(a);
 }
@@ -330,13 +399,13 @@ static int merge_runs(cmp_all *a, const arg_list *dirs) {
 
 static void print_plan(const cmp_all *a, const char *skipped) {
     if (a->full) {
-        printf("posenc compare --full: %d tasks, %d runs (variants x %d seeds), %d at a time, BLAS core %s\n", a->nt,
-               a->njobs, a->seeds, a->jobs, tr_env_blas_core());
+        printf("posenc compare --full: %d tasks, %d runs, %d at a time, BLAS core %s\n", a->nt, a->njobs, a->jobs,
+               tr_env_blas_core());
         for (int t = 0; t < a->nt; t++) {
             const tr_options *b = &a->T[t].base;
-            printf("  %-8s %2d variants, length %lld, %lld steps x %lld, %lld layers x %lld wide, %lld heads\n", b->task,
-                   a->T[t].nv, (long long)b->length, (long long)b->steps, (long long)b->batch, (long long)b->layers,
-                   (long long)b->width, (long long)b->heads);
+            printf("  %-16s %2d variants x %d seed%s, length %lld, %lld steps x %lld, %lld layers x %lld wide, %lld heads\n",
+                   a->T[t].stem, a->T[t].nv, a->T[t].seeds, a->T[t].seeds > 1 ? "s" : "", (long long)b->length,
+                   (long long)b->steps, (long long)b->batch, (long long)b->layers, (long long)b->width, (long long)b->heads);
         }
         printf("%s", skipped);
     } else {

@@ -32,9 +32,11 @@ typedef struct cmp_job {
     uint64_t fp;      /* the fingerprint of the run's settings (compare_shard.c) */
     /* the result, all of which a run file holds (compare_shard.c) */
     tr_metrics m[TR_MAX_EVAL];
+    double score;                /* --score-lengths' score (NaN: none asked) */
     double seconds, tok_per_s, final_loss;
     double cpu;                  /* CPU seconds of its thread */
     double wall_start, wall_end; /* seconds since 1970 (the span of merged shards) */
+    char machine[96];            /* the CPU it ran on (the results page's shards table) */
     int shard_k, shard_n, jobs;  /* the shard it ran in (0/1: none) and that process's runs at a time */
     int failed;
     char err[640];
@@ -53,7 +55,8 @@ typedef struct cmp_task {
     tr_task task;
     int64_t shape_k, random_n;
     const char *why;    /* --full: why this budget ("" otherwise) */
-    char stem[32];      /* output files DIR/STEM.csv, .md, .png */
+    char stem[32];      /* its name: output files DIR/STEM.csv, .md, .png, run files STEM.VARIANT.seedS */
+    int seeds;          /* seeds 1..seeds of every variant */
     cmp_variant V[CMP_MAX_VARIANTS];
     int nv;
     int first_job;      /* jobs first_job .. first_job + nv * seeds - 1, variant-major */
@@ -61,6 +64,7 @@ typedef struct cmp_task {
     /* statistics over seeds, [v * n_eval + k]: the metric and token accuracy; per variant the
      * training tokens/s and whether it learned the task at 1x (1, 0, -1: every run failed) */
     double *mean, *sd, *tacc;
+    double *score, *score_sd; /* per variant: --score-lengths' score over seeds (NaN: none) */
     double *tps;
     int *learned;
     double bigram_bpc;  /* lm: bits per character of the bigram model on the held-out text */
@@ -80,6 +84,8 @@ typedef struct cmp_all {
     cmp_shard shard;
 } cmp_all;
 
+/* The task's name in messages, files and run names: its stem under --full, else its task. */
+static inline const char *cmp_task_name(const cmp_all *a, const cmp_task *t) { return a->full ? t->stem : t->base.task; }
 /* The metric of variant v at the k-th evaluation length, and whether it learned the task. */
 static inline double cmp_mean(const cmp_task *t, int v, int k) { return t->mean[v * t->base.n_eval + k]; }
 static inline double cmp_sd(const cmp_task *t, int v, int k) { return t->sd[v * t->base.n_eval + k]; }
@@ -87,7 +93,7 @@ static inline double cmp_sd(const cmp_task *t, int v, int k) { return t->sd[v * 
 tr_options cmp_run_options(const cmp_task *t, const cmp_job *jb);
 /* The index of a variant by name, -1 when it was not run. */
 int cmp_find(const cmp_task *t, const char *name);
-/* The index of the task by name among a's, -1 when not run. */
+/* The index of the task by name (its stem) among a's, -1 when not run. */
 int cmp_task_find(const cmp_all *a, const char *name);
 /* "82.3 ± 1.2" (tasks: percent) or "2.134 ± 0.012" (lm); "failed" when no run finished. */
 void cmp_cell(char *buf, size_t n, double mean, double sd, int pct);

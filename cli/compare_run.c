@@ -68,9 +68,9 @@ static void print_estimate(const cmp_all *a, const cmp_pool *p, const double *co
     printf("estimated %s (%s of runs, %d at a time, from 4 timed steps of each variant)", est, each, a->jobs);
     for (int t = 0; t < a->nt && a->nt > 1; t++) {
         double c = 0;
-        for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->seeds; j++) c += p->todo[j] ? cost[j] : 0;
+        for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->T[t].seeds; j++) c += p->todo[j] ? cost[j] : 0;
         tr_format_time(each, sizeof each, c);
-        printf("%s %s %s", t ? "," : ";", a->T[t].base.task, each);
+        printf("%s %s %s", t ? "," : ";", cmp_task_name(a, &a->T[t]), each);
     }
     printf("\n");
     if (p->estimate_only && a->shard.n) {
@@ -107,7 +107,7 @@ static void progress(cmp_all *a, cmp_pool *p, const cmp_job *jb, int64_t step) {
             char eta[32], ela[32], what[96] = "";
             tr_format_time(eta, sizeof eta, dc > 0 ? el / dc * (p->total_cost - dc) : 0);
             tr_format_time(ela, sizeof ela, el);
-            if (a->nt > 1) snprintf(what, sizeof what, "%s: ", a->T[jb->t].base.task);
+            if (a->nt > 1) snprintf(what, sizeof what, "%s: ", cmp_task_name(a, &a->T[jb->t]));
             fprintf(stderr, "%scompare: %d/%d runs done, %s%s seed %d at step %lld, %s elapsed, ETA %s   %s",
                     p->tty ? "\r" : "", p->runs_done, p->runs, what, a->T[jb->t].V[jb->v].name, jb->seed, (long long)step,
                     ela, eta, p->tty ? "" : "\n");
@@ -150,10 +150,15 @@ static void run_one(cmp_all *a, cmp_pool *p, cmp_job *jb) {
                 jb->failed = 1;
                 snprintf(jb->err, sizeof jb->err, "evaluation at %lldx: %s", (long long)ro.eval[k], e.msg);
             }
+        if (!jb->failed && ro.score_lengths[0] && tr_run_score(&run, &jb->score, &e)) {
+            jb->failed = 1;
+            snprintf(jb->err, sizeof jb->err, "score over %s: %s", ro.score_lengths, e.msg);
+        }
         tr_run_free(&run);
     }
     jb->wall_end = wall_now();
     jb->cpu = thread_seconds() - cpu0;
+    tr_env_cpu_model(jb->machine, sizeof jb->machine);
     jb->shard_k = a->shard.n ? a->shard.k : 0, jb->shard_n = a->shard.n ? a->shard.n : 1, jb->jobs = a->jobs;
 }
 

@@ -6,15 +6,16 @@
  * seeds, task or posenc version is refused by name, never mixed in.
  *
  * A run file, DIR/TASK.VARIANT.seedS.run, is text, one field a line, in this order:
- *   posenc-compare-run 1
+ *   posenc-compare-run 2
  *   version posenc 0.1.0        (CMP_RUN_VERSION)
  *   settings HEX                 the comparison's fingerprint
  *   run HEX                      the run's own (its options, variant and seed)
  *   name TASK.VARIANT.seedS
  *   status ok | failed
  *   seconds, tokens_per_s, final_loss, cpu_seconds, started, ended   (%.17g: read back exactly)
- *   shard K/N, jobs J, blas CORE
+ *   shard K/N, jobs J, blas CORE, machine CPU MODEL
  *   eval MULT N LOSS BPC TOKEN_ACC EXACT TOKENS SEQS   (one per evaluation length)
+ *   score X                      --score-lengths' score (nan: none asked)
  *   error TEXT                   (failed runs)
  *   end */
 #include <dirent.h>
@@ -30,7 +31,7 @@
 #include "cli.h"
 #include "compare.h"
 
-#define CMP_RUN_HEADER "posenc-compare-run 1"
+#define CMP_RUN_HEADER "posenc-compare-run 2"
 /* what else must match: the library's and trainer's version (a run file of another release may
  * hold other numbers for the same settings) */
 #define CMP_RUN_VERSION "posenc " PE_VERSION
@@ -142,7 +143,7 @@ int cmp_fingerprint(cmp_all *a) {
     for (int t = 0; t < a->nt; t++) {
         const cmp_task *tk = &a->T[t];
         h = fnv_options(fnv_str(h, tk->stem), &tk->base, names, values);
-        h = fnv_int(fnv_int(h, tk->shape_k), tk->random_n);
+        h = fnv_int(fnv_int(fnv_int(h, tk->shape_k), tk->random_n), tk->seeds);
         h = fnv_int(fnv_int(fnv_int(h, tk->task.kind), tk->task.L), tk->task.V);
         h = fnv(h, tk->task.chars, sizeof tk->task.chars);
         if (tk->task.train) h = fnv(h, tk->task.train, (size_t)tk->task.n_train); /* --text: the file's bytes */
@@ -162,7 +163,7 @@ int cmp_fingerprint(cmp_all *a) {
 
 void cmp_run_name(const cmp_all *a, int j, char *buf, size_t n) {
     const cmp_job *jb = &a->J[j];
-    snprintf(buf, n, "%s.%s.seed%d", a->T[jb->t].base.task, a->T[jb->t].V[jb->v].name, jb->seed);
+    snprintf(buf, n, "%s.%s.seed%d", cmp_task_name(a, &a->T[jb->t]), a->T[jb->t].V[jb->v].name, jb->seed);
 }
 
 /* ---- the partition ----------------------------------------------------------------------- */
@@ -256,12 +257,14 @@ static char *run_format(const cmp_all *a, int j) {
             CMP_RUN_VERSION, a->fp, jb->fp, name, jb->failed ? "failed" : "ok");
     fprintf(f, "seconds %.17g\ntokens_per_s %.17g\nfinal_loss %.17g\ncpu_seconds %.17g\nstarted %.17g\nended %.17g\n",
             jb->seconds, jb->tok_per_s, jb->final_loss, jb->cpu, jb->wall_start, jb->wall_end);
-    fprintf(f, "shard %d/%d\njobs %d\nblas %s\n", jb->shard_k, jb->shard_n, jb->jobs, tr_env_blas_core());
+    fprintf(f, "shard %d/%d\njobs %d\nblas %s\nmachine %s\n", jb->shard_k, jb->shard_n, jb->jobs, tr_env_blas_core(),
+            jb->machine[0] ? jb->machine : "unknown CPU");
     for (int k = 0; k < b->n_eval; k++) {
         const tr_metrics *m = &jb->m[k];
         fprintf(f, "eval %lld %lld %.17g %.17g %.17g %.17g %lld %lld\n", (long long)b->eval[k], (long long)m->n, m->loss,
                 m->bpc, m->token_acc, m->exact, (long long)m->tokens, (long long)m->seqs);
     }
+    fprintf(f, "score %.17g\n", jb->score);
     pe_one_line(err, sizeof err, jb->err);
     if (jb->failed) fprintf(f, "error %s\n", err);
     fprintf(f, "end\n");
@@ -317,8 +320,9 @@ static int run_parse(char *text, int n_eval, run_head *h, cmp_job *jb, char *why
         num(&p, "started", &jb->wall_start) || num(&p, "ended", &jb->wall_end))
         return snprintf(why, wn, "a time or the loss is missing or not a number"), -1;
     if (!(v = field(&p, "shard")) || sscanf(v, "%d/%d", &jb->shard_k, &jb->shard_n) != 2 || !(v = field(&p, "jobs")) ||
-        sscanf(v, "%d", &jb->jobs) != 1 || !field(&p, "blas"))
-        return snprintf(why, wn, "no shard, jobs or blas line"), -1;
+        sscanf(v, "%d", &jb->jobs) != 1 || !field(&p, "blas") || !(v = field(&p, "machine")))
+        return snprintf(why, wn, "no shard, jobs, blas or machine line"), -1;
+    snprintf(jb->machine, sizeof jb->machine, "%s", v);
     for (int k = 0; k < n_eval; k++) {
         tr_metrics *m = &jb->m[k];
         long long mult, n, tok, seqs;
@@ -328,6 +332,7 @@ static int run_parse(char *text, int n_eval, run_head *h, cmp_job *jb, char *why
             return snprintf(why, wn, "evaluation %d of %d is missing or malformed", k + 1, n_eval), -1;
         m->n = n, m->tokens = tok, m->seqs = seqs;
     }
+    if (num(&p, "score", &jb->score)) return snprintf(why, wn, "no score line"), -1;
     jb->err[0] = 0;
     if (jb->failed) {
         if (!(v = field(&p, "error"))) return snprintf(why, wn, "a failed run without its error"), -1;

@@ -95,15 +95,21 @@ int cmp_task_stats(cmp_task *t, const cmp_all *a) {
     t->mean = calloc((size_t)(nv * ne), sizeof(double)), t->sd = calloc((size_t)(nv * ne), sizeof(double));
     t->tacc = calloc((size_t)(nv * ne), sizeof(double)), t->tps = calloc((size_t)nv, sizeof(double));
     t->learned = calloc((size_t)nv, sizeof(int));
-    if (!t->mean || !t->sd || !t->tacc || !t->tps || !t->learned) return -1;
+    t->score = calloc((size_t)nv, sizeof(double)), t->score_sd = calloc((size_t)nv, sizeof(double));
+    if (!t->mean || !t->sd || !t->tacc || !t->tps || !t->learned || !t->score || !t->score_sd) return -1;
     for (int v = 0; v < nv; v++) {
-        double tp[CMP_MAX_SEEDS];
-        int nt = 0;
+        double tp[CMP_MAX_SEEDS], sc[CMP_MAX_SEEDS];
+        int nt = 0, ns = 0;
+        for (int s = 0; s < t->seeds; s++) {
+            const cmp_job *jb = &a->J[t->first_job + v * t->seeds + s];
+            if (!jb->failed && isfinite(jb->score)) sc[ns++] = jb->score;
+        }
+        t->score[v] = ns ? mean_of(sc, ns) : NAN, t->score_sd[v] = sd_of(sc, ns);
         for (int k = 0; k < ne; k++) {
             double x[CMP_MAX_SEEDS], y[CMP_MAX_SEEDS];
             int n = 0;
-            for (int s = 0; s < a->seeds; s++) {
-                const cmp_job *jb = &a->J[t->first_job + v * a->seeds + s];
+            for (int s = 0; s < t->seeds; s++) {
+                const cmp_job *jb = &a->J[t->first_job + v * t->seeds + s];
                 if (jb->failed) continue;
                 y[n] = jb->m[k].token_acc;
                 x[n++] = tr_metric_value(&t->task, &jb->m[k]);
@@ -144,20 +150,24 @@ char *cmp_task_table(const cmp_task *t, const cmp_all *a) {
     if (a->quick) printf("\n%s\n", smoke), MD("**%s**\n\n", smoke);
     MD("%s on %s, training length %lld%s: %lld steps x %lld sequences, %lld layers x %lld wide, %lld heads, "
        "%d seed%s; mean ± sd over seeds (%s)\n\n",
-       pct ? "exact-match accuracy (%)" : "bits per character", b->text[0] ? "--text" : b->task, (long long)b->length,
+       pct ? "exact-match accuracy (%)" : "bits per character", b->text[0] ? "--text" : cmp_task_name(a, t), (long long)b->length,
        t->task.kind == TR_TASK_COUNTING ? " statements" : "", (long long)b->steps, (long long)b->batch,
-       (long long)b->layers, (long long)b->width, (long long)b->heads, a->seeds, a->seeds > 1 ? "s" : "",
+       (long long)b->layers, (long long)b->width, (long long)b->heads, t->seeds, t->seeds > 1 ? "s" : "",
        pct ? "higher is better" : "lower is better");
     MD("| method |");
     for (int k = 0; k < ne; k++) MD(" %lldx (%lld) |", (long long)b->eval[k], (long long)(b->eval[k] * b->length));
+    int64_t slo = 0, shi = 0;
+    const int scored = !tr_options_score_range(b, &slo, &shi) && shi > 0;
+    if (scored) MD(" score %lld-%lld |", (long long)slo, (long long)shi);
     MD("%s learned at 1x | train tok/s |\n| --- |", pct ? " token acc. 1x / last |" : "");
-    for (int k = 0; k < ne + 2 + pct; k++) MD(" ---: |");
+    for (int k = 0; k < ne + 2 + pct + scored; k++) MD(" ---: |");
     MD("\n");
-    printf("\n%s, training length %lld\n%-18s", b->text[0] ? "--text" : b->task, (long long)b->length, "method");
+    printf("\n%s, training length %lld\n%-18s", b->text[0] ? "--text" : cmp_task_name(a, t), (long long)b->length, "method");
     for (int k = 0; k < ne; k++) {
         snprintf(c, sizeof c, "%lldx (%lld)", (long long)b->eval[k], (long long)(b->eval[k] * b->length));
         printf(" %16s", c);
     }
+    if (scored) printf(" %12s", "score");
     printf(" %8s %12s\n", "learned", "train tok/s");
     int not_learned = 0;
     for (int v = 0; v < t->nv; v++) {
@@ -166,6 +176,11 @@ char *cmp_task_table(const cmp_task *t, const cmp_all *a) {
         for (int k = 0; k < ne; k++) {
             cmp_cell(c, sizeof c, cmp_mean(t, v, k), cmp_sd(t, v, k), pct);
             printf(" %16s", c);
+            MD(" %s |", c);
+        }
+        if (scored) {
+            cmp_cell(c, sizeof c, t->score[v], t->score_sd[v], 1);
+            printf(" %12s", c);
             MD(" %s |", c);
         }
         if (pct) MD(" %.1f / %.1f |", 100 * t->tacc[v * ne], 100 * t->tacc[v * ne + ne - 1]);
@@ -177,6 +192,9 @@ char *cmp_task_table(const cmp_task *t, const cmp_all *a) {
     learned_rule(t, rule, sizeof rule);
     MD("\n%s; %d of %d did not: their numbers past 1x say nothing about extrapolation.%s", rule, not_learned, t->nv,
        pct ? " Token accuracy: the answer's characters predicted right, at 1x and at the longest length." : "");
+    if (scored)
+        MD(" Score: Ruoss et al.'s, the mean token accuracy over every content length %lld..%lld (512 sequences each).",
+           (long long)slo, (long long)shi);
     int repeats = 0;
     for (int k = 0; k < ne && pct; k++) repeats |= t->chance[k] > 0.01;
     if (repeats) { /* count: answers repeat, so exact match has a floor */
@@ -194,7 +212,7 @@ char *cmp_task_table(const cmp_task *t, const cmp_all *a) {
     } else {
         char tot[32];
         tr_format_time(tot, sizeof tot, t->elapsed);
-        MD("\n%d runs, %s of run time; train tok/s is per run, with the runs sharing the cores.\n", t->nv * a->seeds, tot);
+        MD("\n%d runs, %s of run time; train tok/s is per run, with the runs sharing the cores.\n", t->nv * t->seeds, tot);
     }
 #undef MD
     return md;
@@ -214,15 +232,17 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
     pe_out po[3]; /* csv, png, md */
     if (pe_out_open(&po[0], csv, &err)) return cli_fail("compare: %s", err.msg);
     FILE *f = po[0].fp;
-    fprintf(f, "task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,steps,train_seconds,train_tokens_per_s,status\n");
-    for (int j = t->first_job; j < t->first_job + t->nv * a->seeds; j++) {
+    fprintf(f, "task,method,variant,seed,train_length,eval_multiple,eval_length,metric,value,loss_nats,bpc,token_acc,exact,score,steps,train_seconds,train_tokens_per_s,status\n");
+    for (int j = t->first_job; j < t->first_job + t->nv * t->seeds; j++) {
         const cmp_job *jb = &a->J[j];
         for (int k = 0; k < ne; k++) {
             const tr_metrics *m = &jb->m[k];
-            fprintf(f, "%s,%s,%s,%d,%lld,%lld,%lld,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%lld,%.3f,%.1f,%s\n", b->task,
+            char score[32] = ""; /* empty: no score asked */
+            if (isfinite(jb->score)) snprintf(score, sizeof score, "%.6g", jb->score);
+            fprintf(f, "%s,%s,%s,%d,%lld,%lld,%lld,%s,%.6g,%.6g,%.6g,%.6g,%.6g,%s,%lld,%.3f,%.1f,%s\n", cmp_task_name(a, t),
                     t->V[jb->v].method, t->V[jb->v].name, jb->seed, (long long)b->length, (long long)b->eval[k],
                     (long long)(b->eval[k] * b->length), metric, jb->failed ? NAN : tr_metric_value(&t->task, m), m->loss,
-                    m->bpc, m->token_acc, m->exact, (long long)b->steps, jb->seconds, jb->tok_per_s,
+                    m->bpc, m->token_acc, m->exact, score, (long long)b->steps, jb->seconds, jb->tok_per_s,
                     jb->failed ? "failed" : "ok");
         }
     }
@@ -249,8 +269,8 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
         tr_plot pl = {.xlabel = "evaluation length (multiple of the training length)", .ylabel = ylabel,
                       .n_ticks = ne, .ticks = ticks, .tick_labels = tlp, .W = 1200, .H = 860};
         snprintf(title, sizeof title, "%s%s, trained at length %lld: mean over %d seed%s, bars: \xc2\xb1 sd",
-                 a->quick ? "SMOKE TEST (--quick), numbers mean nothing: " : "", b->text[0] ? "--text" : b->task,
-                 (long long)b->length, a->seeds, a->seeds > 1 ? "s" : "");
+                 a->quick ? "SMOKE TEST (--quick), numbers mean nothing: " : "", b->text[0] ? "--text" : cmp_task_name(a, t),
+                 (long long)b->length, t->seeds, t->seeds > 1 ? "s" : "");
         pl.title = title;
         /* panels: the families present, in the library's order */
         static const int fam[] = {PE_FAMILY_ABSOLUTE, PE_FAMILY_RELATIVE, PE_FAMILY_BIAS, PE_FAMILY_ROTARY};
@@ -305,7 +325,7 @@ int cmp_report_failures(const cmp_all *a, const unsigned char *which) {
     for (int j = 0; j < a->njobs; j++)
         if (a->J[j].failed && (!which || which[j])) {
             const cmp_job *jb = &a->J[j];
-            fprintf(stderr, "posenc: compare: %s%s%s seed %d failed: %s\n", a->full ? a->T[jb->t].base.task : "",
+            fprintf(stderr, "posenc: compare: %s%s%s seed %d failed: %s\n", a->full ? cmp_task_name(a, &a->T[jb->t]) : "",
                     a->full ? ": " : "", a->T[jb->t].V[jb->v].name, jb->seed, jb->err);
             failures++;
         }
@@ -339,7 +359,7 @@ int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *res
          * from the first of them starting to the last ending */
         cmp_task *tk = &a->T[t];
         double sum = 0, first = 0, last = 0;
-        for (int j = tk->first_job; j < tk->first_job + tk->nv * a->seeds; j++) {
+        for (int j = tk->first_job; j < tk->first_job + tk->nv * tk->seeds; j++) {
             const cmp_job *jb = &a->J[j];
             sum += jb->seconds;
             if (j == tk->first_job || jb->wall_start < first) first = jb->wall_start;

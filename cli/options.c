@@ -127,9 +127,10 @@ static const arg_opt COMPARE_OPTS[] = {
         .help = "a smoke test for CI whose numbers mean nothing: 1 seed, length 32, 60 steps,\nshort evaluation "
                 "(with --full: every task at length 4, lm 16, 20 steps\nof a tiny model)"),
     OPT(compare_args, "full", full, ARG_FLAG,
-        .help = "the whole experiment: lm, copy, reverse, add and count, each with its own budget\n"
-                "(cli/compare.c), plus the variants the published orderings need (NAME+random);\n"
-                "DIR/TASK.csv, .md and .png per task (about 35 minutes on 2 cores: --estimate)"),
+        .help = "the whole experiment: lm, copy, reverse, add and count (about 35 minutes on 2 cores),\n"
+                "and Ruoss et al.'s reverse_string and duplicate_string at their scale (many CPU-hours:\n"
+                "--shard), each with its own budget (cli/compare.c), plus the variants the published\n"
+                "orderings need (NAME+random); DIR/TASK.csv, .md and .png per task (--estimate: how long)"),
     OPT(compare_args, "estimate", estimate, ARG_FLAG,
         .help = "time 4 steps of every variant, print the estimated time of the runs and stop"),
     OPT(compare_args, "results", results, ARG_OUT, .meta = "FILE",

@@ -88,3 +88,18 @@ void tr_format_time(char *buf, size_t n, double s) {
     if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
     else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
 }
+
+void tr_env_cpu_model(char *buf, size_t n) {
+    snprintf(buf, n, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            char *p = strchr(line, ':') + 1;
+            p += *p == ' ';
+            p[strcspn(p, "\n")] = 0;
+            snprintf(buf, n, "%s", p);
+            break;
+        }
+    if (f) fclose(f);
+}

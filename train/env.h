@@ -20,6 +20,8 @@ void tr_env_blas_select(const char *command, int argc, char **argv);
 void tr_env_thread(void);
 /* The BLAS core in use ("" when unknown or without BLAS). */
 const char *tr_env_blas_core(void);
+/* The CPU's model name (/proc/cpuinfo), "unknown CPU" where it cannot be read. */
+void tr_env_cpu_model(char *buf, size_t n);
 /* Monotonic seconds. */
 double tr_now(void);
 /* "m:ss" or "h:mm:ss". */

@@ -224,7 +224,7 @@ st=$( [ -n "$merge" ] && job_states "$merge")
 if all_ok "$st"; then ok "the merge ran after them, exit code 0"; else
     not_ok "the merge completes" "$st; $(cat "$WORK"/c/posenc-merge-*.out 2> /dev/null | tail -n 5)"; fi
 # every task's CSV without its two timing columns (15 and 16), as in test_shards.sh
-untimed() { cut -d, -f1-14,17 "$1"; }
+untimed() { cut -d, -f1-15,18 "$1"; }
 diffs=""
 for t in lm copy reverse add count; do
     [ -s "$WORK/c/merged/$t.csv" ] && cmp -s <(untimed "$WORK/c/merged/$t.csv") <(untimed "$WORK/u/$t.csv") || diffs="$diffs $t.csv"
