@@ -211,6 +211,21 @@ void tr_task_free(tr_task *t) {
     t->train = t->eval = NULL;
 }
 
+static const char HINT_LETTERS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+pe_status tr_task_set_hints(tr_task *t, int hints, pe_err *err) {
+    if (!hints) return PE_OK;
+    if (t->kind != TR_TASK_ADD) return pe_error(err, PE_EINVAL, "--hints is for add, not %s", tr_task_name(t->kind));
+    if (t->L + 1 > TR_HINTS_MAX)
+        return pe_error(err, PE_EINVAL, "--hints: sums of %lld digits need more than the %d hint letters", (long long)(t->L + 1),
+                        TR_HINTS_MAX);
+    char v[64];
+    snprintf(v, sizeof v, "%s%s", TASK_VOCAB, HINT_LETTERS);
+    set_vocab(t, (const unsigned char *)v, (int)strlen(v));
+    t->hints = 1;
+    return PE_OK;
+}
+
 int tr_task_has_strings(tr_task_kind k) {
     return k == TR_TASK_COPY || k == TR_TASK_REVERSE || k == TR_TASK_SORT || k == TR_TASK_DUPLICATE;
 }
@@ -232,7 +247,8 @@ int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
     switch (t->kind) {
     case TR_TASK_DUPLICATE: return 3 * n + 1;
     case TR_TASK_LM: return n;
-    case TR_TASK_ADD: return 3 * n + 3; /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one */
+    case TR_TASK_ADD: /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one; hints: a hint a digit, n + 1 each */
+        return t->hints ? 6 * n + 8 : 3 * n + 3;
     case TR_TASK_COUNTING: return 2 * n + 4; /* n statements of at most 2, v = 10 . less one */
     default: return 2 * n + 1;          /* x = y . */
     }
@@ -320,12 +336,45 @@ static int64_t answer_of(const tr_task *t, const int32_t *x, int64_t n, int32_t 
     return answer_len(t, n);
 }
 
+/* add with index hints (tr_task_set_hints): the operands as add draws them, padded with zeros
+ * to n + 1 digits, hint letters from a start drawn so that all n + 1 fit. */
+static int64_t make_hinted_sum(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
+    const int *id = t->ids;
+    const int64_t nd = n + 1, h0 = (int64_t)below(r, (uint64_t)(TR_HINTS_MAX - nd + 1));
+    int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n), len = 0;
+    if (below(r, 2)) na = nb, nb = n;
+    int32_t *a = calloc((size_t)(2 * nd), sizeof(int32_t)), *b = a + nd; /* digits, LSB first, zero-padded */
+    TR_ASSERT(a);
+    for (int64_t i = 0; i < na; i++) a[i] = (int32_t)below(r, 10);
+    for (int64_t i = 0; i < nb; i++) b[i] = (int32_t)below(r, 10);
+    if (na > 1 && a[na - 1] == 0) a[na - 1] = 1 + (int32_t)below(r, 9);
+    if (nb > 1 && b[nb - 1] == 0) b[nb - 1] = 1 + (int32_t)below(r, 9);
+    /* place i (0: units) has the hint h0 + nd - 1 - i: consecutive from the most significant */
+    for (int k = 0; k < 2; k++) {
+        const int32_t *x = k ? b : a;
+        for (int64_t i = nd - 1; i >= 0; i--) seq[len++] = id[(int)HINT_LETTERS[h0 + nd - 1 - i]], seq[len++] = id['0' + x[i]];
+        if (!k) seq[len++] = id['+'];
+    }
+    *eq = len;
+    seq[len++] = id['='];
+    int carry = 0;
+    for (int64_t i = 0; i < nd; i++) {
+        int s = a[i] + b[i] + carry;
+        seq[len++] = id[(int)HINT_LETTERS[h0 + nd - 1 - i]], seq[len++] = id['0' + s % 10];
+        carry = s / 10;
+    }
+    seq[len++] = id['.'];
+    free(a);
+    return len;
+}
+
 /* One example of a synthetic task with content length n into seq; returns its length and
  * the index of '='. */
 static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
     const int *id = t->ids;
     int64_t len = 0;
     if (t->kind == TR_TASK_COUNTING) return make_count(t, r, n, seq, eq);
+    if (t->kind == TR_TASK_ADD && t->hints) return make_hinted_sum(t, r, n, seq, eq);
     if (t->kind == TR_TASK_ADD) {
         /* the longer operand has n digits, the other 1..n; either may come first */
         int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n);

@@ -48,6 +48,7 @@ typedef struct tr_task {
     int ids[256];             /* character -> id, -1 when absent */
     int alphabet;             /* copy, reverse, sort, duplicate: symbols a.. (tr_task_init: 10) */
     int slots;                /* the answer-slot layout (tr_task_set_layout) */
+    int hints;                /* add: index hints (tr_task_set_hints) */
     uint8_t *train, *eval;    /* lm: token ids of the training and held-out text */
     int64_t n_train, n_eval;
 } tr_task;
@@ -68,6 +69,16 @@ int tr_task_has_strings(tr_task_kind k);
 /* The symbols of copy, reverse, sort and duplicate (2..10) and the answer-slot layout (slots 1).
  * Refuses what a task does not have (lm, add and count keep ten symbols and the '=' layout). */
 pe_status tr_task_set_layout(tr_task *t, int alphabet, int slots, pe_err *err);
+/* add with index hints (hints 1; Zhou et al. 2024, in the format of HanseulJo/position-coupling's
+ * AdditionDatasetWithIndexHints, src/data/addition.py): both operands padded with zeros to n + 1
+ * digits, each digit of the operands and of the sum preceded by a hint, a letter A..Z naming its
+ * place: consecutive letters from the most significant place, starting at a letter drawn per
+ * example, so that every place's hint is seen in training; the sum least significant first,
+ * its hints descending:  B0C1D2+B0C4D5=D7C5B0.  The vocabulary gains the 26 letters.
+ * Refuses other tasks. */
+pe_status tr_task_set_hints(tr_task *t, int hints, pe_err *err);
+/* The most digits a sum with index hints can have: one hint letter per place. */
+#define TR_HINTS_MAX 26
 
 /* The longest sequence (tokens) of a batch at content/context length n. */
 int64_t tr_task_seq_len(const tr_task *t, int64_t n);

@@ -24,6 +24,8 @@ static const struct option {
     O("alphabet", OPT_INT, alphabet, "K", "symbols of copy, reverse, sort and duplicate, 2..10 (default 10; Ruoss et al. 2023: 2)"),
     O("layout", OPT_STR, layout, "NAME",
       "decoder (default: causal, the answer after '=' as next tokens) or slots (Ruoss et al. 2023: a bidirectional encoder over the content and one empty slot per answer symbol, the answer read at the slots; copy, reverse, sort, duplicate)"),
+    O("hints", OPT_INT, hints, "0|1",
+      "add with index hints (Zhou et al. 2024): each digit of the operands and the sum after a letter naming its place, consecutive from a letter drawn per example (B0C1D2+B0C4D5=D7C5B0.); L + 1 <= 26 (default 0)"),
     O("length", OPT_INT, length, "L", "training length: lm context (default 64), or longest content of a task (default 16)"),
     O("text", OPT_STR, text, "FILE", "lm on this text (90% train, last 10% held out) instead of the generated corpus"),
     O("corpus-seed", OPT_U64, corpus_seed, "S", "seed of the generated corpus (default 1)"),
@@ -197,6 +199,8 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     if ((slots || o->alphabet != 10) && !tr_task_has_strings((tr_task_kind)task))
         return pe_error(err, PE_EKEY, "--%s is for copy, reverse, sort and duplicate, not %s", slots ? "layout slots" : "alphabet", o->task);
     if (o->alphabet < 2 || o->alphabet > 10) return pe_error(err, PE_EKEY, "--alphabet: %lld symbols; need 2..10", (long long)o->alphabet);
+    if (o->hints != 0 && o->hints != 1) return pe_error(err, PE_EKEY, "--hints: %lld; 0 or 1", (long long)o->hints);
+    if (o->hints && task != TR_TASK_ADD) return pe_error(err, PE_EKEY, "--hints is for add, not %s", o->task);
     const char *why;
     tr_placement place = tr_method_placement(o->method, &why);
     const int nsched = tr_schedule_method(o->layers_methods, 0, NULL, 0);
@@ -332,7 +336,9 @@ pe_status tr_task_from_options(tr_task *t, const tr_options *o, pe_err *err) {
     if (st) return st;
     st = tr_task_init(t, (tr_task_kind)tr_task_from_name(r.task), r.length, r.text[0] ? r.text : NULL,
                       r.corpus_seed, r.corpus_chars, err);
-    if (!st && (st = tr_task_set_layout(t, (int)r.alphabet, tr_options_slots(&r), err))) tr_task_free(t);
+    if (!st && ((st = tr_task_set_layout(t, (int)r.alphabet, tr_options_slots(&r), err)) ||
+                (st = tr_task_set_hints(t, (int)r.hints, err))))
+        tr_task_free(t);
     return st;
 }
 

@@ -31,7 +31,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     pe_status st = tr_options_check(&r->o, err);
     if (st) return st;
     if (task->kind != (tr_task_kind)tr_task_from_name(r->o.task) || task->L != r->o.length ||
-        task->alphabet != r->o.alphabet || task->slots != tr_options_slots(&r->o))
+        task->alphabet != r->o.alphabet || task->slots != tr_options_slots(&r->o) || task->hints != r->o.hints)
         return pe_error(err, PE_EINVAL, "the task does not match the options");
     r->task = task;
     tr_model_config mc = {0};
@@ -41,6 +41,10 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     int64_t tmax = tr_task_seq_len(task, longest * r->o.length), ttrain = tr_task_seq_len(task, r->o.length), lo, hi;
     tr_options_score_range(&r->o, &lo, &hi);
     if (hi && tr_task_seq_len(task, hi) > tmax) tmax = tr_task_seq_len(task, hi);
+    const int64_t most = hi > longest * r->o.length ? hi : longest * r->o.length; /* the most digits evaluated */
+    if (task->hints && most + 1 > TR_HINTS_MAX)
+        return pe_error(err, PE_EKEY, "--hints: an evaluation at %lld digits needs %lld hint letters; there are %d",
+                        (long long)most, (long long)(most + 1), TR_HINTS_MAX);
     mc.max_pos = (tmax > ttrain ? tmax : ttrain) + r->o.shape;
     if (r->o.random_positions) {
         /* the paper samples from [0, L) at test time too, so L covers the longest evaluation */

@@ -35,6 +35,7 @@ typedef struct tr_options {
     int64_t length; /* L: context (lm) or longest content (tasks) in training */
     int64_t alphabet; /* symbols of copy, reverse, sort and duplicate (2..10) */
     char layout[16];  /* "decoder" (causal, "abcd=dcba.") or "slots" (data.h: an encoder with answer slots) */
+    int64_t hints;    /* add: index hints (data.h: tr_task_set_hints), 0 or 1 */
     char text[512]; /* lm on this file instead of the generated corpus ("" = generated) */
     uint64_t corpus_seed;
     int64_t corpus_chars;

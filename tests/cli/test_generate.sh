@@ -118,4 +118,15 @@ expect_bad "an unknown layout" "unknown layout 'encoder'" "" train --task copy -
 expect_bad "an alphabet of 11" "need 2..10" "" train --task copy --alphabet 11 --steps 1 --quiet
 expect_bad "an alphabet for lm" "--alphabet is for copy" "" train --alphabet 2 --steps 1 --quiet
 
+# add with index hints: trains, resumes, and generate continues a hinted prompt from the checkpoint
+hints="--task add --hints 1 --length 3 --layers 1 --width 32 --heads 4 --batch 8 --eval 1,2 --eval-tokens 256 --quiet"
+if "$POSENC" train $hints --steps 8 --save "$WORK/hints.safetensors" > "$WORK/hints_out" 2> "$WORK/err" &&
+   grep -qE "^ +6 +[0-9]" "$WORK/hints_out" &&
+   "$POSENC" generate --checkpoint "$WORK/hints.safetensors" --prompt "A0B1C2+A0B3C4=" --tokens 4 > "$WORK/hints_gen" 2>> "$WORK/err" &&
+   grep -q "A0B1C2+A0B3C4=" "$WORK/hints_gen"; then ok "add --hints 1: trains, evaluates at 2x and generates from a hinted prompt"
+else not_ok "add --hints 1" "$(cat "$WORK/hints_out" "$WORK/hints_gen" "$WORK/err" 2>/dev/null)"; fi
+expect_bad "hints on copy" "--hints is for add" "" train --task copy --hints 1 --steps 1 --quiet
+expect_bad "hints of 2" "0 or 1" "" train --task add --hints 2 --steps 1 --quiet
+expect_bad "hints past the letters" "needs 41 hint letters" "" train --task add --hints 1 --length 5 --eval 1,8 --steps 1 --quiet
+
 finish

@@ -373,6 +373,44 @@ static void test_tasks(void **state) {
         }
         tr_task_free(&t);
     }
+    /* add with index hints: operands padded to n + 1 digits, each digit after its place's letter
+     * (consecutive from the most significant place, the same in both operands), the sum least
+     * significant first with its places' letters; a letter start of every offset is drawn */
+    tr_task h;
+    if (tr_task_init(&h, TR_TASK_ADD, 5, NULL, 0, 0, &err) || tr_task_set_hints(&h, 1, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(h.V, 24 + TR_HINTS_MAX);
+    enum { HB = 64, HN = 10, HT = 6 * HN + 8 };
+    int32_t hin[HB * HT], htgt[HB * HT];
+    assert_int_equal(tr_task_eval_batch(&h, HN, 0, HB, hin, htgt), HT);
+    int starts[TR_HINTS_MAX] = {0};
+    for (int b = 0; b < HB; b++) {
+        char s[HT + 2];
+        for (int i = 0; i < HT; i++) s[i] = (char)h.chars[hin[b * HT + i]];
+        s[HT] = (char)h.chars[htgt[b * HT + HT - 1]], s[HT + 1] = 0;
+        const int nd = HN + 1, h0 = s[0] - 'A';
+        assert_true(h0 >= 0 && h0 + nd <= TR_HINTS_MAX);
+        starts[h0] = 1;
+        assert_true(s[2 * nd] == '+' && s[4 * nd + 1] == '=' && s[6 * nd + 2] == '.');
+        int carry = 0;
+        for (int i = 0; i < nd; i++) { /* place i: units first */
+            const char *pa = s + 2 * (nd - 1 - i), *pb = s + 2 * nd + 1 + 2 * (nd - 1 - i), *ps = s + 4 * nd + 2 + 2 * i;
+            const char hint = (char)('A' + h0 + nd - 1 - i);
+            assert_true(pa[0] == hint && pb[0] == hint && ps[0] == hint);
+            const int d = (pa[1] - '0') + (pb[1] - '0') + carry;
+            assert_int_equal(ps[1], '0' + d % 10);
+            carry = d / 10;
+        }
+        assert_int_equal(carry, 0);
+        for (int i = 0; i < HT; i++) assert_int_equal(htgt[b * HT + i] >= 0, i >= 4 * nd + 1); /* the sum and '.' */
+    }
+    int offsets = 0;
+    for (int k = 0; k < TR_HINTS_MAX; k++) offsets += starts[k];
+    assert_true(offsets >= 8); /* of the 15 starts 11 places allow */
+    assert_true(tr_task_train_batch(&h, 3, 1, 16, hin, htgt) <= tr_task_seq_len(&h, 5));
+    tr_task_free(&h);
+    if (tr_task_init(&h, TR_TASK_COPY, 5, NULL, 0, 0, &err)) fail_msg("%s", err.msg);
+    assert_int_not_equal(tr_task_set_hints(&h, 1, &err), PE_OK);
+    tr_task_free(&h);
     tr_task lm;
     if (tr_task_init(&lm, TR_TASK_LM, 32, NULL, 5, 20000, &err)) fail_msg("%s", err.msg);
     assert_true(lm.V > 20 && lm.V < 64);
