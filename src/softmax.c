@@ -44,13 +44,19 @@ void pe__softmax_sink_weights(const float *s, int64_t n, int64_t m, float sink, 
     }
 }
 
-/* forward was p = softmax(s), so now: ds = p * (dp - sum_j p_j dp_j) */
-void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m) {
+/* forward was p = softmax(s), so now: ds = p * (dp - sum_j p_j dp_j), the sum in double over
+ * 4 lanes combined in a fixed order (so it vectorises, and every build gives the same bits: a
+ * scalar double chain was 3% of a small model's training step) */
+PE_TILE_SIMD void pe__softmax_backward(const float *p, const float *dp, float *ds, int64_t n, int64_t m) {
     for (int64_t i = 0; i < n; i++) {
         const float *pi = p + i * m, *dpi = dp + i * m;
         float *dsi = ds + i * m;
-        double dot = 0;
-        for (int64_t j = 0; j < m; j++) dot += (double)pi[j] * dpi[j];
-        for (int64_t j = 0; j < m; j++) dsi[j] = pi[j] * (dpi[j] - (float)dot);
+        double lane[4] = {0, 0, 0, 0};
+        int64_t j = 0;
+        for (; j + 4 <= m; j += 4)
+            for (int l = 0; l < 4; l++) lane[l] += (double)pi[j + l] * (double)dpi[j + l];
+        for (; j < m; j++) lane[j & 3] += (double)pi[j] * (double)dpi[j];
+        const float dot = (float)((lane[0] + lane[1]) + (lane[2] + lane[3]));
+        for (j = 0; j < m; j++) dsi[j] = pi[j] * (dpi[j] - dot);
     }
 }
