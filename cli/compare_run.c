@@ -21,6 +21,11 @@ static double wall_now(void) {
     return clock_gettime(CLOCK_REALTIME, &ts) ? 0 : (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Timed steps of a probe: CMP_PROBE_STEPS, and CMP_PROBE_LONG for runs of CMP_PROBE_LONG_RUN
+ * steps or more, whose probe is then still a fraction of a percent of the run. */
+enum { CMP_PROBE_STEPS = 4, CMP_PROBE_LONG = 24, CMP_PROBE_LONG_RUN = 5000 };
+static int cmp_probe_steps(const tr_options *o) { return o->steps >= CMP_PROBE_LONG_RUN ? CMP_PROBE_LONG : CMP_PROBE_STEPS; }
+
 /* The methods' costs differ by 10x: a few timed steps of each variant that has a run to do
  * (of every variant for the shards' totals of --estimate) give each job its step_cost. */
 static void probe_costs(cmp_all *a, const cmp_pool *p) {
@@ -43,11 +48,14 @@ static void probe_costs(cmp_all *a, const cmp_pool *p) {
         pe_err e;
         tr_run run;
         if (!vcost || !need || !need[i] || tr_run_init(&run, &ro, &tk->task, &e)) continue; /* the run itself reports it */
-        /* 2 steps to warm up, 4 timed in the thread's CPU time, which other processes on the
-         * machine do not inflate (the runs will have the cores to themselves) */
+        /* 2 steps to warm up, then CMP_PROBE_STEPS timed in the thread's CPU time, which other
+         * processes on the machine do not inflate (the runs will have the cores to themselves);
+         * a long run's batches of one drawn length each (the slots layout) vary 2-4x in cost,
+         * and its first steps grow the buffers, so it times more of them */
         double loss, t1 = -1;
         int k = 0;
-        for (; k < 6 && ro.steps > 0; k++) {
+        const int timed = cmp_probe_steps(&ro);
+        for (; k < 2 + timed && ro.steps > 0; k++) {
             if (k == 2) t1 = thread_seconds();
             if (tr_run_step(&run, &loss, NULL, &e)) break;
         }
@@ -65,7 +73,8 @@ static void print_estimate(const cmp_all *a, const cmp_pool *p, const double *co
     char est[32], each[32];
     tr_format_time(est, sizeof est, p->total_cost / a->jobs);
     tr_format_time(each, sizeof each, p->total_cost);
-    printf("estimated %s (%s of runs, %d at a time, from 4 timed steps of each variant)", est, each, a->jobs);
+    printf("estimated %s (%s of runs, %d at a time, from %d timed steps of each variant%s)", est, each, a->jobs,
+           CMP_PROBE_STEPS, CMP_PROBE_LONG > CMP_PROBE_STEPS ? ", more of long runs" : "");
     for (int t = 0; t < a->nt && a->nt > 1; t++) {
         double c = 0;
         for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->T[t].seeds; j++) c += p->todo[j] ? cost[j] : 0;
