@@ -59,6 +59,13 @@ typedef struct full_budget {
 #define RUOSS_METHODS                                                                                       \
     "sinusoidal,learned,xl,rope,alibi,sinusoidal+random,learned+random,xl+random,rope+random,alibi+random"
 
+/* add with index hints (--hints 1): the budget at which one method learned the sum in
+ * distribution, one seed each, 4 x 64 wide, 6000 steps of 32, lr 3e-3 (session 14) */
+#define ADD_HINTS_WHY                                                                                       \
+    "the sum with index hints (Zhou et al. 2024's format, --hints 1), trained on 1..5 digits: with 4 layers x " \
+    "64 wide, 6000 steps of 32 and lr 3e-3, fire answered 100% at 1x, fire+random 99%, rope 0.5%, all 0% at 2x " \
+    "(4 x 64 at lr 1e-2, 3000 x 64: fire 0%, rope 1.4%); 8x is past the 26 hint letters"
+
 static const full_budget FULL[] = {
     {.name = "lm",
      .opts = "task lm length 64 steps 1500 batch 4",
@@ -91,6 +98,12 @@ static const full_budget FULL[] = {
      "0% (30% of the digits) and 4000 steps at length 4 left rope and learned at 1% (55% of the digits), with "
      "the operands most significant digit first and the sum least significant first; so a shorter run at "
      "length 4 that shows it; fire+random is Zhou et al. 2024's recipe (FIRE with randomized positions)"},
+    {.name = "add_hints",
+     .opts = "task add hints 1 length 5 layers 4 width 64 heads 4 steps 6000 batch 32 lr 3e-3 eval 1,2,4",
+     .methods = "fire,fire+random,rope,rope+random,alibi,none,learned,kerple,t5",
+     .seeds = 2,
+     .random_n = 256,
+     .why = ADD_HINTS_WHY},
     {.name = "count",
      .opts = "task count length 64 layers 2 width 32 heads 4 steps 1200 batch 8 eval-tokens 32768",
      .variants = "rope+random",

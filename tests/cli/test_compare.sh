@@ -112,7 +112,7 @@ else
     not_ok "the tables mark what did not learn the task" "$(cat "$WORK/f/copy.md")"
 fi
 if "$POSENC" compare --full --quick --estimate --methods rope --out "$WORK/e" > "$WORK/e.out" 2>&1 &&
-   grep -q '^estimated [0-9:]* (.* of runs, .*); lm [0-9:]*, copy [0-9:]*, reverse [0-9:]*, add [0-9:]*, count [0-9:]*, reverse_string [0-9:]*, duplicate_string [0-9:]*$' "$WORK/e.out" &&
+   grep -q '^estimated [0-9:]* (.* of runs, .*); lm [0-9:]*, copy [0-9:]*, reverse [0-9:]*, add [0-9:]*, add_hints [0-9:]*, count [0-9:]*, reverse_string [0-9:]*, duplicate_string [0-9:]*$' "$WORK/e.out" &&
    [ ! -e "$WORK/e/lm.csv" ]; then
     ok "--estimate prints the expected time of every task and trains nothing"
 else
