@@ -63,7 +63,8 @@ typedef struct full_budget {
  * distribution, one seed each, 4 x 64 wide, 6000 steps of 32, lr 3e-3 (session 14) */
 #define ADD_HINTS_WHY                                                                                       \
     "the sum with index hints (Zhou et al. 2024's format, --hints 1), trained on 1..5 digits: with 4 layers x " \
-    "64 wide, 6000 steps of 32 and lr 3e-3, fire answered 100% at 1x, fire+random 99%, rope 0.5%, all 0% at 2x " \
+    "64 wide, 6000 steps of 32 and lr 3e-3, fire answered 100% at 1x, alibi 99.5%, fire+random 99%, none 94%, " \
+    "rope 0.5%, all 0% at 2x " \
     "(4 x 64 at lr 1e-2, 3000 x 64: fire 0%, rope 1.4%); 8x is past the 26 hint letters"
 
 static const full_budget FULL[] = {
