@@ -118,6 +118,10 @@ int cmp_task_files(const cmp_task *t, const cmp_all *a, const char *out, const c
  * without --full) and the results page (results). The one way to them, whether the runs ran
  * here or were merged from shards. Returns 0, 1 (some run failed) or 2. */
 int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *results);
+/* Where the runs ran, a Markdown table (malloc'd; NULL: out of memory): per shard (merged from
+ * --shard K/N run files; "-": one process ran them all) the machine, its runs, the wall time
+ * from its first run's start to its last run's end, and the CPU time of its runs. */
+char *cmp_shards_table(const cmp_all *a);
 /* The failed runs (those with which[j]; NULL: all) on stderr, one line each; their count. */
 int cmp_report_failures(const cmp_all *a, const unsigned char *which);
 

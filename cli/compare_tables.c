@@ -387,3 +387,35 @@ int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *res
     }
     return rc;
 }
+
+char *cmp_shards_table(const cmp_all *a) {
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    unsigned char *seen = calloc((size_t)a->njobs + 1, 1);
+    if (!f || !seen) {
+        if (f) fclose(f);
+        return free(seen), free(s), NULL;
+    }
+    fprintf(f, "\nWhere the runs ran (one row a shard, or one for the whole run):\n\n"
+               "| shard | machine | runs | wall time | CPU time of its runs |\n| --- | --- | ---: | ---: | ---: |\n");
+    for (int j = 0; j < a->njobs; j++) {
+        if (seen[j]) continue;
+        const cmp_job *x = &a->J[j];
+        double t0 = x->wall_start, t1 = x->wall_end, cpu = 0;
+        int runs = 0;
+        for (int i = j; i < a->njobs; i++) {
+            const cmp_job *y = &a->J[i];
+            if (seen[i] || y->shard_k != x->shard_k || y->shard_n != x->shard_n || strcmp(y->machine, x->machine)) continue;
+            seen[i] = 1, runs++, cpu += y->cpu;
+            t0 = y->wall_start < t0 ? y->wall_start : t0, t1 = y->wall_end > t1 ? y->wall_end : t1;
+        }
+        char wall[32], c[32], sh[32] = "-";
+        tr_format_time(wall, sizeof wall, t1 - t0), tr_format_time(c, sizeof c, cpu);
+        if (x->shard_n > 1) snprintf(sh, sizeof sh, "%d/%d", x->shard_k, x->shard_n);
+        fprintf(f, "| %s | %s | %d | %s | %s |\n", sh, x->machine[0] ? x->machine : "unknown CPU", runs, wall, c);
+    }
+    free(seen);
+    if (fclose(f)) return free(s), NULL;
+    return s;
+}

@@ -481,36 +481,6 @@ static void paragraph(buf *b, const cmp_task *t) {
 
 /* ---- the page ---------------------------------------------------------------------------- */
 
-/* Where the runs ran: per shard (merged from --shard K/N run files; "-": one process ran them
- * all) the machine, its runs, the wall time from its first run's start to its last run's end,
- * and the CPU time of its runs. */
-static void shards_table(buf *b, const cmp_all *a) {
-    put(b, "\nWhere the runs ran (one row a shard, or one for the whole run):\n\n| shard | machine | runs | wall time | CPU time of its runs |\n| --- | --- | ---: | ---: | ---: |\n");
-    unsigned char *seen = calloc((size_t)a->njobs + 1, 1);
-    if (!seen) {
-        b->oom = 1;
-        return;
-    }
-    for (int j = 0; j < a->njobs; j++) {
-        if (seen[j]) continue;
-        const cmp_job *x = &a->J[j];
-        double t0 = x->wall_start, t1 = x->wall_end, cpu = 0;
-        int runs = 0;
-        for (int i = j; i < a->njobs; i++) {
-            const cmp_job *y = &a->J[i];
-            if (seen[i] || y->shard_k != x->shard_k || y->shard_n != x->shard_n || strcmp(y->machine, x->machine)) continue;
-            seen[i] = 1, runs++, cpu += y->cpu;
-            t0 = y->wall_start < t0 ? y->wall_start : t0, t1 = y->wall_end > t1 ? y->wall_end : t1;
-        }
-        char wall[32], c[32], sh[32];
-        tr_format_time(wall, sizeof wall, t1 - t0), tr_format_time(c, sizeof c, cpu);
-        if (x->shard_n > 1) snprintf(sh, sizeof sh, "%d/%d", x->shard_k, x->shard_n);
-        else snprintf(sh, sizeof sh, "-");
-        put(b, "| %s | %s | %d | %s | %s |\n", sh, x->machine[0] ? x->machine : "unknown CPU", runs, wall, c);
-    }
-    free(seen);
-}
-
 /* path of file relative to the folder of page (both as given: relative to the same place) */
 static void relative_to(char *out, size_t n, const char *page, const char *file) {
     const char *slash = strrchr(page, '/');
@@ -548,7 +518,8 @@ int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, c
             (long long)o->batch, (long long)o->layers, (long long)o->width, (long long)o->heads, t->seeds, el,
             t->why && t->why[0] ? t->why : "-");
     }
-    shards_table(&b, a);
+    char *where = cmp_shards_table(a); /* NULL: out of memory */
+    put(&b, "%s", where ? where : ""), b.oom |= !where, free(where);
     put(&b, "\nThe tasks: `lm` a character language model of a generated corpus with long-range structure; `copy` "
             "`abcd=abcd.`; `reverse` `abcd=dcba.`; `add` `123+4567=0964.` (the sum least significant digit first); "
             "`count` the counting task of CoPE, `b0..b+.a0.b+..b=2.` (`b0` sets b to 0, `b+` adds one, `.` "
