@@ -135,6 +135,7 @@ typedef struct cmp_pool {
     /* progress: the ETA weighs every step by its run's measured cost, since the tasks' steps differ */
     double total_cost, done_cost, t0, last_print;
     int runs, runs_done, tty;
+    char machine[96]; /* the CPU's model, each run's (cmp_job.machine) */
 } cmp_pool;
 /* Runs p's jobs (compare_run.c): the costliest first, a->jobs at a time; prints the estimate
  * (and with --estimate stops there). */

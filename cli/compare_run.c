@@ -73,8 +73,8 @@ static void print_estimate(const cmp_all *a, const cmp_pool *p, const double *co
     char est[32], each[32];
     tr_format_time(est, sizeof est, p->total_cost / a->jobs);
     tr_format_time(each, sizeof each, p->total_cost);
-    printf("estimated %s (%s of runs, %d at a time, from %d timed steps of each variant%s)", est, each, a->jobs,
-           CMP_PROBE_STEPS, CMP_PROBE_LONG > CMP_PROBE_STEPS ? ", more of long runs" : "");
+    printf("estimated %s (%s of runs, %d at a time, from %d timed steps of each variant, %d of runs of %d steps or more)",
+           est, each, a->jobs, CMP_PROBE_STEPS, CMP_PROBE_LONG, CMP_PROBE_LONG_RUN);
     for (int t = 0; t < a->nt && a->nt > 1; t++) {
         double c = 0;
         for (int j = a->T[t].first_job; j < a->T[t].first_job + a->T[t].nv * a->T[t].seeds; j++) c += p->todo[j] ? cost[j] : 0;
@@ -167,7 +167,7 @@ static void run_one(cmp_all *a, cmp_pool *p, cmp_job *jb) {
     }
     jb->wall_end = wall_now();
     jb->cpu = thread_seconds() - cpu0;
-    tr_env_cpu_model(jb->machine, sizeof jb->machine);
+    snprintf(jb->machine, sizeof jb->machine, "%s", p->machine);
     jb->shard_k = a->shard.n ? a->shard.k : 0, jb->shard_n = a->shard.n ? a->shard.n : 1, jb->jobs = a->jobs;
 }
 
@@ -182,6 +182,7 @@ void cmp_run_jobs(cmp_all *a, cmp_pool *p) {
         free(order), free(cost);
         return;
     }
+    tr_env_cpu_model(p->machine, sizeof p->machine); /* one machine for the process's runs */
     probe_costs(a, p);
     p->runs = 0, p->total_cost = 0;
     for (int j = 0; j < njobs; j++) {

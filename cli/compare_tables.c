@@ -100,11 +100,6 @@ int cmp_task_stats(cmp_task *t, const cmp_all *a) {
     for (int v = 0; v < nv; v++) {
         double tp[CMP_MAX_SEEDS], sc[CMP_MAX_SEEDS];
         int nt = 0, ns = 0;
-        for (int s = 0; s < t->seeds; s++) {
-            const cmp_job *jb = &a->J[t->first_job + v * t->seeds + s];
-            if (!jb->failed && isfinite(jb->score)) sc[ns++] = jb->score;
-        }
-        t->score[v] = ns ? mean_of(sc, ns) : NAN, t->score_sd[v] = sd_of(sc, ns);
         for (int k = 0; k < ne; k++) {
             double x[CMP_MAX_SEEDS], y[CMP_MAX_SEEDS];
             int n = 0;
@@ -114,12 +109,14 @@ int cmp_task_stats(cmp_task *t, const cmp_all *a) {
                 y[n] = jb->m[k].token_acc;
                 x[n++] = tr_metric_value(&t->task, &jb->m[k]);
                 if (k == 0) tp[nt++] = jb->tok_per_s;
+                if (k == 0 && isfinite(jb->score)) sc[ns++] = jb->score;
             }
             t->mean[v * ne + k] = n ? mean_of(x, n) : NAN;
             t->sd[v * ne + k] = sd_of(x, n);
             t->tacc[v * ne + k] = n ? mean_of(y, n) : NAN;
         }
         t->tps[v] = nt ? mean_of(tp, nt) : NAN;
+        t->score[v] = ns ? mean_of(sc, ns) : NAN, t->score_sd[v] = sd_of(sc, ns);
         const double m1 = t->mean[v * ne];
         t->learned[v] = !isfinite(m1) ? -1
                         : t->task.kind == TR_TASK_LM ? m1 <= (1 - CMP_LM_MARGIN) * t->bigram_bpc

@@ -336,19 +336,30 @@ static int64_t answer_of(const tr_task *t, const int32_t *x, int64_t n, int32_t 
     return answer_len(t, n);
 }
 
+/* The operands of add at content length n: the longer has n digits, the other 1..n, either may
+ * come first, no leading zero; digits least significant first in a zeroed buffer (malloc'd) of
+ * 2 (n + 1), the second operand from n + 1 on. */
+static int32_t *draw_addends(pe_rng *r, int64_t n, int64_t *na, int64_t *nb) {
+    *na = n, *nb = 1 + (int64_t)below(r, (uint64_t)n);
+    if (below(r, 2)) *na = *nb, *nb = n;
+    int32_t *a = calloc((size_t)(2 * n + 2), sizeof(int32_t)), *b = a + n + 1;
+    TR_ASSERT(a);
+    for (int64_t i = 0; i < *na; i++) a[i] = (int32_t)below(r, 10);
+    for (int64_t i = 0; i < *nb; i++) b[i] = (int32_t)below(r, 10);
+    if (*na > 1 && a[*na - 1] == 0) a[*na - 1] = 1 + (int32_t)below(r, 9);
+    if (*nb > 1 && b[*nb - 1] == 0) b[*nb - 1] = 1 + (int32_t)below(r, 9);
+    return a;
+}
+
 /* add with index hints (tr_task_set_hints): the operands as add draws them, padded with zeros
  * to n + 1 digits, hint letters from a start drawn so that all n + 1 fit. */
 static int64_t make_hinted_sum(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq, int64_t *eq) {
     const int *id = t->ids;
-    const int64_t nd = n + 1, h0 = (int64_t)below(r, (uint64_t)(TR_HINTS_MAX - nd + 1));
-    int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n), len = 0;
-    if (below(r, 2)) na = nb, nb = n;
-    int32_t *a = calloc((size_t)(2 * nd), sizeof(int32_t)), *b = a + nd; /* digits, LSB first, zero-padded */
-    TR_ASSERT(a);
-    for (int64_t i = 0; i < na; i++) a[i] = (int32_t)below(r, 10);
-    for (int64_t i = 0; i < nb; i++) b[i] = (int32_t)below(r, 10);
-    if (na > 1 && a[na - 1] == 0) a[na - 1] = 1 + (int32_t)below(r, 9);
-    if (nb > 1 && b[nb - 1] == 0) b[nb - 1] = 1 + (int32_t)below(r, 9);
+    const int64_t nd = n + 1;
+    TR_ASSERT(nd <= TR_HINTS_MAX); /* tr_task_set_hints and tr_run_init refuse longer sums */
+    const int64_t h0 = (int64_t)below(r, (uint64_t)(TR_HINTS_MAX - nd + 1));
+    int64_t na, nb, len = 0;
+    int32_t *a = draw_addends(r, n, &na, &nb), *b = a + nd;
     /* place i (0: units) has the hint h0 + nd - 1 - i: consecutive from the most significant */
     for (int k = 0; k < 2; k++) {
         const int32_t *x = k ? b : a;
@@ -376,15 +387,8 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
     if (t->kind == TR_TASK_COUNTING) return make_count(t, r, n, seq, eq);
     if (t->kind == TR_TASK_ADD && t->hints) return make_hinted_sum(t, r, n, seq, eq);
     if (t->kind == TR_TASK_ADD) {
-        /* the longer operand has n digits, the other 1..n; either may come first */
-        int64_t na = n, nb = 1 + (int64_t)below(r, (uint64_t)n);
-        if (below(r, 2)) na = nb, nb = n;
-        int32_t *a = malloc(sizeof(int32_t) * (size_t)(2 * n + 2)), *b = a + n + 1; /* digits, LSB first */
-        TR_ASSERT(a);
-        for (int64_t i = 0; i < na; i++) a[i] = (int32_t)below(r, 10);
-        for (int64_t i = 0; i < nb; i++) b[i] = (int32_t)below(r, 10);
-        if (na > 1 && a[na - 1] == 0) a[na - 1] = 1 + (int32_t)below(r, 9);
-        if (nb > 1 && b[nb - 1] == 0) b[nb - 1] = 1 + (int32_t)below(r, 9);
+        int64_t na, nb;
+        int32_t *a = draw_addends(r, n, &na, &nb), *b = a + n + 1;
         for (int64_t i = na - 1; i >= 0; i--) seq[len++] = id['0' + a[i]];
         seq[len++] = id['+'];
         for (int64_t i = nb - 1; i >= 0; i--) seq[len++] = id['0' + b[i]];
@@ -392,7 +396,7 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
         seq[len++] = id['='];
         int carry = 0;
         for (int64_t i = 0; i < n + 1; i++) {
-            int s = (i < na ? a[i] : 0) + (i < nb ? b[i] : 0) + carry;
+            int s = a[i] + b[i] + carry; /* zero past each operand's digits */
             seq[len++] = id['0' + s % 10];
             carry = s / 10;
         }
