@@ -54,6 +54,7 @@ typedef struct cmp_task {
     tr_options base;    /* the options of every run (resolved by a probe run) */
     tr_task task;
     int64_t shape_k, random_n;
+    uint64_t fp; /* the fingerprint of the task's settings, which its runs' files carry */
     const char *why;    /* --full: why this budget ("" otherwise) */
     char stem[32];      /* its name: output files DIR/STEM.csv, .md, .png, run files STEM.VARIANT.seedS */
     int seeds;          /* seeds 1..seeds of every variant */
@@ -80,7 +81,6 @@ typedef struct cmp_all {
     int njobs;
     double elapsed, cpu;  /* seconds of the whole comparison */
     char command[1024];   /* the command line, for the results page */
-    uint64_t fp;          /* the fingerprint of the whole comparison's settings */
     cmp_shard shard;
 } cmp_all;
 
@@ -150,7 +150,7 @@ int cmp_shard_parse(const char *text, cmp_shard *s);
  * PMI_SIZE, the first pair of which both are set; s->n 0 when none is (or its count is 1).
  * 2 after a message naming the variable of a bad value. */
 int cmp_shard_from_env(cmp_shard *s);
-/* The fingerprints of the comparison and of each run (a->fp, a->J[j].fp); -1: out of memory. */
+/* The fingerprints of each task and of each run (a->T[t].fp, a->J[j].fp); -1: out of memory. */
 int cmp_fingerprint(cmp_all *a);
 /* "TASK.VARIANT.seedS", the run file's name less ".run". */
 void cmp_run_name(const cmp_all *a, int j, char *buf, size_t n);

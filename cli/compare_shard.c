@@ -2,13 +2,15 @@
  * runs and writes one run file per run; --merge reads the files of every shard and builds the
  * outputs (compare.h). The shares come from a cost model of each run's sizes, not from timings,
  * so that every machine computes the same partition from the same command line. A run file
- * carries the fingerprint of the comparison's settings: a file of another budget, method list,
- * seeds, task or posenc version is refused by name, never mixed in.
+ * carries the fingerprint of its task's settings: a file of another budget, seeds, task or
+ * posenc version is refused by name, never mixed in. Only its own task's: a task added to
+ * --full, or a method to a task, leaves the other runs' files good, so a long experiment can
+ * be run shard by shard while it grows.
  *
  * A run file, DIR/TASK.VARIANT.seedS.run, is text, one field a line, in this order:
  *   posenc-compare-run 2
  *   version posenc 0.1.0        (CMP_RUN_VERSION)
- *   settings HEX                 the comparison's fingerprint
+ *   settings HEX                 its task's fingerprint
  *   run HEX                      the run's own (its options, variant and seed)
  *   name TASK.VARIANT.seedS
  *   status ok | failed
@@ -137,25 +139,24 @@ int cmp_fingerprint(cmp_all *a) {
     char (*names)[40] = malloc(MAX_LIST * sizeof *names);
     char (*values)[520] = malloc(MAX_LIST * sizeof *values);
     if (!names || !values) return free(names), free(values), -1;
-    /* the comparison: the version, seeds, every task's resolved options and data, its variants */
-    uint64_t h = fnv_str(0xcbf29ce484222325ULL, CMP_RUN_VERSION);
-    h = fnv_int(fnv_int(fnv_int(fnv_int(h, a->seeds), a->quick), a->full), a->nt);
+    /* a task: the version, the mode, its resolved options and data, its seeds; not the other
+     * tasks nor its variant list, which a run's result does not depend on */
+    const uint64_t h0 = fnv_int(fnv_int(fnv_str(0xcbf29ce484222325ULL, CMP_RUN_VERSION), a->quick), a->full);
     for (int t = 0; t < a->nt; t++) {
-        const cmp_task *tk = &a->T[t];
-        h = fnv_options(fnv_str(h, tk->stem), &tk->base, names, values);
+        cmp_task *tk = &a->T[t];
+        uint64_t h = fnv_options(fnv_str(h0, tk->stem), &tk->base, names, values);
         h = fnv_int(fnv_int(fnv_int(h, tk->shape_k), tk->random_n), tk->seeds);
         h = fnv_int(fnv_int(fnv_int(h, tk->task.kind), tk->task.L), tk->task.V);
         h = fnv(h, tk->task.chars, sizeof tk->task.chars);
         if (tk->task.train) h = fnv(h, tk->task.train, (size_t)tk->task.n_train); /* --text: the file's bytes */
         if (tk->task.eval) h = fnv(h, tk->task.eval, (size_t)tk->task.n_eval);
-        for (int v = 0; v < tk->nv; v++) h = fnv_str(h, tk->V[v].name);
+        tk->fp = h;
     }
-    a->fp = h;
-    /* a run: the comparison's, then its own options, variant and seed */
+    /* a run: its task's, then its own options, variant and seed */
     for (int j = 0; j < a->njobs; j++) {
         cmp_job *jb = &a->J[j];
         const tr_options ro = cmp_run_options(&a->T[jb->t], jb);
-        jb->fp = fnv_int(fnv_str(fnv_options(h, &ro, names, values), a->T[jb->t].V[jb->v].name), jb->seed);
+        jb->fp = fnv_int(fnv_str(fnv_options(a->T[jb->t].fp, &ro, names, values), a->T[jb->t].V[jb->v].name), jb->seed);
     }
     free(names), free(values);
     return 0;
@@ -254,7 +255,7 @@ static char *run_format(const cmp_all *a, int j) {
     if (!f) return NULL;
     cmp_run_name(a, j, name, sizeof name);
     fprintf(f, "%s\nversion %s\nsettings %016" PRIx64 "\nrun %016" PRIx64 "\nname %s\nstatus %s\n", CMP_RUN_HEADER,
-            CMP_RUN_VERSION, a->fp, jb->fp, name, jb->failed ? "failed" : "ok");
+            CMP_RUN_VERSION, a->T[jb->t].fp, jb->fp, name, jb->failed ? "failed" : "ok");
     fprintf(f, "seconds %.17g\ntokens_per_s %.17g\nfinal_loss %.17g\ncpu_seconds %.17g\nstarted %.17g\nended %.17g\n",
             jb->seconds, jb->tok_per_s, jb->final_loss, jb->cpu, jb->wall_start, jb->wall_end);
     fprintf(f, "shard %d/%d\njobs %d\nblas %s\nmachine %s\n", jb->shard_k, jb->shard_n, jb->jobs, tr_env_blas_core(),
@@ -430,10 +431,14 @@ static int read_one(cmp_all *a, const char *dir, const char *file, int merge, un
     int rc = run_parse(text, j >= 0 ? a->T[jb.t].base.n_eval : 0, &h, &jb, why, sizeof why);
     free(text);
     if (rc < 0 && h.version[0] == 0 && j < 0) return 0; /* not a run file, and no name of ours */
-    if (rc == 1 || (h.version[0] && h.settings != a->fp))
-        return cli_fail("compare: %s: a run of other settings (%s, settings %016" PRIx64 "; this command: %s, settings "
-                        "%016" PRIx64 ": another budget, method list, seeds, task or version): refused, never mixed in",
-                        path, h.version, h.settings, CMP_RUN_VERSION, a->fp);
+    /* a name of ours is checked against its task's settings, another name against every task's */
+    int ours = 0;
+    for (int t = 0; t < a->nt; t++) ours |= j >= 0 ? t == jb.t && h.settings == a->T[t].fp : h.settings == a->T[t].fp;
+    if (rc == 1 || (h.version[0] && !ours))
+        return cli_fail("compare: %s: a run of other settings (%s, settings %016" PRIx64 "; this command: %s%s%016" PRIx64
+                        ": another budget, seeds, task or version): refused, never mixed in",
+                        path, h.version, h.settings, CMP_RUN_VERSION, j >= 0 ? ", its task's settings " : ", settings ",
+                        a->T[j >= 0 ? jb.t : 0].fp);
     if (rc == 0 && (j < 0 || strcmp(h.name, own) || h.run != a->J[j].fp))
         return cli_fail("compare: %s: its name or run fingerprint is not that of a run of this comparison: refused", path);
     if (rc < 0) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of `posenc compare --shard K/N` and `--merge DIR ...` (issue 29): the three shards of
 # `compare --quick` merged give the unsharded CSV; a shard killed after its first run file and
-# run again completes it; a run file of other settings is refused by name, a missing run named;
+# run again completes it; a run file of other settings is refused by name, a missing run named,
+# a method added keeps the runs done;
 # the shard comes from SLURM's (or MPI's) variables when --shard is not given; bad values exit 2
 # with one line. The CSV's train_seconds and train_tokens_per_s are timings, which no two runs
 # share: "the same CSV" is every other column byte for byte (the runs are deterministic), and
@@ -109,6 +110,13 @@ if "$POSENC" compare "${Q[@]}" --methods rope --seeds 2 --shard 0/1 --out "$WORK
     ok "a shard runs a run whose file was cut short again"
 else
     not_ok "a shard runs a cut-short run again" "$(cat "$WORK/v.out" "$WORK/v.err")"
+fi
+# a method added to the list leaves the runs done good: only the new one runs
+if "$POSENC" compare "${Q[@]}" --methods rope,alibi --seeds 2 --shard 0/1 --out "$WORK/v" > "$WORK/va.out" 2> "$WORK/va.err" &&
+   grep -q '^shard 0/1 .*: 4 of the 4 runs, 2 of them done already' "$WORK/va.out" && grep -q '^shard 0/1: 2 runs in' "$WORK/va.out"; then
+    ok "a method added to the list: the folder's runs kept, the new method's run"
+else
+    not_ok "a method added keeps the runs done" "$(cat "$WORK/va.out" "$WORK/va.err")"
 fi
 bad "--merge of a folder that is not there" "cannot read the folder" compare "${Q[@]}" --merge "$WORK/none" --out "$WORK/mn"
 
