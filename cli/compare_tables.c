@@ -385,6 +385,30 @@ int cmp_outputs(cmp_all *a, const char *out, const char *readme, const char *res
     return rc;
 }
 
+/* The wall time the runs marked 2 in mark took: the length of the union of their [start, end]
+ * spans, so that a shard stopped and run again another day counts its hours, not the days
+ * between. */
+typedef struct span { double t0, t1; } span;
+static int by_start(const void *x, const void *y) {
+    const span *a = x, *b = y;
+    return (a->t0 > b->t0) - (a->t0 < b->t0);
+}
+static double busy_time(const cmp_all *a, const unsigned char *mark) {
+    span *s = malloc(sizeof *s * (size_t)(a->njobs ? a->njobs : 1));
+    if (!s) return NAN;
+    int n = 0;
+    for (int i = 0; i < a->njobs; i++)
+        if (mark[i] == 2) s[n++] = (span){a->J[i].wall_start, a->J[i].wall_end};
+    qsort(s, (size_t)n, sizeof *s, by_start);
+    double busy = 0, t0 = n ? s[0].t0 : 0, t1 = t0;
+    for (int i = 0; i < n; i++) {
+        if (s[i].t0 > t1) busy += t1 - t0, t0 = s[i].t0; /* a gap: the span so far is done */
+        t1 = s[i].t1 > t1 ? s[i].t1 : t1;
+    }
+    free(s);
+    return busy + (t1 - t0);
+}
+
 char *cmp_shards_table(const cmp_all *a) {
     char *s = NULL;
     size_t n = 0;
@@ -399,16 +423,16 @@ char *cmp_shards_table(const cmp_all *a) {
     for (int j = 0; j < a->njobs; j++) {
         if (seen[j]) continue;
         const cmp_job *x = &a->J[j];
-        double t0 = x->wall_start, t1 = x->wall_end, cpu = 0;
+        double cpu = 0;
         int runs = 0;
         for (int i = j; i < a->njobs; i++) {
             const cmp_job *y = &a->J[i];
             if (seen[i] || y->shard_k != x->shard_k || y->shard_n != x->shard_n || strcmp(y->machine, x->machine)) continue;
-            seen[i] = 1, runs++, cpu += y->cpu;
-            t0 = y->wall_start < t0 ? y->wall_start : t0, t1 = y->wall_end > t1 ? y->wall_end : t1;
+            seen[i] = 2, runs++, cpu += y->cpu;
         }
         char wall[32], c[32], sh[32] = "-";
-        tr_format_time(wall, sizeof wall, t1 - t0), tr_format_time(c, sizeof c, cpu);
+        tr_format_time(wall, sizeof wall, busy_time(a, seen)), tr_format_time(c, sizeof c, cpu);
+        for (int i = j; i < a->njobs; i++) seen[i] = seen[i] ? 1 : 0;
         if (x->shard_n > 1) snprintf(sh, sizeof sh, "%d/%d", x->shard_k, x->shard_n);
         fprintf(f, "| %s | %s | %d | %s | %s |\n", sh, x->machine[0] ? x->machine : "unknown CPU", runs, wall, c);
     }
