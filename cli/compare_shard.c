@@ -128,10 +128,20 @@ static uint64_t fnv_int(uint64_t h, long long v) {
 
 enum { MAX_LIST = 128 };
 
-/* Every option of o by name and value (tr_options_list's text) */
+/* Every option of o by name and value (tr_options_list's text) but those at posenc train's
+ * default: an option the trainer gains later, at its default, trains what the runs before it
+ * trained, and leaves their fingerprints as they were. (A changed default is a new version.) */
 static uint64_t fnv_options(uint64_t h, const tr_options *o, char (*names)[40], char (*values)[520]) {
+    static char dn[MAX_LIST][40], dv[MAX_LIST][520];
+    static int nd = -1;
+    if (nd < 0) { /* once, before the pool's threads */
+        tr_options d;
+        tr_options_default(&d);
+        nd = tr_options_list(&d, dn, dv, MAX_LIST);
+    }
     int n = tr_options_list(o, names, values, MAX_LIST);
-    for (int i = 0; i < n; i++) h = fnv_str(fnv_str(h, names[i]), values[i]);
+    for (int i = 0; i < n; i++)
+        if (i >= nd || strcmp(names[i], dn[i]) || strcmp(values[i], dv[i])) h = fnv_str(fnv_str(h, names[i]), values[i]);
     return h;
 }
 

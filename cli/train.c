@@ -214,8 +214,9 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
             rc = cli_fail("train: --score-lengths: %s", err.msg);
             goto done;
         }
-        printf("score: mean token accuracy over content lengths %s (Ruoss et al. 2023), %d sequences each: %.4f\n",
-               ro->score_lengths, TR_SCORE_SEQS, score);
+        const int exact = !strcmp(ro->score_metric, "exact");
+        printf("score: mean %s over content lengths %s (%s), %d sequences each: %.4f\n", exact ? "exact match" : "token accuracy",
+               ro->score_lengths, exact ? "Kazemnejad et al. 2023" : "Ruoss et al. 2023", TR_SCORE_SEQS, score);
     }
 done:
     /* the curve up to where the run stopped, Ctrl-C included; nothing of a failed run */

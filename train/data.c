@@ -19,7 +19,8 @@
         }                                                                                    \
     } while (0)
 
-static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm", "copy", "reverse", "sort", "add", "count", "duplicate"};
+static const char *const TASK_NAMES[TR_TASK_COUNT] = {"lm",    "copy",      "reverse", "sort", "add",
+                                                       "count", "duplicate", "parity",  "sum"};
 
 const char *tr_task_name(tr_task_kind k) { return k < TR_TASK_COUNT ? TASK_NAMES[k] : "?"; }
 
@@ -250,6 +251,8 @@ int64_t tr_task_seq_len(const tr_task *t, int64_t n) {
     case TR_TASK_ADD: /* a + b = s . : n, 1, n, 1, n + 1, 1 characters, less one; hints: a hint a digit, n + 1 each */
         return t->hints ? 6 * n + 8 : 3 * n + 3;
     case TR_TASK_COUNTING: return 2 * n + 4; /* n statements of at most 2, v = 10 . less one */
+    case TR_TASK_PARITY: return n + 2;       /* n bits = p . less one */
+    case TR_TASK_SUM: return 2 * n + 1;      /* n terms and n - 1 '+', = s . less one */
     default: return 2 * n + 1;          /* x = y . */
     }
 }
@@ -386,6 +389,19 @@ static int64_t make_example(const tr_task *t, pe_rng *r, int64_t n, int32_t *seq
     int64_t len = 0;
     if (t->kind == TR_TASK_COUNTING) return make_count(t, r, n, seq, eq);
     if (t->kind == TR_TASK_ADD && t->hints) return make_hinted_sum(t, r, n, seq, eq);
+    if (t->kind == TR_TASK_PARITY || t->kind == TR_TASK_SUM) { /* one digit answers: n bits, or n terms 1..9 */
+        const int sum = t->kind == TR_TASK_SUM;
+        int acc = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const int d = sum ? 1 + (int)below(r, 9) : (int)below(r, 2);
+            if (sum && i) seq[len++] = id['+'];
+            seq[len++] = id['0' + d];
+            acc = (acc + d) % (sum ? 10 : 2);
+        }
+        *eq = len;
+        seq[len++] = id['='], seq[len++] = id['0' + acc], seq[len++] = id['.'];
+        return len;
+    }
     if (t->kind == TR_TASK_ADD) {
         int64_t na, nb;
         int32_t *a = draw_addends(r, n, &na, &nb), *b = a + n + 1;

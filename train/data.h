@@ -14,6 +14,12 @@
  *   count    "b0..b+.a0.b+..b=2."  the counting task of CoPE (Golovneva et al. 2024): n
  *            statements over variables a, b, c (b0 sets b to 0, b+ increments it, . passes),
  *            then "b=" asks for b's value (data.c has the generator)
+ *   parity   "01101=1."  the count of 1s mod 2;  sum  "3+3+1+8+6=1."  n terms of 1..9, their
+ *            sum mod 10: two of Kazemnejad et al. 2023's tasks (McGill-NLP/length-generalization,
+ *            scripts/dataset_builders/make_parity_dataset.py, make_sum_dataset.py), in the
+ *            tasks' characters (theirs: "Is the number of 1's even in the sequence [ 0, 1, 1, 0,
+ *            1 ] ?" answered "The answer is No.", and "Compute: 3 + 3 + 1 + 8 + 6 ." answered
+ *            "The answer is 1 ."); n counts bits and terms, as their lengths do
  *
  * The training length L is the context of lm and the longest content of the other tasks
  * (trained on content lengths 1..L); evaluation at a multiple m uses context m*L (lm) or
@@ -38,7 +44,11 @@
 #include "posenc.h"
 
 /* TR_TASK_COUNT is how many kinds there are; the task named "count" is TR_TASK_COUNTING */
-typedef enum { TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNTING, TR_TASK_DUPLICATE, TR_TASK_COUNT } tr_task_kind;
+/* (new kinds go last: a kind's number is part of compare's run fingerprints) */
+typedef enum {
+    TR_TASK_LM, TR_TASK_COPY, TR_TASK_REVERSE, TR_TASK_SORT, TR_TASK_ADD, TR_TASK_COUNTING, TR_TASK_DUPLICATE,
+    TR_TASK_PARITY, TR_TASK_SUM, TR_TASK_COUNT
+} tr_task_kind;
 
 typedef struct tr_task {
     tr_task_kind kind;

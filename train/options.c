@@ -20,7 +20,7 @@ static const struct option {
     const char *arg, *help;
 } OPTIONS[] = {
 #define O(name, type, field, arg, help) {name, type, offsetof(tr_options, field), sizeof(((tr_options *)0)->field), arg, help}
-    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort, duplicate, add or count (CoPE's counting task; L counts its statements)"),
+    O("task", OPT_STR, task, "NAME", "lm (default), copy, reverse, sort, duplicate, add, count (CoPE's counting task; L counts its statements), parity or sum (Kazemnejad et al. 2023's: the 1s mod 2, n terms mod 10)"),
     O("alphabet", OPT_INT, alphabet, "K", "symbols of copy, reverse, sort and duplicate, 2..10 (default 10; Ruoss et al. 2023: 2)"),
     O("layout", OPT_STR, layout, "NAME",
       "decoder (default: causal, the answer after '=' as next tokens) or slots (Ruoss et al. 2023: a bidirectional encoder over the content and one empty slot per answer symbol, the answer read at the slots; copy, reverse, sort, duplicate)"),
@@ -59,6 +59,8 @@ static const struct option {
     O("eval-tokens", OPT_INT, eval_tokens, "N", "tokens evaluated per length, at least 16 sequences (default 8192)"),
     O("score-lengths", OPT_STR, score_lengths, "A-B",
       "Ruoss et al. 2023's score: mean token accuracy over every content length A..B, 512 sequences each (theirs: 41-100 at L 40; default: off)"),
+    O("score-metric", OPT_STR, score_metric, "NAME",
+      "what --score-lengths averages: token_acc (default; Ruoss et al. 2023) or exact (Kazemnejad et al. 2023's accuracy, the whole answer right)"),
 #undef O
 };
 enum { N_OPTIONS = sizeof OPTIONS / sizeof OPTIONS[0] };
@@ -68,6 +70,7 @@ void tr_options_default(tr_options *o) {
     snprintf(o->task, sizeof o->task, "lm");
     snprintf(o->method, sizeof o->method, "rope");
     snprintf(o->layout, sizeof o->layout, "decoder");
+    snprintf(o->score_metric, sizeof o->score_metric, "token_acc");
     o->alphabet = 10;
     o->length = 0; /* by task: 64 for lm, 16 otherwise (tr_options_check fills it) */
     o->corpus_seed = 1, o->corpus_chars = 1000000;
@@ -192,7 +195,7 @@ void tr_options_help(void) {
 
 pe_status tr_options_check(const tr_options *o, pe_err *err) {
     int task = tr_task_from_name(o->task);
-    if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, duplicate, add, count)", o->task);
+    if (task < 0) return pe_error(err, PE_EKEY, "--task: unknown task '%s' (lm, copy, reverse, sort, duplicate, add, count, parity, sum)", o->task);
     const int slots = tr_options_slots(o);
     if (!slots && strcmp(o->layout, "decoder"))
         return pe_error(err, PE_EKEY, "--layout: unknown layout '%s' (decoder, slots)", o->layout);
@@ -248,6 +251,8 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     if (tr_options_score_range(o, &lo, &hi))
         return pe_error(err, PE_EKEY, "--score-lengths: '%s' is not A-B with 1 <= A <= B <= 8192", o->score_lengths);
     if (hi && task == TR_TASK_LM) return pe_error(err, PE_EKEY, "--score-lengths is for the tasks with answers, not lm");
+    if (strcmp(o->score_metric, "token_acc") && strcmp(o->score_metric, "exact"))
+        return pe_error(err, PE_EKEY, "--score-metric: unknown metric '%s' (token_acc, exact)", o->score_metric);
     if (o->corpus_chars < 10000) return pe_error(err, PE_EKEY, "--corpus-chars: need >= 10000");
     /* upper bounds: sizes from the command line or a checkpoint's metadata must not overflow
      * the products the run forms from them (parameters, batch and evaluation tokens) */

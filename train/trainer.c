@@ -333,7 +333,7 @@ pe_status tr_run_score(tr_run *r, double *score, pe_err *err) {
         tr_metrics m;
         pe_status st = eval_length(r, n, TR_SCORE_SEQS, &m, err);
         if (st) return st;
-        *score += m.token_acc / (double)(hi - lo + 1);
+        *score += (strcmp(r->o.score_metric, "exact") ? m.token_acc : m.exact) / (double)(hi - lo + 1);
     }
     return PE_OK;
 }

@@ -64,8 +64,10 @@ typedef struct tr_options {
     int64_t eval[TR_MAX_EVAL];
     int64_t eval_tokens;
     /* Ruoss et al.'s score: the mean token accuracy over every content length lo..hi, 512
-     * sequences each ("" = off; "41-100" is theirs, L = 40) */
+     * sequences each ("" = off; "41-100" is theirs, L = 40); score_metric "exact" takes the
+     * mean exact match instead (Kazemnejad et al. 2023's accuracy over their test lengths) */
     char score_lengths[24];
+    char score_metric[16];
 } tr_options;
 
 /* Defaults of `posenc train` (documented by tr_options_help). */
@@ -170,7 +172,8 @@ pe_status tr_run_eval(tr_run *r, int64_t mult, tr_metrics *out, pe_err *err);
  * TR_SCORE_SEQS held-out sequences at each content length, as their range evaluation
  * (google-deepmind/randomized_positional_encodings, experiments/range_evaluation.py, 512
  * sequences a length) and example.py's score (the mean of the accuracies past the training
- * length) compute it. */
+ * length) compute it; with --score-metric exact, of the exact match (teacher-forced, which
+ * for these one-answer tasks is greedy decoding's: every token right given the right prefix). */
 #define TR_SCORE_SEQS 512
 pe_status tr_run_score(tr_run *r, double *score, pe_err *err);
 /* Whether the options train in the answer-slot layout (--layout slots, data.h). */

@@ -109,6 +109,14 @@ fi
 "$POSENC" train $slots --steps 4 --score-lengths 7-9 > "$WORK/score" 2> "$WORK/err" &&
     awk '/^score: mean token accuracy over content lengths 7-9/ { s = $NF } END { exit !(s > 0 && s < 1) }' "$WORK/score" &&
     ok "slots: --score-lengths prints Ruoss et al.'s score" || not_ok "slots: --score-lengths" "$(cat "$WORK/score" "$WORK/err")"
+# Kazemnejad et al.'s parity and sum, scored by the exact match over the lengths past L
+for t in parity sum; do
+    "$POSENC" train --task $t --length 4 --layers 1 --width 16 --heads 2 --batch 8 --steps 4 --eval 1,2 --eval-tokens 256 \
+        --score-lengths 5-8 --score-metric exact > "$WORK/$t" 2> "$WORK/err" &&
+        awk '/^score: mean exact match over content lengths 5-8 \(Kazemnejad/ { s = $NF; n++ } END { exit !(n == 1 && s >= 0 && s <= 1) }' "$WORK/$t" &&
+        ok "$t: trains, and --score-metric exact prints the exact-match score" || not_ok "$t: --score-metric exact" "$(cat "$WORK/$t" "$WORK/err")"
+done
+expect_bad "an unknown score metric" "--score-metric: unknown metric 'bpc' (token_acc, exact)" "" train --task parity --score-metric bpc --steps 1 --quiet
 expect_bad "score lengths backwards" "is not A-B" "" train --task copy --score-lengths 9-7 --steps 1 --quiet
 expect_bad "score lengths on lm" "not lm" "" train --score-lengths 1-2 --steps 1 --quiet
 expect_bad "score lengths past the random positions" "at least the longest sequence" "" train --task copy --layout slots --length 4 --random-positions 16 --score-lengths 5-9 --steps 1 --quiet

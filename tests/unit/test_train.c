@@ -366,6 +366,17 @@ static void test_tasks(void **state) {
                 assert_true(q >= 0 && q < 3 && set[q]);
                 snprintf(want, sizeof want, "%d", val[q]);
             }
+            if (k == TR_TASK_PARITY || k == TR_TASK_SUM) { /* 10 bits: their 1s mod 2; 10 terms 1..9: mod 10 */
+                int acc = 0, terms = 0;
+                for (int i = 0; i < n; i++) {
+                    if (k == TR_TASK_SUM && i % 2) { assert_int_equal(x[i], '+'); continue; }
+                    const int d = x[i] - '0';
+                    assert_true(k == TR_TASK_SUM ? d >= 1 && d <= 9 : d == 0 || d == 1);
+                    acc += d, terms++;
+                }
+                assert_int_equal(terms, 10);
+                snprintf(want, sizeof want, "%d", acc % (k == TR_TASK_SUM ? 10 : 2));
+            }
             assert_string_equal(y, want);
             for (int i = 0; i < Te; i++) /* only the answer (from '=' on) is scored, never padding */
                 if ((tgt[b * Te + i] >= 0) != (i >= (int)(eq - s) && i < full - 1))
