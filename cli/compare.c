@@ -70,6 +70,23 @@ typedef struct full_budget {
     "rope 0.5%, all 0% at 2x " \
     "(4 x 64 at lr 1e-2, 3000 x 64: fire 0%, rope 1.4%); 8x is past the 26 hint letters"
 
+/* Kazemnejad et al. 2023's tasks (McGill-NLP/length-generalization at d06170ec, configs/data/
+ * s2s_*.jsonnet and scripts/dataset_builders/make_*_dataset.py): a decoder-only model, the
+ * answer after the prompt, trained on lengths up to L and tested on L+1 .. 2L (copy and reverse
+ * L 20, the others 8), scored by the exact match over the test lengths (their accuracy:
+ * src/analyzers/seq2seq_analyzer.py), three seeds (theirs: 256788, 234054, 146317), their five
+ * encodings (configs/models/pe_*.jsonnet: none, t5_relative_bias, alibi, rotary,
+ * abs_sinusoid). Their model is T5-base's decoder, 12 layers x 768 and 40,000 steps of 64 at lr
+ * 3e-5 (configs/t5_dec_base.jsonnet, configs/trainer/base_model.jsonnet); this one is 4 x 64,
+ * 6000 steps of 32 at 3e-3, the budget at which rope and fire learned add with hints. */
+#define NOPE_OPTS "layers 4 width 64 heads 4 steps 6000 batch 32 lr 3e-3 eval 1,2 score-metric exact"
+#define NOPE_METHODS "none,t5,alibi,rope,sinusoidal"
+#define NOPE_TASK(stem, task, L, test, what)                                                                \
+    {.name = stem, .opts = "task " task " length " #L " score-lengths " test " " NOPE_OPTS,                  \
+     .methods = NOPE_METHODS, .seeds = 3,                                                                   \
+     .why = "Kazemnejad et al. 2023's " what ", trained on lengths 1.." #L " and scored by the exact match over " \
+            test " (cli/compare.c: NOPE_OPTS)"}
+
 static const full_budget FULL[] = {
     {.name = "lm",
      .opts = "task lm length 64 steps 1500 batch 4",
@@ -130,6 +147,14 @@ static const full_budget FULL[] = {
      .seeds = 1,
      .random_n = 2048,
      .why = "Ruoss et al. 2023's duplicate_string as they ran it: the string, then twice as many slots"},
+    NOPE_TASK("s2s_copy", "copy", 20, "21-40", "s2s_copy (theirs: 100 symbols, lengths 2..20)"),
+    NOPE_TASK("s2s_reverse", "reverse", 20, "21-40", "s2s_reverse (theirs: 100 symbols, lengths 2..20)"),
+    NOPE_TASK("s2s_addition", "add", 8, "9-16",
+              "s2s_addition (theirs: each operand 1..8 digits, the sum most significant digit first; here the "
+              "longer operand has n digits and the sum comes least significant first)"),
+    NOPE_TASK("s2s_sort", "sort", 8, "9-16", "s2s_sort (theirs: 50 symbols)"),
+    NOPE_TASK("s2s_sum", "sum", 8, "9-16", "s2s_sum, n terms of 1..9 mod 10"),
+    NOPE_TASK("s2s_parity", "parity", 8, "9-16", "s2s_parity (theirs: lengths 4..8)"),
 };
 enum { N_FULL = sizeof FULL / sizeof FULL[0] };
 /* --full --quick: every task in seconds, for the tests; its numbers mean nothing */
@@ -366,7 +391,14 @@ static int check_args(const compare_args *ca, const arg_res *r, cmp_shard *shard
                       ca->readme ? "readme" : "results");
     /* the README's block must be there before the runs, not found missing after them */
     if (!rc && ca->readme && cli_readme_block("compare", ca->readme, ca->full ? "results" : "compare", NULL)) rc = 2;
-    if (!rc && ca->results) { /* and the results page writable */
+    if (!rc && ca->results) { /* and the results page writable; in --out, which is then made now */
+        const char *slash = strrchr(ca->results, '/');
+        size_t nd = slash ? (size_t)(slash - ca->results) : 0, no = strlen(ca->out);
+        while (no > 1 && ca->out[no - 1] == '/') no--;
+        if (nd && nd == no && !strncmp(ca->results, ca->out, nd) && !ca->estimate && mkdir(ca->out, 0777) && errno != EEXIST)
+            rc = cli_fail("compare: --out: cannot create '%s': %s", ca->out, strerror(errno));
+    }
+    if (!rc && ca->results) {
         pe_out po;
         if (pe_out_open(&po, ca->results, &err)) rc = cli_fail("compare: --results: %s", err.msg);
         else pe_out_abort(&po);

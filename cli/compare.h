@@ -8,7 +8,7 @@
 
 #define CMP_MAX_VARIANTS 64
 #define CMP_MAX_SEEDS 16
-#define CMP_MAX_TASKS 8
+#define CMP_MAX_TASKS 16
 
 /* In distribution: a task is learned when the mean exact match over seeds at 1x reaches this
  * (at least half of the answers right: chance is near 0 for copy, reverse and add, about 20%

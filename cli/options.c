@@ -133,7 +133,7 @@ static const arg_opt COMPARE_OPTS[] = {
                 "orderings need (NAME+random); DIR/TASK.csv, .md and .png per task (--estimate: how long)"),
     OPT(compare_args, "estimate", estimate, ARG_FLAG,
         .help = "time 4 steps of every variant, print the estimated time of the runs and stop"),
-    OPT(compare_args, "results", results, ARG_OUT, .meta = "FILE",
+    OPT(compare_args, "results", results, ARG_STR, .meta = "FILE",
         .help = "with --full: write the results page (make results: doc/results.md): tables, plots,\n"
                 "the published orderings tested on the run's numbers, a paragraph per task"),
     OPT(compare_args, "out", out, ARG_OUTDIR, .meta = "DIR", .help = "output folder (made if missing)"),
