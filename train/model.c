@@ -49,34 +49,6 @@ static int find_tensor(const tr_model *m, const char *name) {
 /* Configuration of one attention (layer or probe) from the model's. Without a schedule the
  * keys go to every layer that runs the model's method (none of them to the plain layers beside
  * an absolute method's embedding); with one, each key to the layers whose method takes it. */
-static pe_status make_attention(pe_attention **att, const tr_model_config *c, const char *method,
-                                int64_t heads, int causal, pe_err *err) {
-    pe_config cfg;
-    pe_config_init(&cfg);
-    char hs[32];
-    snprintf(hs, sizeof hs, "%lld", (long long)heads);
-    const char *keys[TR_MAX_KEYS + 3] = {"method", "heads", "causal"};
-    const char *vals[TR_MAX_KEYS + 3] = {method, hs, causal ? "true" : "false"};
-    int n = 3;
-    for (int i = 0; i < c->n_keys; i++)
-        if (c->schedule[0] ? tr_key_applies(method, c->key[i]) : strcmp(method, c->method) == 0)
-            keys[n] = c->key[i], vals[n++] = c->val[i];
-    pe_status st = pe_config_set_all(&cfg, n, keys, vals, err);
-    if (!st && c->length > 0) st = pe_config_fit_length(&cfg, c->length, err);
-    /* A reference that leaves its scores unscaled leans on its own initialisation of q (T5's,
-     * with Adafactor); with this trainer's AdamW and common initialisation it stalls at the
-     * bigram plateau for hundreds of steps, so such layers use 1/sqrt(D) like the others and
-     * the comparison measures the encoding. */
-    pe_method_info info;
-    if (!st && !pe_method_describe(cfg.method, &info, NULL) && info.scale_in_init && !pe_config_has(&cfg, PE_K_scale)) {
-        char sc[32];
-        snprintf(sc, sizeof sc, "%.9g", 1.0 / sqrt((double)(c->C / heads)));
-        st = pe_config_set(&cfg, "scale", sc, err);
-    }
-    if (!st) st = pe_attention_init(att, &cfg, c->C, err);
-    return st;
-}
-
 /* Adds the method tensors of att: per layer under prefix, shared/input ones under "pe.". */
 static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix, int *idx, pe_err *err) {
     pe_param_spec specs[PE_MAX_PARAMS];
@@ -267,7 +239,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         char lm[32];
         if (nsched) tr_schedule_method(cfg->schedule, l, lm, sizeof lm);
         else snprintf(lm, sizeof lm, "%s", own ? cfg->method : pe_method_name(PE_METHOD_NONE));
-        st = make_attention(&L->att, cfg, lm, cfg->heads, !cfg->bidirectional, err);
+        st = tr_make_attention(&L->att, cfg, lm, cfg->heads, !cfg->bidirectional, l, err);
         if (st) break;
         if (nsched && pe_attention_has_memory(L->att)) {
             /* the memory is every layer's input of the last segment, carried as one block */
@@ -302,7 +274,7 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
     }
     int pidx[PE_MAX_PARAMS];
     if (!st && place == TR_PLACE_INPUT) {
-        st = make_attention(&m->probe, cfg, cfg->method, 1, 0, err);
+        st = tr_make_attention(&m->probe, cfg, cfg->method, 1, 0, -1, err);
         if (!st) st = add_method_tensors(m, m->probe, NULL, pidx, err);
     }
     if (!st && ((m->t_lnfw = add_tensor(m, "ln_f.weight", 1, sC, 0, err)) < 0 ||

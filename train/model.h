@@ -49,6 +49,9 @@ typedef struct tr_model_config {
      * method takes it (common keys such as scale to all), and shared tensors are named
      * `pe.<method>.<tensor>` (two methods may name a tensor alike). */
     char schedule[512];
+    /* per-layer sliding windows, comma-separated token counts cycled as the schedule (a query
+     * sees the last W tokens, itself included; 0: all); "" = none */
+    char windows[256];
     int64_t length; /* the training length: keys a method sizes by it (pe_config_fit_length); 0: none */
     int n_keys; /* extra layer keys (sin_layout, num_buckets, ...) */
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];

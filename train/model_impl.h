@@ -80,4 +80,11 @@ struct tr_model {
 pe_status tr_model_input_forward(tr_model *m, const int64_t *pos, int64_t N, pe_err *err);
 pe_status tr_model_input_backward(tr_model *m, pe_err *err);
 
+/* The attention of a layer running method (conventions.c): heads, causal or not, the config's
+ * keys that apply to the method, its scale where its reference leaves the scores unscaled, its
+ * length-sized keys fitted to the training length, and layer's window of the config's windows
+ * (layer -1: none). */
+pe_status tr_make_attention(pe_attention **att, const tr_model_config *c, const char *method, int64_t heads,
+                            int causal, int64_t layer, pe_err *err);
+
 #endif

@@ -40,6 +40,8 @@ static const struct option {
       "randomized positions (Ruoss et al. 2023), every method but xl: each sequence of T tokens takes T sorted distinct positions drawn uniformly from [0, N) in training and at evaluation, N >= the longest sequence (default 0: 0..T-1)"),
     O("layers-methods", OPT_STR, layers_methods, "M,M,..",
       "one method per layer, cycled over --layers (e.g. rope,none: Llama 4's NoPE interleaving); methods of the layers or none; replaces --method"),
+    O("layers-windows", OPT_STR, layers_windows, "W,W,..",
+      "a sliding window per layer, cycled over --layers: a query sees the last W tokens, itself included (HF's sliding_window; FlashAttention's window_size (W - 1, 0)); 0: all of them (e.g. 16,16,16,0 with --layers-methods rope,rope,rope,none: Cohere2's RNoPE-SWA); the decoder layout"),
     O("nope-temperature", OPT_REAL, nope_temperature, "F",
       "Llama 4's attention-temperature tuning on the none layers of --layers-methods: queries at position p times 1 + attn_scale ln(1 + floor((p + 1) / F)) (Llama 4: F 8192; --attn_scale X, default 0.1; default 0: off)"),
     O("steps", OPT_INT, steps, "N", "optimizer steps (default 1500)"),
@@ -223,6 +225,22 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     }
     if (nsched > o->layers)
         return pe_error(err, PE_EKEY, "--layers-methods names %d methods for %lld layers", nsched, (long long)o->layers);
+    const int nwin = tr_schedule_method(o->layers_windows, 0, NULL, 0);
+    if (o->layers_windows[0] && !nwin)
+        return pe_error(err, PE_EKEY, "--layers-windows '%s': need token counts separated by commas", o->layers_windows);
+    for (int i = 0; i < nwin; i++) {
+        char w[32], *end;
+        tr_schedule_method(o->layers_windows, i, w, sizeof w);
+        const long long v = strtoll(w, &end, 10);
+        if (*end || end == w || v < 0 || v > TR_MAX_WINDOW)
+            return pe_error(err, PE_EKEY, "--layers-windows: '%s' is not a token count 0 .. %d (0: the whole context)", w, TR_MAX_WINDOW);
+    }
+    if (nwin > o->layers)
+        return pe_error(err, PE_EKEY, "--layers-windows names %d windows for %lld layers", nwin, (long long)o->layers);
+    if (nwin && tr_options_slots(o))
+        return pe_error(err, PE_EKEY, "--layers-windows is for the decoder layout: the slots' encoder attends both ways");
+    if (nwin && tr_options_key(o, "window"))
+        return pe_error(err, PE_EKEY, "--layers-windows and --window both set the windows: give one");
     if (!(o->nope_temperature == 0 || (o->nope_temperature >= 1 && o->nope_temperature <= 1e15)))
         return pe_error(err, PE_EKEY, "--nope-temperature: %g must be 0 (off) or a floor_scale within 1 .. 1e15", o->nope_temperature);
     if (o->nope_temperature && !has_none)

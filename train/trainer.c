@@ -58,6 +58,7 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     mc.bidirectional = task->slots;
     snprintf(mc.method, sizeof mc.method, "%s", r->o.method);
     snprintf(mc.schedule, sizeof mc.schedule, "%s", r->o.layers_methods);
+    snprintf(mc.windows, sizeof mc.windows, "%s", r->o.layers_windows);
     mc.n_keys = r->o.n_keys;
     for (int k = 0; k < r->o.n_keys; k++) {
         snprintf(mc.key[k], sizeof mc.key[k], "%s", r->o.key[k]);

@@ -52,6 +52,9 @@ typedef struct tr_options {
      * tuning on its `none` layers with that floor_scale (0: off) */
     char layers_methods[512];
     double nope_temperature;
+    /* per-layer sliding windows: comma-separated token counts, layer l the (l mod n)-th, each
+     * query seeing the last W tokens itself included (0: all; "": no windows) */
+    char layers_windows[256];
     int n_keys;     /* layer keys (--KEY VALUE of the contract) */
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
     /* training */
@@ -69,6 +72,9 @@ typedef struct tr_options {
     char score_lengths[24];
     char score_metric[16];
 } tr_options;
+
+/* The longest window of --layers-windows, in tokens. */
+#define TR_MAX_WINDOW (1 << 30)
 
 /* Defaults of `posenc train` (documented by tr_options_help). */
 void tr_options_default(tr_options *o);
