@@ -26,140 +26,6 @@
 #include "compare.h"
 #include "options.h"
 
-/* ---- the budgets of --full --------------------------------------------------------------- *
- * Found by short runs (one seed, rope and two or three others per task, on 2 shared cores; the
- * results page prints the table). The whole of --full has to fit 60 minutes on 2 cores: about
- * 400 runs (5 tasks, 24 to 29 variants, 3 seeds). The synthetic tasks' short sequences make
- * most methods cost about the same there (floater 1.5x, pope 2.6x), while count's 75
- * tokens put the T x T methods at 2-3x. compare --full --estimate prints each task's share:
- * 30 to 37 minutes of training here; the run of doc/results.md took 34:39 on the quiet machine
- * (two runs sharing the caches, and the evaluations); more with other work on the cores. */
-typedef struct full_budget {
-    const char *name;     /* the task's name in the outputs (its files, runs and section) */
-    const char *opts;     /* training options, "NAME VALUE ..." with the task (the command line's override them) */
-    const char *variants; /* added when their method is in the list */
-    const char *methods;  /* the task's own variants in place of the list (NULL: the list) */
-    int seeds;            /* seeds of each variant (0: the comparison's) */
-    int64_t random_n;     /* randomized positions' N (0: the comparison's) */
-    const char *why;
-} full_budget;
-
-/* Ruoss et al. 2023's setup (google-deepmind/randomized_positional_encodings at 57bc5d01,
- * experiments/example.py and training.py): 5 layers x 64, 8 heads, dropout 0.1, batches of
- * 128 sequences of U(1, 40) binary symbols, 10,000 steps of Adam at a constant 1e-3, clipped
- * at norm 1, no weight decay; scored by the mean token accuracy over the lengths 41..100
- * (range_evaluation.py, 512 sequences a length); randomized positions from [0, 2048)
- * (noise_max_length). Their model is post-LN with ReLU and an untied output; ours is the
- * trainer's (README: the differences). Run here for 4000 of their 10,000 steps, one seed a
- * variant: 10,000 took 45 to 110 minutes a run on one AVX2 core (26 CPU-hours for --full,
- * against the experiment's 16), and rope's loss on reverse_string was 0.005 by step 2700 of a
- * full run (1x exact 99.0% at the end, score 0.526; session 14). */
-#define RUOSS_OPTS                                                                                          \
-    "alphabet 2 layout slots length 40 layers 5 width 64 heads 8 batch 128 dropout 0.1 lr 1e-3 "            \
-    "weight-decay 0 warmup 1 min-lr 1 beta2 0.999 clip 1 steps 4000 score-lengths 41-100 eval 1,2"
-/* their encodings, each with and without randomized positions; their RELATIVE is
- * Transformer-XL's (positional_encodings.py, compute_attention_with_relative_encodings) */
-#define RUOSS_METHODS                                                                                       \
-    "sinusoidal,learned,xl,rope,alibi,sinusoidal+random,learned+random,xl+random,rope+random,alibi+random"
-
-/* add with index hints (--hints 1): the budget at which one method learned the sum in
- * distribution, one seed each, 4 x 64 wide, 6000 steps of 32, lr 3e-3 (session 14) */
-#define ADD_HINTS_WHY                                                                                       \
-    "the sum with index hints (Zhou et al. 2024's format, --hints 1), trained on 1..5 digits: with 4 layers x " \
-    "64 wide, 6000 steps of 32 and lr 3e-3, fire answered 100% at 1x, alibi 99.5%, fire+random 99%, none 94%, " \
-    "rope 0.5%, all 0% at 2x " \
-    "(4 x 64 at lr 1e-2, 3000 x 64: fire 0%, rope 1.4%); 8x is past the 26 hint letters"
-
-/* Kazemnejad et al. 2023's tasks (McGill-NLP/length-generalization at d06170ec, configs/data/
- * s2s_*.jsonnet and scripts/dataset_builders/make_*_dataset.py): a decoder-only model, the
- * answer after the prompt, trained on lengths up to L and tested on L+1 .. 2L (copy and reverse
- * L 20, the others 8), scored by the exact match over the test lengths (their accuracy:
- * src/analyzers/seq2seq_analyzer.py), three seeds (theirs: 256788, 234054, 146317), their five
- * encodings (configs/models/pe_*.jsonnet: none, t5_relative_bias, alibi, rotary,
- * abs_sinusoid). Their model is T5-base's decoder, 12 layers x 768 and 40,000 steps of 64 at lr
- * 3e-5 (configs/t5_dec_base.jsonnet, configs/trainer/base_model.jsonnet); this one is 4 x 64,
- * 6000 steps of 32 at 3e-3, the budget at which rope and fire learned add with hints. */
-#define NOPE_OPTS "layers 4 width 64 heads 4 steps 6000 batch 32 lr 3e-3 eval 1,2 score-metric exact"
-#define NOPE_METHODS "none,t5,alibi,rope,sinusoidal"
-#define NOPE_TASK(stem, task, L, test, what)                                                                \
-    {.name = stem, .opts = "task " task " length " #L " score-lengths " test " " NOPE_OPTS,                  \
-     .methods = NOPE_METHODS, .seeds = 3,                                                                   \
-     .why = "Kazemnejad et al. 2023's " what ", trained on lengths 1.." #L " and scored by the exact match over " \
-            test " (cli/compare.c: NOPE_OPTS)"}
-
-static const full_budget FULL[] = {
-    {.name = "lm",
-     .opts = "task lm length 64 steps 1500 batch 4",
-     .variants = "",
-     .why =
-     "the default comparison's budget (posenc compare, the README's table): every method but none leaves the "
-     "bigram plateau at 1x; at length 128 and 720 steps the absolute encodings stayed on it"},
-    {.name = "copy",
-     .opts = "task copy length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
-     .variants = "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
-     .why =
-     "at lm's 2 layers x 64 wide, rope learns copying only after about 3000 steps of 16 (the loss falls all at "
-     "once) and none and alibi were at 0% after 1500; 4 layers x 32 wide with 4 heads of 8 learn it sooner, "
-     "at about half the wider model's cost per step: in 3000 steps alibi 97%, none 78% (rope 100% with 2 "
-     "heads), in 2000 alibi 57%, rope 49%, none 18%. 2 heads (alibi 21% in 3000), length 6, batches of 8 or 12 "
-     "(more steps, the same tokens: 0-1%) and of 24 or 32 (fewer steps: 0-38%) learned less. Randomized "
-     "positions for the absolute encodings, rope and alibi, as Ruoss et al. ran them; not none, which has no "
-     "positions, nor floater, whose ODE is solved anew for every draw of positions (10x floater's cost)"},
-    {.name = "reverse",
-     .opts = "task reverse length 8 layers 4 width 32 heads 4 steps 3000 batch 16",
-     .variants = "sinusoidal+random,learned+random,complex+random,rope+random,alibi+random",
-     .why =
-     "the budget of copy, sequences of the same length (rope: 93% at 1x in 3000 steps; at 3 layers x 32 wide "
-     "with 2 heads, 17% in 4000)"},
-    {.name = "add",
-     .opts = "task add length 4 layers 4 width 32 heads 4 steps 600 batch 16",
-     .variants = "fire+random,rope+random",
-     .why =
-     "out of reach at this size and time: with the model of copy, 3000 steps at length 8 left rope and fire at "
-     "0% (30% of the digits) and 4000 steps at length 4 left rope and learned at 1% (55% of the digits), with "
-     "the operands most significant digit first and the sum least significant first; so a shorter run at "
-     "length 4 that shows it; fire+random is Zhou et al. 2024's recipe (FIRE with randomized positions)"},
-    {.name = "add_hints",
-     .opts = "task add hints 1 length 5 layers 4 width 64 heads 4 steps 6000 batch 32 lr 3e-3 eval 1,2,4",
-     .methods = "fire,fire+random,rope,rope+random,alibi,none,learned,kerple,t5",
-     .seeds = 2,
-     .random_n = 256,
-     .why = ADD_HINTS_WHY},
-    {.name = "count",
-     .opts = "task count length 64 layers 2 width 32 heads 4 steps 1200 batch 8 eval-tokens 32768",
-     .variants = "rope+random",
-     .why =
-     "64 statements, so the values asked about span CoPE's 0..10 (at 16 they are mostly 0..2 and the longer "
-     "evaluations would ask for counts never trained): 2x-8x test longer contexts, not larger answers. "
-     "Sequences of about 75 tokens; cope answers 69% at 1x after 1000 steps of 8 and 76% after 1500 (rope "
-     "48%; with 2 heads 69% and 31%); cope, on the T x T path, costs 2.8x rope. 32768 tokens evaluated per "
-     "length: the answer is one or two tokens of a long sequence, and 8192 left 16 sequences at 8x"},
-    {.name = "reverse_string",
-     .opts = "task reverse " RUOSS_OPTS,
-     .methods = RUOSS_METHODS,
-     .seeds = 1,
-     .random_n = 2048,
-     .why = "Ruoss et al. 2023's reverse_string as they ran it (cli/compare.c: RUOSS_OPTS): an encoder reading the "
-            "string and one empty slot per answer symbol, the answer read at the slots"},
-    {.name = "duplicate_string",
-     .opts = "task duplicate " RUOSS_OPTS,
-     .methods = RUOSS_METHODS,
-     .seeds = 1,
-     .random_n = 2048,
-     .why = "Ruoss et al. 2023's duplicate_string as they ran it: the string, then twice as many slots"},
-    NOPE_TASK("s2s_copy", "copy", 20, "21-40", "s2s_copy (theirs: 100 symbols, lengths 2..20)"),
-    NOPE_TASK("s2s_reverse", "reverse", 20, "21-40", "s2s_reverse (theirs: 100 symbols, lengths 2..20)"),
-    NOPE_TASK("s2s_addition", "add", 8, "9-16",
-              "s2s_addition (theirs: each operand 1..8 digits, the sum most significant digit first; here the "
-              "longer operand has n digits and the sum comes least significant first)"),
-    NOPE_TASK("s2s_sort", "sort", 8, "9-16", "s2s_sort (theirs: 50 symbols)"),
-    NOPE_TASK("s2s_sum", "sum", 8, "9-16", "s2s_sum, n terms of 1..9 mod 10"),
-    NOPE_TASK("s2s_parity", "parity", 8, "9-16", "s2s_parity (theirs: lengths 4..8)"),
-};
-enum { N_FULL = sizeof FULL / sizeof FULL[0] };
-/* --full --quick: every task in seconds, for the tests; its numbers mean nothing */
-static const char FULL_QUICK[] = "steps 20 batch 4 layers 1 width 16 heads 2 eval-tokens 128 corpus-chars 20000";
-
 static const char *method_name_of(int i) { return i < PE_METHOD_COUNT ? pe_method_name(i) : NULL; }
 
 int cmp_find(const cmp_task *t, const char *name) {
@@ -181,7 +47,11 @@ static int add_variant(cmp_variant *v, int *n, const char *name, int bidirection
     memset(x, 0, sizeof *x);
     snprintf(x->name, sizeof x->name, "%s", name);
     snprintf(x->method, sizeof x->method, "%s", name);
-    char *plus = strchr(x->method, '+');
+    x->hybrid = cmp_hybrid_named(name, strlen(name));
+    if (x->hybrid && bidirectional)
+        return snprintf(why, why_len, "'%s': the hybrids are for the decoder layout", name), -1;
+    if (x->hybrid) snprintf(x->method, sizeof x->method, "%.*s", (int)strcspn(x->hybrid->methods, ","), x->hybrid->methods);
+    char *plus = x->hybrid ? NULL : strchr(x->method, '+');
     if (plus) {
         if (!strcmp(plus, "+shape")) x->shape = 1;
         else if (!strcmp(plus, "+random")) x->random = 1;
@@ -262,6 +132,18 @@ tr_options cmp_run_options(const cmp_task *t, const cmp_job *jb) {
     ro.seed = (uint64_t)jb->seed;
     ro.shape = vr->shape ? t->shape_k : 0;
     ro.random_positions = vr->random ? t->random_n : t->base.random_positions;
+    const cmp_hybrid *h = vr->hybrid;
+    if (h) { /* its methods, its rope layers' windows, its temperature */
+        snprintf(ro.layers_methods, sizeof ro.layers_methods, "%s", h->methods);
+        ro.layers_windows[0] = 0;
+        const int64_t w = ro.length / 4 > 1 ? ro.length / 4 : 1;
+        for (const char *p = h->methods; h->swa && *p; p += strcspn(p, ","), p += *p == ',') {
+            const size_t n = strlen(ro.layers_windows);
+            snprintf(ro.layers_windows + n, sizeof ro.layers_windows - n, "%s%lld", n ? "," : "",
+                     (long long)(strncmp(p, "rope", 4) ? 0 : w));
+        }
+        ro.nope_temperature = h->temperature ? (double)(ro.length > 1 ? ro.length : 1) : 0;
+    }
     return ro;
 }
 
@@ -294,22 +176,25 @@ static int in_list(const char *list, const char *name) {
 static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, char *skipped, size_t skipped_n) {
     pe_err err = {{0}};
     int rc = 0;
-    const int ntasks = ca->full ? N_FULL : 1;
+    const int ntasks = ca->full ? CMP_N_FULL : 1;
     for (int t = 0; !rc && t < ntasks; t++) {
         cmp_task *tk = &a->T[a->nt];
         tr_options o;
         tr_options_default(&o);
         if (ca->full) {
-            if (set_pairs(&o, FULL[t].opts, &err) || (ca->quick && set_pairs(&o, FULL_QUICK, &err))) {
-                rc = cli_fail("compare: the budget of %s: %s", FULL[t].name, err.msg);
+            if (set_pairs(&o, CMP_FULL[t].opts, &err) || (ca->quick && set_pairs(&o, CMP_FULL_QUICK, &err))) {
+                rc = cli_fail("compare: the budget of %s: %s", CMP_FULL[t].name, err.msg);
                 break;
             }
-            if (ca->quick) { /* short sequences, and a score over two lengths */
+            if (ca->quick) { /* short sequences, a score over two lengths, a layer for each of a hybrid's */
                 tr_options_set(&o, "length", strcmp(o.task, "lm") ? "4" : "16", &err);
                 if (o.score_lengths[0]) tr_options_set(&o, "score-lengths", "5-6", &err);
+                char ly[16];
+                snprintf(ly, sizeof ly, "%d", cmp_hybrid_layers(CMP_FULL[t].methods));
+                if (cmp_hybrid_layers(CMP_FULL[t].methods) > o.layers) tr_options_set(&o, "layers", ly, &err);
             }
-            tk->why = ca->quick ? "--quick: a smoke test's budget" : FULL[t].why;
-            snprintf(tk->stem, sizeof tk->stem, "%s", FULL[t].name);
+            tk->why = ca->quick ? "--quick: a smoke test's budget" : CMP_FULL[t].why;
+            snprintf(tk->stem, sizeof tk->stem, "%s", CMP_FULL[t].name);
         } else {
             if (ca->quick) { /* before the command line's options, which override it */
                 const char *q[][2] = {{"length", "32"}, {"steps", "60"}, {"batch", "8"}, {"eval-tokens", "1024"},
@@ -319,7 +204,7 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
             tk->why = "";
             snprintf(tk->stem, sizeof tk->stem, "compare");
         }
-        tk->seeds = ca->seeds ? (int)ca->seeds : ca->full && FULL[t].seeds && !ca->quick ? FULL[t].seeds : a->seeds;
+        tk->seeds = ca->seeds ? (int)ca->seeds : ca->full && CMP_FULL[t].seeds && !ca->quick ? CMP_FULL[t].seeds : a->seeds;
         for (int i = 0; !rc && i < r->n_keys; i++)
             if (tr_options_set(&o, r->keys[i], r->vals[i], &err)) rc = cli_fail("compare: %s", err.msg);
         if (rc) break;
@@ -327,12 +212,12 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
          * list; then (--full) the task's own variants whose method is in it */
         char why[256];
         const int slots = tr_options_slots(&o);
-        if (ca->full && FULL[t].methods) { /* the task's own, less those --methods leaves out */
+        if (ca->full && CMP_FULL[t].methods) { /* the task's own, less those --methods leaves out */
             char buf[1024];
-            snprintf(buf, sizeof buf, "%s", FULL[t].methods);
+            snprintf(buf, sizeof buf, "%s", CMP_FULL[t].methods);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
                 if (in_list(ca->methods, tok) && add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why))
-                    rc = cli_fail("compare: %s: %s", FULL[t].name, why);
+                    rc = cli_fail("compare: %s: %s", CMP_FULL[t].name, why);
         } else if (!strcmp(ca->methods, "all")) {
             for (int m = 0; m < PE_METHOD_COUNT; m++) {
                 const char *name = pe_method_name(m);
@@ -348,9 +233,9 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save))
                 if (add_variant(tk->V, &tk->nv, tok, slots, why, sizeof why)) rc = cli_fail("compare: --methods: %s", why);
         }
-        if (!rc && ca->full && FULL[t].variants) {
+        if (!rc && ca->full && CMP_FULL[t].variants) {
             char buf[512];
-            snprintf(buf, sizeof buf, "%s", FULL[t].variants);
+            snprintf(buf, sizeof buf, "%s", CMP_FULL[t].variants);
             for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
                 char base[48];
                 snprintf(base, sizeof base, "%.*s", (int)strcspn(tok, "+"), tok);
@@ -358,9 +243,13 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
                     rc = cli_fail("compare: %s", why);
             }
         }
-        if (!rc && !tk->nv && ca->full && FULL[t].methods) continue; /* --methods left none of its own */
+        if (!rc && !tk->nv && ca->full && CMP_FULL[t].methods) continue; /* --methods left none of its own */
         if (!rc && !tk->nv) rc = cli_fail("compare: no method to train");
-        if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n ? ca->random_n : ca->full ? FULL[t].random_n : 0);
+        if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n ? ca->random_n : ca->full ? CMP_FULL[t].random_n : 0);
+        for (int v = 0; !rc && v < tk->nv; v++) { /* every variant's options whole, before any run */
+            const tr_options ro = cmp_run_options(tk, &(cmp_job){.v = v, .seed = 1});
+            if (tr_options_check(&ro, &err)) rc = cli_fail("compare: %s: %s", tk->V[v].name, err.msg);
+        }
         if (!rc) a->nt++;
     }
     return rc;

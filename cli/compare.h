@@ -19,11 +19,20 @@
 #define CMP_LEARNED_EXACT 0.5
 #define CMP_LM_MARGIN 0.05
 
+/* A hybrid of the 2025 models (cli/compare.c: HYBRIDS): a method per layer, cycled; a sliding
+ * window of L/4 tokens on its rope layers (swa); Llama 4's temperature on its none layers. */
+typedef struct cmp_hybrid {
+    const char *name, *methods;
+    int swa, temperature;
+    const char *why;
+} cmp_hybrid;
+
 typedef struct cmp_variant {
-    char name[48];   /* "rope", "sinusoidal+shape", "rope+random" */
+    char name[48];   /* "rope", "sinusoidal+shape", "rope+random", "rnope-swa" */
     char method[32];
     int shape;       /* SHAPE shifts (NAME+shape) */
     int random;      /* randomized positions (NAME+random) */
+    const cmp_hybrid *hybrid; /* a hybrid's layers (NULL: method in every layer) */
 } cmp_variant;
 
 typedef struct cmp_job {
@@ -170,5 +179,26 @@ int cmp_runs_roundtrip(cmp_all *a);
 /* After cmp_runs_read of every folder: 2 with the missing runs named, else a->elapsed, cpu
  * and jobs of the merged shards. */
 int cmp_merge_finish(cmp_all *a, const unsigned char *done);
+
+
+/* ---- the budgets of --full and the hybrids (cli/compare_budgets.c) ---- */
+/* A task of --full: its own budget, variants and seeds. */
+typedef struct cmp_budget {
+    const char *name;     /* the task's name in the outputs (its files, runs and section) */
+    const char *opts;     /* training options, "NAME VALUE ..." with the task (the command line's override them) */
+    const char *variants; /* added when their method is in the list */
+    const char *methods;  /* the task's own variants in place of the list (NULL: the list) */
+    int seeds;            /* seeds of each variant (0: the comparison's) */
+    int64_t random_n;     /* randomized positions' N (0: the comparison's) */
+    const char *why;
+} cmp_budget;
+extern const cmp_budget CMP_FULL[];
+extern const int CMP_N_FULL;
+/* --full --quick: every task in seconds, for the tests; its numbers mean nothing */
+extern const char CMP_FULL_QUICK[];
+/* The hybrid of name's first n characters, NULL when it names none. */
+const cmp_hybrid *cmp_hybrid_named(const char *name, size_t n);
+/* The most layers a hybrid of the comma-separated list names (0: none is a hybrid). */
+int cmp_hybrid_layers(const char *list);
 
 #endif

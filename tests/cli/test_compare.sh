@@ -111,8 +111,10 @@ if grep -q '^| `alibi` | .* | \*\*no\*\* |' "$WORK/f/copy.md" && grep -q 'learne
 else
     not_ok "the tables mark what did not learn the task" "$(cat "$WORK/f/copy.md")"
 fi
+# the tasks of --full, in their order (cli/compare_budgets.c: CMP_FULL)
+FULL_TASKS="lm copy reverse add add_hints count reverse_string duplicate_string lm_hybrids count_scaled s2s_copy s2s_reverse s2s_addition s2s_sort s2s_sum s2s_parity"
 if "$POSENC" compare --full --quick --estimate --methods rope --out "$WORK/e" > "$WORK/e.out" 2>&1 &&
-   grep -q '^estimated [0-9:]* (.* of runs, .*); lm [0-9:]*, copy [0-9:]*, reverse [0-9:]*, add [0-9:]*, add_hints [0-9:]*, count [0-9:]*, reverse_string [0-9:]*, duplicate_string [0-9:]*, s2s_copy [0-9:]*, s2s_reverse [0-9:]*, s2s_addition [0-9:]*, s2s_sort [0-9:]*, s2s_sum [0-9:]*, s2s_parity [0-9:]*$' "$WORK/e.out" &&
+   grep -q "^estimated [0-9:]* (.* of runs, .*); $(for t in $FULL_TASKS; do printf '%s [0-9:]*, ' "$t"; done | sed 's/, $//')\$" "$WORK/e.out" &&
    [ ! -e "$WORK/e/lm.csv" ]; then
     ok "--estimate prints the expected time of every task and trains nothing"
 else
@@ -179,6 +181,32 @@ rp "train: an absolute method in --layers-methods" "learned is not a method of t
 rp "train: more methods than layers" "3 methods for 2 layers" train --layers-methods rope,none,alibi --steps 1
 rp "train: --nope-temperature without a none layer" "none layers" train --layers-methods rope,alibi --nope-temperature 8 --steps 1
 rp "train: --nope-temperature below 1" "--nope-temperature" train --layers-methods rope,none --nope-temperature 0.5 --steps 1
+rp "train: a window that is no count" "--layers-windows: 'x' is not a token count" train --layers-windows 8,x --steps 1
+rp "train: more windows than layers" "3 windows for 2 layers" train --layers-windows 8,8,0 --steps 1
+rp "train: --layers-windows with --window" "give one" train --layers-windows 8 --window 3,0 --steps 1
+rp "train: --layers-windows in the slots layout" "decoder layout" train --task copy --layout slots --layers-windows 8 --steps 1
+# a window of 8 tokens on every layer is the layer key window 7,0; per layer, generation agrees
+W=(--steps 5 --eval 1,2 --eval-tokens 512 --layers 2 --quiet)
+if cmp -s <("$POSENC" train "${W[@]}" --window 7,0 | grep -v '^trained') <("$POSENC" train "${W[@]}" --layers-windows 8 | grep -v '^trained'); then
+    ok "--layers-windows 8 trains the model of --window 7,0"
+else not_ok "--layers-windows 8 is --window 7,0"; fi
+if "$POSENC" train "${W[@]}" --layers-methods rope,none --layers-windows 8,0 --save "$WORK/w.safetensors" > /dev/null 2>&1 &&
+   "$POSENC" generate --checkpoint "$WORK/w.safetensors" --prompt "the first time he said that the" --tokens 24 --check > "$WORK/w.out" 2>&1 &&
+   awk '/^check:/ { split($0, f, "= "); ok = f[2] + 0 < 1e-5 && f[3] + 0 < 1e-4 } END { exit !ok }' "$WORK/w.out"; then
+    ok "rope with a window of 8 and none over all (RNoPE-SWA): the KV cache's generation agrees with the full model"
+else not_ok "--layers-windows through generate --check" "$(cat "$WORK/w.out")"; fi
+
+# ---- the hybrids: a variant by name is its schedule, windows of L/4 on its rope layers ----------
+if "$POSENC" compare --methods rnope-swa,swan --quick --quiet --layers 4 --out "$WORK/hy" > "$WORK/hy.out" 2>&1 &&
+   "$POSENC" train --length 32 --steps 60 --batch 8 --eval-tokens 1024 --corpus-chars 200000 --layers 4 --quiet \
+       --layers-methods rope,rope,rope,none --layers-windows 8,8,8,0 > "$WORK/hyt.out" 2>&1 &&
+   [ "$(awk -F, '$3 == "rnope-swa" && $6 == 1 { printf "%.4f", $11 }' "$WORK/hy/compare.csv")" = "$(awk '$1 == 32 { print $3 }' "$WORK/hyt.out")" ]; then
+    ok "compare's rnope-swa trains train's --layers-methods rope,rope,rope,none --layers-windows 8,8,8,0 (L 32)"
+else not_ok "rnope-swa is its schedule and windows" "$(cat "$WORK/hy.out" "$WORK/hyt.out" | tail -n 8)"; fi
+rp "compare: a hybrid of more layers than the model's" "rnope-swa: --layers-methods names 4 methods for 2 layers" \
+    compare --methods rnope-swa --quick --out "$WORK/x"
+rp "compare: a hybrid in the slots layout" "the hybrids are for the decoder layout" \
+    compare --methods swan --task copy --layout slots --quick --out "$WORK/x"
 
 # ---- the answer-slot layout: xl runs without memory there, so xl+random is a variant ----------
 if "$POSENC" compare --task reverse --layout slots --alphabet 2 --methods xl,xl+random,rope --length 4 --steps 6 --batch 4 \
