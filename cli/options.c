@@ -119,18 +119,20 @@ static void init_compare_args(void *p) { *(compare_args *)p = (compare_args){.me
 static const arg_opt COMPARE_OPTS[] = {
     OPT(compare_args, "methods", methods, ARG_STR, .meta = "LIST",
         .help = "comma-separated: method names, NAME+shape for SHAPE training of an absolute\n"
-                "method, NAME+random for randomized positions, or all (every supported method\n"
-                "and sinusoidal+shape)"),
+                "method, NAME+random for randomized positions, a hybrid of the 2025 models\n"
+                "(rnope-swa: Cohere2's, swan, rnope and rnope+temp: Llama 4's, rope-swa, none+temp;\n"
+                "cli/compare_budgets.c), or all (every supported method and sinusoidal+shape)"),
     OPT(compare_args, "seeds", seeds, ARG_INT, .meta = "N", .lo = 1, .hi = 16, .def = "3; --quick: 1",
         .help = "seeds 1..N for every method"),
     OPT(compare_args, "quick", quick, ARG_FLAG,
         .help = "a smoke test for CI whose numbers mean nothing: 1 seed, length 32, 60 steps,\nshort evaluation "
                 "(with --full: every task at length 4, lm 16, 20 steps\nof a tiny model)"),
     OPT(compare_args, "full", full, ARG_FLAG,
-        .help = "the whole experiment: lm, copy, reverse, add and count (about 35 minutes on 2 cores),\n"
-                "and Ruoss et al.'s reverse_string and duplicate_string at their scale (many CPU-hours:\n"
-                "--shard), each with its own budget (cli/compare.c), plus the variants the published\n"
-                "orderings need (NAME+random); DIR/TASK.csv, .md and .png per task (--estimate: how long)"),
+        .help = "the whole experiment (many CPU-hours: --estimate says how long, --shard splits it):\n"
+                "lm, copy, reverse, add, count, add with index hints, the hybrids on lm, counting\n"
+                "scaled, Ruoss et al.'s reverse_string and duplicate_string and Kazemnejad et al.'s\n"
+                "s2s_* tasks at sizes towards theirs, each with its own budget (cli/compare_budgets.c),\n"
+                "plus the variants the published orderings need; DIR/TASK.csv, .md and .png per task"),
     OPT(compare_args, "estimate", estimate, ARG_FLAG,
         .help = "time 4 steps of every variant, print the estimated time of the runs and stop"),
     OPT(compare_args, "results", results, ARG_STR, .meta = "FILE",
