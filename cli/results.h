@@ -44,7 +44,7 @@ typedef struct res_ordering {
     const char *title, *label;
     res_verdict (*decide)(res_buf *b, const cmp_all *a, char *sum, size_t ns);
 } res_ordering;
-enum { RES_N_ORDERINGS = 5 };
+enum { RES_N_ORDERINGS = 6 };
 extern const res_ordering RES_ORDERINGS[RES_N_ORDERINGS];
 
 #endif

@@ -381,10 +381,51 @@ static res_verdict cope_count(res_buf *b, const cmp_all *a, char *sum, size_t ns
     return in && out ? V_YES : in || out ? V_PARTLY : V_NO;
 }
 
+/* Puvvada et al.: SWAN's interleaving of full NoPE layers and windowed rope layers holds its
+ * loss past the training length, where rope's grows. */
+static res_verdict swan(res_buf *b, const cmp_all *a, char *sum, size_t ns) {
+    static const char *const others[] = {"rnope-swa", "rnope", "rnope+temp", "rope-swa", "none+temp", "none", "alibi"};
+    res_put(b, "### The 2025 hybrids hold past the training length on language modelling\n\n"
+               "Source: Puvvada, Ladhak, Akle Serrano, Hsieh, Acharya, Majumdar, Jia, Kriman, Sun, Rekesh and "
+               "Ginsburg 2025, *SWAN: An Efficient and Scalable Approach for Long-Context Language Modeling* "
+               "(EMNLP 2025; arXiv 2504.08719): interleaving full-attention NoPE layers with sliding-window "
+               "rope layers (one NoPE layer, then three windowed ones) keeps the model working on sequences "
+               "much longer than its training length, where the rope model fails; Cohere2's RNoPE-SWA "
+               "(three windowed rope layers, then one full NoPE layer) is the same idea. Their scaling of the "
+               "logits at inference is left out here (its constant is not given).\n\n"
+               "Criterion: on `lm_hybrids`, `swan` learned the task at 1x and its bits per character at 8x are "
+               "within 5%% of those at 1x, and `rope` learned it and its bits rise by more than 5%% (swan flat "
+               "alone: partly).\n\n");
+    int ti = cmp_task_find(a, "lm_hybrids");
+    const cmp_task *t = ti >= 0 ? &a->T[ti] : NULL;
+    int vs = t ? cmp_find(t, "swan") : -1, vr = t ? cmp_find(t, "rope") : -1, k1 = t ? res_at(t, 1) : -1,
+        k8 = t ? res_at(t, 8) : -1;
+    if (vs < 0 || vr < 0 || k1 < 0 || k8 < 0) {
+        res_put(b, "Not run (needs lm_hybrids with swan and rope, evaluated at 1x and 8x).\n\n");
+        snprintf(sum, ns, "not run");
+        return V_UNDECIDED;
+    }
+    const double s1 = cmp_mean(t, vs, k1), s8 = cmp_mean(t, vs, k8), r1 = cmp_mean(t, vr, k1), r8 = cmp_mean(t, vr, k8);
+    res_put(b, "Numbers (bits at 1x, at 8x): `swan` %.3f, %.3f (%+.1f%%, learned: %s); `rope` %.3f, %.3f (%+.1f%%)", s1, s8,
+            100 * (s8 / s1 - 1), t->learned[vs] == 1 ? "yes" : "no", r1, r8, 100 * (r8 / r1 - 1));
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        const int v = cmp_find(t, others[i]);
+        if (v >= 0)
+            res_put(b, "; `%s` %.3f, %.3f (%+.1f%%)", others[i], cmp_mean(t, v, k1), cmp_mean(t, v, k8),
+                    100 * (cmp_mean(t, v, k8) / cmp_mean(t, v, k1) - 1));
+    }
+    res_put(b, ".\n\n");
+    snprintf(sum, ns, "bits at 8x against 1x: swan %+.1f%%, rope %+.1f%%", 100 * (s8 / s1 - 1), 100 * (r8 / r1 - 1));
+    if (t->learned[vs] != 1) return V_UNDECIDED;
+    if (s8 > 1.05 * s1) return V_NO;
+    return t->learned[vr] == 1 && r8 > 1.05 * r1 ? V_YES : V_PARTLY;
+}
+
 const res_ordering RES_ORDERINGS[RES_N_ORDERINGS] = {
     {"ALiBi flat past L on lm (Press et al. 2022)", "ALiBi flat past L", press},
     {"NoPE generalises on synthetic tasks (Kazemnejad et al. 2023)", "NoPE", kazemnejad},
     {"randomized positions help on longer strings (Ruoss et al. 2023)", "randomized positions", ruoss},
     {"FIRE on addition (Li et al. 2023; Zhou et al. 2024)", "FIRE on addition", fire_add},
     {"CoPE on counting (Golovneva et al. 2024)", "CoPE on counting", cope_count},
+    {"the hybrids hold past L on lm (Puvvada et al. 2025)", "the hybrids", swan},
 };

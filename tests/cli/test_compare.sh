@@ -97,13 +97,13 @@ else
 fi
 miss=""
 for h in '^# Results' '^\*\*SMOKE TEST' '^## Budgets' '^| `count` | 4 statements |' '^## Published orderings' '^| ordering | this run | in short |' \
-         '^### ALiBi is flat' '^### NoPE generalises' '^### Randomized positions help' '^### FIRE generalises' '^### CoPE counts' \
+         '^### ALiBi is flat' '^### NoPE generalises' '^### Randomized positions help' '^### FIRE generalises' '^### CoPE counts' '^### The 2025 hybrids hold' \
          '^Criterion' '^Verdicts: ALiBi flat past L \*\*' '^## Tasks' '^### lm$' '^### copy$' '^### reverse$' '^### add$' '^### count$' \
          '^On `count`, [0-9]* of 3 variants learned' '^| `rope+random` |' '!\[copy: metric versus evaluation length\](f/copy.png)'; do
     grep -q "$h" "$WORK/results.md" 2>/dev/null || miss="$miss [$h]"
 done
 n_crit=$(grep -c '^Criterion' "$WORK/results.md" 2>/dev/null)
-if [ -z "$miss" ] && [ "$n_crit" = 5 ]; then ok "the results page has every section, five criteria, a paragraph and a plot per task"; else
+if [ -z "$miss" ] && [ "$n_crit" = 6 ]; then ok "the results page has every section, six criteria, a paragraph and a plot per task"; else
     not_ok "the results page has every section" "missing:$miss; $n_crit criteria"; fi
 if grep -q '^| `alibi` | .* | \*\*no\*\* |' "$WORK/f/copy.md" && grep -q 'learned = mean exact match at 1x' "$WORK/f/copy.md" &&
    grep -q 'bigram model' "$WORK/f/lm.md"; then
