@@ -34,39 +34,48 @@ static res_verdict of_counts(int k, int m) { return m == 0 ? V_UNDECIDED : k == 
 /* Each ordering below writes its section into b and a one-line summary of the numbers behind
  * its verdict into sum (the table of verdicts). */
 
-/* Press et al.: ALiBi's bits per character stay flat past L, sinusoidal's do not. */
-static res_verdict press(res_buf *b, const cmp_all *a, char *sum, size_t ns) {
-    int ti = cmp_task_find(a, "lm");
-    res_put(b, "### ALiBi is flat past the training length on language modelling\n\n"
-           "Source: Press, Smith and Lewis 2022, *Train Short, Test Long: Attention with Linear Biases Enables Input "
-           "Length Extrapolation* (ICLR 2022): trained at L, ALiBi's perplexity stays flat (or improves) at evaluation "
-           "lengths past L, while the sinusoidal model's grows fast and rotary's grows.\n\n"
-           "Criterion: on `lm`, `alibi` learned the task at 1x and its bits per character at 8x are within 5%% of "
-           "those at 1x, and `sinusoidal` learned it and its bits rise by more than 5%% (alibi flat alone: "
-           "partly).\n\n");
+/* The criterion "flat past L" on lm's bits per character, as Press et al.'s and Puvvada et al.'s:
+ * on task, `flat` learned it at 1x and its bits at 8x are within 5% of those at 1x, and `rise`
+ * learned it and its bits rise by more than 5% (flat alone: partly); `others`' numbers beside. */
+static res_verdict flat_past_l(res_buf *b, const cmp_all *a, const char *task, const char *flat, const char *rise,
+                               const char *const *others, size_t n, char *sum, size_t ns) {
+    int ti = cmp_task_find(a, task);
     const cmp_task *t = ti >= 0 ? &a->T[ti] : NULL;
-    int va = t ? cmp_find(t, "alibi") : -1, vs = t ? cmp_find(t, "sinusoidal") : -1, k8 = t ? res_at(t, 8) : -1;
-    if (!t || va < 0 || vs < 0 || k8 < 0 || res_at(t, 1) < 0) {
-        res_put(b, "Not run (needs lm, alibi and sinusoidal evaluated at 1x and 8x).\n\n");
+    int vf = t ? cmp_find(t, flat) : -1, vr = t ? cmp_find(t, rise) : -1, k1 = t ? res_at(t, 1) : -1, k8 = t ? res_at(t, 8) : -1;
+    if (vf < 0 || vr < 0 || k1 < 0 || k8 < 0) {
+        res_put(b, "Not run (needs %s with %s and %s evaluated at 1x and 8x).\n\n", task, flat, rise);
         snprintf(sum, ns, "not run");
         return V_UNDECIDED;
     }
-    const int k1 = res_at(t, 1);
-    double a1 = cmp_mean(t, va, k1), a8 = cmp_mean(t, va, k8), s1 = cmp_mean(t, vs, k1), s8 = cmp_mean(t, vs, k8);
-    res_put(b, "Numbers: `alibi` %.3f at 1x, %.3f at 8x (%+.1f%%), learned at 1x: %s; `sinusoidal` %.3f, %.3f (%+.1f%%)", a1,
-        a8, 100 * (a8 / a1 - 1), t->learned[va] == 1 ? "yes" : "no", s1, s8, 100 * (s8 / s1 - 1));
-    int vr = cmp_find(t, "rope");
-    if (vr >= 0)
-        res_put(b, "; `rope` %.3f, %.3f (%+.1f%%)", cmp_mean(t, vr, k1), cmp_mean(t, vr, k8),
-            100 * (cmp_mean(t, vr, k8) / cmp_mean(t, vr, k1) - 1));
+    const double f1 = cmp_mean(t, vf, k1), f8 = cmp_mean(t, vf, k8), r1 = cmp_mean(t, vr, k1), r8 = cmp_mean(t, vr, k8);
+    res_put(b, "Numbers: `%s` %.3f at 1x, %.3f at 8x (%+.1f%%), learned at 1x: %s; `%s` %.3f, %.3f (%+.1f%%)", flat, f1, f8,
+            100 * (f8 / f1 - 1), t->learned[vf] == 1 ? "yes" : "no", rise, r1, r8, 100 * (r8 / r1 - 1));
+    for (size_t i = 0; i < n; i++) {
+        const int v = cmp_find(t, others[i]);
+        if (v >= 0)
+            res_put(b, "; `%s` %.3f, %.3f (%+.1f%%)", others[i], cmp_mean(t, v, k1), cmp_mean(t, v, k8),
+                    100 * (cmp_mean(t, v, k8) / cmp_mean(t, v, k1) - 1));
+    }
     res_put(b, ".");
-    if (t->learned[vs] != 1) res_put(b, " `sinusoidal` did not learn the task at 1x: its half of the criterion is undecided.");
+    if (t->learned[vr] != 1) res_put(b, " `%s` did not learn the task at 1x: its half of the criterion is undecided.", rise);
     res_put(b, "\n\n");
-    snprintf(sum, ns, "bits at 8x against 1x: alibi %+.1f%%, sinusoidal %+.1f%%", 100 * (a8 / a1 - 1), 100 * (s8 / s1 - 1));
-    if (t->learned[va] != 1) return V_UNDECIDED;
-    const int flat = a8 <= 1.05 * a1, rise = s8 > 1.05 * s1;
-    if (!flat) return V_NO;
-    return t->learned[vs] == 1 && rise ? V_YES : V_PARTLY;
+    snprintf(sum, ns, "bits at 8x against 1x: %s %+.1f%%, %s %+.1f%%", flat, 100 * (f8 / f1 - 1), rise, 100 * (r8 / r1 - 1));
+    if (t->learned[vf] != 1) return V_UNDECIDED;
+    if (f8 > 1.05 * f1) return V_NO;
+    return t->learned[vr] == 1 && r8 > 1.05 * r1 ? V_YES : V_PARTLY;
+}
+
+/* Press et al.: ALiBi's bits per character stay flat past L, sinusoidal's do not. */
+static res_verdict press(res_buf *b, const cmp_all *a, char *sum, size_t ns) {
+    static const char *const others[] = {"rope"};
+    res_put(b, "### ALiBi is flat past the training length on language modelling\n\n"
+               "Source: Press, Smith and Lewis 2022, *Train Short, Test Long: Attention with Linear Biases Enables Input "
+               "Length Extrapolation* (ICLR 2022): trained at L, ALiBi's perplexity stays flat (or improves) at evaluation "
+               "lengths past L, while the sinusoidal model's grows fast and rotary's grows.\n\n"
+               "Criterion: on `lm`, `alibi` learned the task at 1x and its bits per character at 8x are within 5%% of "
+               "those at 1x, and `sinusoidal` learned it and its bits rise by more than 5%% (alibi flat alone: "
+               "partly).\n\n");
+    return flat_past_l(b, a, "lm", "alibi", "sinusoidal", others, 1, sum, ns);
 }
 
 static const char *const SYNTH[] = {"copy", "reverse", "add", "count"};
@@ -396,29 +405,7 @@ static res_verdict swan(res_buf *b, const cmp_all *a, char *sum, size_t ns) {
                "Criterion: on `lm_hybrids`, `swan` learned the task at 1x and its bits per character at 8x are "
                "within 5%% of those at 1x, and `rope` learned it and its bits rise by more than 5%% (swan flat "
                "alone: partly).\n\n");
-    int ti = cmp_task_find(a, "lm_hybrids");
-    const cmp_task *t = ti >= 0 ? &a->T[ti] : NULL;
-    int vs = t ? cmp_find(t, "swan") : -1, vr = t ? cmp_find(t, "rope") : -1, k1 = t ? res_at(t, 1) : -1,
-        k8 = t ? res_at(t, 8) : -1;
-    if (vs < 0 || vr < 0 || k1 < 0 || k8 < 0) {
-        res_put(b, "Not run (needs lm_hybrids with swan and rope, evaluated at 1x and 8x).\n\n");
-        snprintf(sum, ns, "not run");
-        return V_UNDECIDED;
-    }
-    const double s1 = cmp_mean(t, vs, k1), s8 = cmp_mean(t, vs, k8), r1 = cmp_mean(t, vr, k1), r8 = cmp_mean(t, vr, k8);
-    res_put(b, "Numbers (bits at 1x, at 8x): `swan` %.3f, %.3f (%+.1f%%, learned: %s); `rope` %.3f, %.3f (%+.1f%%)", s1, s8,
-            100 * (s8 / s1 - 1), t->learned[vs] == 1 ? "yes" : "no", r1, r8, 100 * (r8 / r1 - 1));
-    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-        const int v = cmp_find(t, others[i]);
-        if (v >= 0)
-            res_put(b, "; `%s` %.3f, %.3f (%+.1f%%)", others[i], cmp_mean(t, v, k1), cmp_mean(t, v, k8),
-                    100 * (cmp_mean(t, v, k8) / cmp_mean(t, v, k1) - 1));
-    }
-    res_put(b, ".\n\n");
-    snprintf(sum, ns, "bits at 8x against 1x: swan %+.1f%%, rope %+.1f%%", 100 * (s8 / s1 - 1), 100 * (r8 / r1 - 1));
-    if (t->learned[vs] != 1) return V_UNDECIDED;
-    if (s8 > 1.05 * s1) return V_NO;
-    return t->learned[vr] == 1 && r8 > 1.05 * r1 ? V_YES : V_PARTLY;
+    return flat_past_l(b, a, "lm_hybrids", "swan", "rope", others, sizeof others / sizeof others[0], sum, ns);
 }
 
 const res_ordering RES_ORDERINGS[RES_N_ORDERINGS] = {
