@@ -56,7 +56,7 @@ TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TRAIN_SRC))
 
 PY := /usr/bin/python3
 
-.PHONY: all run demo compare results readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
+.PHONY: all run demo compare results results-shard results-merge readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
 
 # run: the README's first command: Debian packages, the build, then the default comparison
 run: deps
@@ -72,12 +72,19 @@ demo: $(BUILD)/posenc
 compare: $(BUILD)/posenc
 	$(BUILD)/posenc compare --out $(BUILD)/compare
 
-# results: the whole experiment (compare --full: lm and the synthetic tasks, every method, 3 seeds,
-# about 35 min on 2 cores, and Ruoss et al.'s two tasks at their scale, many CPU-hours: compare --full
-# --estimate; on several machines, --shard K/N and --merge, README): doc/results.md, its tables, CSVs and plots
-# in doc/results
+# results: the whole experiment in one go (compare --full, about 12 CPU-hours on an AVX-512 EPYC:
+# compare --full --estimate): doc/results.md, its tables, CSVs and plots in doc/results. In pieces:
+# make results-shard SHARD=K (K = 0 .. 5, about 2 CPU-hours each; run again, it continues where it
+# stopped) writes shard K's run files into doc/results/runs, and make results-merge builds the page
+# from every shard's files there (README: --shard K/N and --merge)
+RESULTS_SHARDS ?= 6
 results: $(BUILD)/posenc
 	$(BUILD)/posenc compare --full --out doc/results --results doc/results.md --readme README.md
+results-shard: $(BUILD)/posenc
+	@test -n "$(SHARD)" || { echo "make results-shard: give SHARD=K, K in 0 .. $$(($(RESULTS_SHARDS) - 1))"; exit 2; }
+	$(BUILD)/posenc compare --full --shard $(SHARD)/$(RESULTS_SHARDS) --out doc/results/runs
+results-merge: $(BUILD)/posenc
+	$(BUILD)/posenc compare --full --merge doc/results/runs --out doc/results --results doc/results.md --readme README.md
 
 # readme: what the README shows, regenerated on this machine: the comparison into doc/compare and
 # the README's table, and the pictures into doc/img (bench-readme: the speed summary)

@@ -259,7 +259,11 @@ int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, c
     res_put(&b, "\nThe tasks: `lm` a character language model of a generated corpus with long-range structure; `copy` "
             "`abcd=abcd.`; `reverse` `abcd=dcba.`; `add` `123+4567=0964.` (the sum least significant digit first); "
             "`count` the counting task of CoPE, `b0..b+.a0.b+..b=2.` (`b0` sets b to 0, `b+` adds one, `.` "
-            "passes; the question is the value of a variable that was set).\n\n");
+            "passes; the question is the value of a variable that was set); `add_hints` the sum with index hints, "
+            "`B0C1D2+B0C4D5=D7C5B0.`; `reverse_string` and `duplicate_string` Ruoss et al.'s, binary strings "
+            "read by an encoder with one answer slot a symbol; `lm_hybrids` lm with 4 layers for the 2025 hybrids; "
+            "`count_scaled` count with a larger model; `s2s_copy`, `s2s_reverse`, `s2s_sort` and `s2s_parity` "
+            "Kazemnejad et al.'s (parity `01101=1.`), scored by the exact match over L+1..2L.\n\n");
 
     res_put(&b, "## Published orderings\n\n");
     res_buf o = {malloc(1 << 14), 0, 1 << 14, 0};
