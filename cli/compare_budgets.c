@@ -7,12 +7,12 @@
 
 /* ---- the budgets of --full --------------------------------------------------------------- *
  * Found by short runs (one seed, rope and two or three others per task, on 2 shared cores; the
- * results page prints the table). The whole of --full has to fit 60 minutes on 2 cores: about
- * 400 runs (5 tasks, 24 to 29 variants, 3 seeds). The synthetic tasks' short sequences make
- * most methods cost about the same there (floater 1.5x, pope 2.6x), while count's 75
- * tokens put the T x T methods at 2-3x. compare --full --estimate prints each task's share:
- * 30 to 37 minutes of training here; the run of doc/results.md took 34:39 on the quiet machine
- * (two runs sharing the caches, and the evaluations); more with other work on the cores. */
+ * results page prints the table). The first five tasks (lm, copy, reverse, add, count) fit 35
+ * minutes on 2 cores: about 400 runs, 24 to 29 variants, 3 seeds; the synthetic tasks' short
+ * sequences make most methods cost about the same there (floater 1.5x, pope 2.6x), while
+ * count's 75 tokens put the T x T methods at 2-3x. The tasks after them follow the papers'
+ * setups towards their sizes, and the whole has to fit the experiment's 16 CPU-hours: compare
+ * --full --estimate gave 12:12 of runs on an AVX-512 EPYC (session 15), 2 hours a shard of 6. */
 
 /* Ruoss et al. 2023's setup (google-deepmind/randomized_positional_encodings at 57bc5d01,
  * experiments/example.py and training.py): 5 layers x 64, 8 heads, dropout 0.1, batches of

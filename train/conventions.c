@@ -57,6 +57,9 @@ int tr_key_applies(const char *method, const char *key) {
     return 1;
 }
 
+/* Without a schedule the keys go to every layer that runs the model's method (none of them to
+ * the plain layers beside an absolute method's embedding); with one, each key to the layers
+ * whose method takes it. */
 pe_status tr_make_attention(pe_attention **att, const tr_model_config *c, const char *method, int64_t heads,
                             int causal, int64_t layer, pe_err *err) {
     /* layer's window of W tokens: the spec's `window` W - 1,0 (FlashAttention's window_size) */

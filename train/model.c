@@ -46,9 +46,6 @@ static int find_tensor(const tr_model *m, const char *name) {
     return -1;
 }
 
-/* Configuration of one attention (layer or probe) from the model's. Without a schedule the
- * keys go to every layer that runs the model's method (none of them to the plain layers beside
- * an absolute method's embedding); with one, each key to the layers whose method takes it. */
 /* Adds the method tensors of att: per layer under prefix, shared/input ones under "pe.". */
 static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *prefix, int *idx, pe_err *err) {
     pe_param_spec specs[PE_MAX_PARAMS];
