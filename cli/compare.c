@@ -246,11 +246,11 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
         if (!rc && !tk->nv && ca->full && CMP_FULL[t].methods) continue; /* --methods left none of its own */
         if (!rc && !tk->nv) rc = cli_fail("compare: no method to train");
         if (!rc) rc = task_setup(tk, &o, ca->shape_k, ca->random_n ? ca->random_n : ca->full ? CMP_FULL[t].random_n : 0);
+        if (!rc) a->nt++; /* free_all frees it from here */
         for (int v = 0; !rc && v < tk->nv; v++) { /* every variant's options whole, before any run */
             const tr_options ro = cmp_run_options(tk, &(cmp_job){.v = v, .seed = 1});
             if (tr_options_check(&ro, &err)) rc = cli_fail("compare: %s: %s", tk->V[v].name, err.msg);
         }
-        if (!rc) a->nt++;
     }
     return rc;
 }
