@@ -40,7 +40,7 @@ int cmp_task_find(const cmp_all *a, const char *name) {
     return -1;
 }
 
-/* bidirectional: the answer-slot layout, where memory methods run without memory (model.c) */
+/* bidirectional: the answer-slot layout (no hybrids there) */
 static int add_variant(cmp_variant *v, int *n, const char *name, int bidirectional, char *why, size_t why_len) {
     if (*n == CMP_MAX_VARIANTS) return snprintf(why, why_len, "at most %d methods", CMP_MAX_VARIANTS), -1;
     cmp_variant *x = &v[*n];
@@ -66,8 +66,8 @@ static int add_variant(cmp_variant *v, int *n, const char *name, int bidirection
     if (x->shape && tr_method_placement(x->method, NULL) != TR_PLACE_INPUT)
         return snprintf(why, why_len, "'%s': SHAPE applies to absolute encodings", name), -1;
     pe_method_info info;
-    if (x->random && !bidirectional && !pe_method_describe(pe_method_from_name(x->method), &info, NULL) && info.memory)
-        return snprintf(why, why_len, "'%s': %s places keys by token index over its memory, not by position", name,
+    if (x->random && !pe_method_describe(pe_method_from_name(x->method), &info, NULL) && info.memory)
+        return snprintf(why, why_len, "'%s': %s places keys by token index, not by position: it reads no positions", name,
                         x->method), -1;
     for (int i = 0; i < *n; i++)
         if (!strcmp(v[i].name, x->name)) return snprintf(why, why_len, "'%s' given twice", name), -1;

@@ -83,11 +83,14 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     }
     r->mc = mc;
     if ((st = tr_model_init(&r->model, &mc, r->o.seed, err))) return st;
-    if (r->o.random_positions && tr_model_has_memory(r->model)) {
-        /* Transformer-XL's distances are token indices over [memory; segment]: it reads no
-         * positions, so the option would train the same model under another name */
+    pe_method_info info;
+    if (r->o.random_positions && !pe_method_describe(pe_method_from_name(mc.method), &info, NULL) && info.memory) {
+        /* Transformer-XL's distances are token indices over [memory; segment], in either layout
+         * (the spec: the layer "does not read positions"), so the option would train the same
+         * model under another name */
         tr_run_free(r);
-        return pe_error(err, PE_EKEY, "--random-positions: %s places keys by token index over its memory, not by position", mc.method);
+        return pe_error(err, PE_EKEY, "--random-positions: %s places keys by token index, not by position: it reads no positions",
+                        mc.method);
     }
     if (tr_adamw_init(&r->opt, tr_model_size(r->model), r->o.beta1, r->o.beta2, r->o.eps, r->o.weight_decay)) {
         tr_run_free(r);

@@ -208,11 +208,16 @@ rp "compare: a hybrid of more layers than the model's" "rnope-swa: --layers-meth
 rp "compare: a hybrid in the slots layout" "the hybrids are for the decoder layout" \
     compare --methods swan --task copy --layout slots --quick --out "$WORK/x"
 
-# ---- the answer-slot layout: xl runs without memory there, so xl+random is a variant ----------
-if "$POSENC" compare --task reverse --layout slots --alphabet 2 --methods xl,xl+random,rope --length 4 --steps 6 --batch 4 \
+# ---- the answer-slot layout: xl there runs without memory, and still reads no positions ----------
+if "$POSENC" compare --task reverse --layout slots --alphabet 2 --methods xl,rope,rope+random --length 4 --steps 6 --batch 4 \
     --layers 1 --width 16 --heads 2 --eval-tokens 64 --seeds 1 --out "$WORK/slots" > "$WORK/slots.out" 2>&1 &&
-   [ "$(grep -c '^reverse,xl,xl+random,' "$WORK/slots/compare.csv")" -eq 4 ]; then ok "compare --layout slots: xl+random at every length"
+   [ "$(grep -c '^reverse,rope,rope+random,' "$WORK/slots/compare.csv")" -eq 4 ] && [ "$(grep -c '^reverse,xl,xl,' "$WORK/slots/compare.csv")" -eq 4 ]
+then ok "compare --layout slots: xl, rope and rope+random at every length"
 else not_ok "compare --layout slots" "$(tail -n 5 "$WORK/slots.out"; head -n 3 "$WORK/slots/compare.csv" 2>/dev/null)"; fi
+rp "compare: xl+random in the slots layout (xl reads no positions)" "it reads no positions" \
+    compare --task reverse --layout slots --methods xl+random --quick --out "$WORK/x"
+rp "train: xl with randomized positions in the slots layout" "it reads no positions" \
+    train --task reverse --layout slots --method xl --length 4 --random-positions 64 --steps 1
 
 # ---- Kazemnejad et al.'s mean reciprocal rank, on run files of known scores ----------------------
 # a shard's run files of --quick, their results then set by hand (a result is no part of the

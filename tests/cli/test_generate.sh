@@ -93,7 +93,7 @@ expect_bad "past a learned table" "pos_table" "" generate --checkpoint "$WORK/le
 # without memory, with randomized positions), resumes to the uninterrupted run's numbers, and a
 # bidirectional checkpoint is refused by generate, which decodes causally; layouts and
 # alphabets a task does not have are refused
-slots="--task duplicate --alphabet 2 --layout slots --length 6 --layers 2 --width 32 --heads 4 --batch 8 --method xl --random-positions 64 --eval 1,2 --eval-tokens 256 --warmup 1 --min-lr 1 --quiet"
+slots="--task duplicate --alphabet 2 --layout slots --length 6 --layers 2 --width 32 --heads 4 --batch 8 --method rope --random-positions 64 --eval 1,2 --eval-tokens 256 --warmup 1 --min-lr 1 --quiet"
 # (a constant learning rate, so the 6-step run is the 12-step one's first half)
 # shellcheck disable=SC2086
 if "$POSENC" train $slots --steps 12 --save "$WORK/slots.safetensors" > "$WORK/slots_full" 2> "$WORK/err" &&
