@@ -190,8 +190,9 @@ static int build_tasks(cmp_all *a, const compare_args *ca, const arg_res *r, cha
                 tr_options_set(&o, "length", strcmp(o.task, "lm") ? "4" : "16", &err);
                 if (o.score_lengths[0]) tr_options_set(&o, "score-lengths", "5-6", &err);
                 char ly[16];
-                snprintf(ly, sizeof ly, "%d", cmp_hybrid_layers(CMP_FULL[t].methods));
-                if (cmp_hybrid_layers(CMP_FULL[t].methods) > o.layers) tr_options_set(&o, "layers", ly, &err);
+                const int hl = cmp_hybrid_layers(CMP_FULL[t].methods);
+                snprintf(ly, sizeof ly, "%d", hl);
+                if (hl > o.layers) tr_options_set(&o, "layers", ly, &err);
             }
             tk->why = ca->quick ? "--quick: a smoke test's budget" : CMP_FULL[t].why;
             snprintf(tk->stem, sizeof tk->stem, "%s", CMP_FULL[t].name);

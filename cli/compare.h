@@ -24,7 +24,6 @@
 typedef struct cmp_hybrid {
     const char *name, *methods;
     int swa, temperature;
-    const char *why;
 } cmp_hybrid;
 
 typedef struct cmp_variant {

@@ -155,12 +155,12 @@ const char CMP_FULL_QUICK[] = "steps 20 batch 4 layers 1 width 16 heads 2 eval-t
  * 8K): the same pattern; their logits' scaling log_a(a + n) at inference is left out, its
  * constant a not being given. The window is L/4 tokens. */
 static const cmp_hybrid HYBRIDS[] = {
-    {"rnope-swa", "rope,rope,rope,none", 1, 0, "Cohere2's: rope with a window of L/4 on 3 of 4 layers, the 4th none over all"},
-    {"rnope", "rope,rope,rope,none", 0, 0, "Llama 4's interleaving: rope on 3 of 4 layers, the 4th none"},
-    {"rnope+temp", "rope,rope,rope,none", 0, 1, "Llama 4's interleaving with the none layers' temperature (floor_scale L)"},
-    {"swan", "none,rope,rope,rope", 1, 0, "SWAN's: none over all on 1 of 4 layers, then rope with a window of L/4 on 3"},
-    {"rope-swa", "rope", 1, 0, "rope with a window of L/4 on every layer"},
-    {"none+temp", "none", 0, 1, "none with Llama 4's temperature on every layer (floor_scale L)"},
+    {"rnope-swa", "rope,rope,rope,none", 1, 0}, /* Cohere2's: rope with a window of L/4 on 3 of 4 layers, the 4th none over all */
+    {"rnope", "rope,rope,rope,none", 0, 0}, /* Llama 4's interleaving: rope on 3 of 4 layers, the 4th none */
+    {"rnope+temp", "rope,rope,rope,none", 0, 1}, /* Llama 4's interleaving with the none layers' temperature (floor_scale L) */
+    {"swan", "none,rope,rope,rope", 1, 0}, /* SWAN's: none over all on 1 of 4 layers, then rope with a window of L/4 on 3 */
+    {"rope-swa", "rope", 1, 0}, /* rope with a window of L/4 on every layer */
+    {"none+temp", "none", 0, 1}, /* none with Llama 4's temperature on every layer (floor_scale L) */
 };
 
 const cmp_hybrid *cmp_hybrid_named(const char *name, size_t n) {
@@ -171,11 +171,11 @@ const cmp_hybrid *cmp_hybrid_named(const char *name, size_t n) {
 
 int cmp_hybrid_layers(const char *list) {
     int most = 0;
-    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',')
-        if (cmp_hybrid_named(p, strcspn(p, ","))) {
-            int n = 1;
-            for (const char *c = cmp_hybrid_named(p, strcspn(p, ","))->methods; *c; c++) n += *c == ',';
-            most = n > most ? n : most;
-        }
+    for (const char *p = list; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        const cmp_hybrid *h = cmp_hybrid_named(p, strcspn(p, ","));
+        int n = 1;
+        for (const char *c = h ? h->methods : ""; *c; c++) n += *c == ',';
+        if (h && n > most) most = n;
+    }
     return most;
 }
