@@ -12,11 +12,14 @@
 
 /* In distribution: a task is learned when the mean exact match over seeds at 1x reaches this
  * (at least half of the answers right: chance is near 0 for copy, reverse and add, about 20%
- * for count);
+ * for count); a task scored by token accuracy (Ruoss et al.'s: --score-lengths with the
+ * token_acc metric) when its mean token accuracy at 1x reaches CMP_LEARNED_TOKEN, since their
+ * 40-token answers are rarely exact even at 93% of tokens right, and the token is what they score;
  * lm when the bits per character at 1x are at least CMP_LM_MARGIN below those of the bigram
  * model of the training text on the same held-out text (a model that only reads the current
  * character gets the bigram's bits; below it, it uses the context). */
 #define CMP_LEARNED_EXACT 0.5
+#define CMP_LEARNED_TOKEN 0.9
 #define CMP_LM_MARGIN 0.05
 
 /* A hybrid of the 2025 models (cli/compare.c: HYBRIDS): a method per layer, cycled; a sliding

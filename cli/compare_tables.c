@@ -89,6 +89,11 @@ void cmp_cell(char *buf, size_t n, double mean, double sd, int pct) {
     else snprintf(buf, n, pct ? "%.1f" : "%.3f", k * mean);
 }
 
+/* Ruoss et al.'s tasks: scored by the mean token accuracy past L, so learned by it too. */
+static int cmp_scored_by_token(const cmp_task *t) {
+    return t->base.score_lengths[0] && strcmp(t->base.score_metric, "exact") != 0;
+}
+
 /* Means and spreads over seeds, and whether each variant learned the task in distribution. */
 int cmp_task_stats(cmp_task *t, const cmp_all *a) {
     const int ne = t->base.n_eval, nv = t->nv;
@@ -118,8 +123,9 @@ int cmp_task_stats(cmp_task *t, const cmp_all *a) {
         t->tps[v] = nt ? mean_of(tp, nt) : NAN;
         t->score[v] = ns ? mean_of(sc, ns) : NAN, t->score_sd[v] = sd_of(sc, ns);
         const double m1 = t->mean[v * ne];
-        t->learned[v] = !isfinite(m1) ? -1
+        t->learned[v] = !isfinite(m1)                ? -1
                         : t->task.kind == TR_TASK_LM ? m1 <= (1 - CMP_LM_MARGIN) * t->bigram_bpc
+                        : cmp_scored_by_token(t)     ? t->tacc[v * ne] >= CMP_LEARNED_TOKEN
                                                      : m1 >= CMP_LEARNED_EXACT;
     }
     return 0;
@@ -130,6 +136,9 @@ static void learned_rule(const cmp_task *t, char *buf, size_t n) {
     if (t->task.kind == TR_TASK_LM)
         snprintf(buf, n, "learned = bits per character at 1x at least %.0f%% below the bigram model of the training text "
                  "on the same held-out text (%.3f)", 100 * CMP_LM_MARGIN, t->bigram_bpc);
+    else if (cmp_scored_by_token(t))
+        snprintf(buf, n, "learned = mean token accuracy at 1x at least %.0f%% (the task is scored by token accuracy)",
+                 100 * CMP_LEARNED_TOKEN);
     else snprintf(buf, n, "learned = mean exact match at 1x at least %.0f%%", 100 * CMP_LEARNED_EXACT);
 }
 

@@ -239,10 +239,10 @@ int cmp_results_write(const cmp_all *a, const char *path, const char *out_dir, c
     res_put(&b, "Each task trains its methods on one budget with %d seed%s (or those its budget names), at lengths 1..L (lm: context L), "
             "and evaluates at multiples of L on held-out sequences (the same for every method and seed). A method "
             "that did not learn a task in distribution (the *learned at 1x* column; lm: bits at 1x at least %.0f%% "
-            "below the bigram model of the training text, tasks: exact match at 1x at least %.0f%%) says nothing "
-            "about extrapolation, and no ordering below counts it. `NAME+shape`: SHAPE's random shifts; "
+            "below the bigram model of the training text, tasks: exact match at 1x at least %.0f%%, tasks scored "
+            "by token accuracy: token accuracy at 1x at least %.0f%%) says nothing about extrapolation, and no ordering below counts it. `NAME+shape`: SHAPE's random shifts; "
             "`NAME+random`: randomized positions (sorted, drawn from [0, N) in training and evaluation).\n\n",
-        a->seeds, a->seeds > 1 ? "s" : "", 100 * CMP_LM_MARGIN, 100 * CMP_LEARNED_EXACT);
+        a->seeds, a->seeds > 1 ? "s" : "", 100 * CMP_LM_MARGIN, 100 * CMP_LEARNED_EXACT, 100 * CMP_LEARNED_TOKEN);
     res_put(&b, "## Budgets\n\n| task | length L | steps x batch | model | seeds | time of its runs | why |\n| --- | ---: | --- | --- | ---: | ---: | --- |\n");
     for (int i = 0; i < a->nt; i++) {
         const cmp_task *t = &a->T[i];

@@ -276,8 +276,10 @@ static res_verdict ruoss(res_buf *b, const cmp_all *a, char *sum, size_t ns) {
             snprintf(rn, sizeof rn, "%s+random", bases[q]);
             int vx = cmp_find(t, bases[q]), vr = cmp_find(t, rn);
             if (vx < 0 || vr < 0) continue;
-            res_put(b, "- `%s`, `%s`: exact at 1x %s against %s; %s %s against %s", tasks[i], bases[q],
-                res_num(s1, sizeof s1, t, cmp_mean(t, vr, 0)), res_num(s2, sizeof s2, t, cmp_mean(t, vx, 0)),
+            const int ne = t->base.n_eval; /* their tasks are learned by token accuracy, the toys by exact match */
+            res_put(b, "- `%s`, `%s`: %s at 1x %s against %s; %s %s against %s", tasks[i], bases[q],
+                theirs ? "token accuracy" : "exact", res_num(s1, sizeof s1, t, theirs ? t->tacc[vr * ne] : cmp_mean(t, vr, 0)),
+                res_num(s2, sizeof s2, t, theirs ? t->tacc[vx * ne] : cmp_mean(t, vx, 0)),
                 isfinite(t->score[vr]) ? "score" : "token accuracy past 1x", res_num(s3, sizeof s3, t, ruoss_measure(t, vr)),
                 res_num(s4, sizeof s4, t, ruoss_measure(t, vx)));
             if (t->learned[vr] != 1) {

@@ -239,4 +239,21 @@ else
     not_ok "NoPE's mean reciprocal rank" "$(cat "$WORK/km.out"; sed -n '/^Mean reciprocal/,/^$/p' "$WORK/km/results.md" 2>/dev/null)"
 fi
 
+# ---- Ruoss et al.'s tasks are learned by token accuracy, as they are scored --------------------
+# both runs 93% of tokens right at 1x and no string exact: learned by their measure; the +random
+# run scored 0.6 against 0.5 on both tasks
+R=(--full --quick --quiet --methods rope,rope+random)
+"$POSENC" compare "${R[@]}" --shard 0/1 --out "$WORK/r" > /dev/null 2>&1
+for t in reverse_string duplicate_string; do for m in rope:0.5 rope+random:0.6; do
+    sed -i -E "s/^(eval 1 [^ ]+ [^ ]+ [^ ]+) [^ ]+ [^ ]+ /\1 0.93 0 /; s/^score .*/score ${m#*:}/" "$WORK/r/$t.${m%%:*}.seed1.run"
+done; done
+if "$POSENC" compare "${R[@]}" --merge "$WORK/r" --out "$WORK/rm" --results "$WORK/rm/results.md" > "$WORK/rm.out" 2>&1 &&
+   grep -q '^- `reverse_string`, `rope`: token accuracy at 1x 93.0% against 93.0%; score 60.0% against 50.0%: holds$' "$WORK/rm/results.md" &&
+   grep -q '^learned = mean token accuracy at 1x at least 90% (the task is scored by token accuracy); 0 of 2 did not' "$WORK/rm/results.md" &&
+   grep -q '^| randomized positions help on longer strings (Ruoss et al. 2023) | \*\*reproduced\*\* | holds in 2 of 2 pairs' "$WORK/rm/results.md"; then
+    ok "Ruoss et al.'s tasks: learned by token accuracy at 1x (93%, no string exact), decided by their score"
+else
+    not_ok "Ruoss et al.'s learned rule" "$(cat "$WORK/rm.out"; sed -n '/^### Randomized/,/^### FIRE/p' "$WORK/rm/results.md" 2>/dev/null | tail -n 4)"
+fi
+
 finish
