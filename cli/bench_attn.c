@@ -24,6 +24,14 @@ static pe_status bench_layer(const char *method, int causal, pe_attention **att,
     return st ? st : pe_attention_init(att, &cfg, 512, err);
 }
 
+/* Whether the method refuses causal=false (cope): its full rows say so instead of failing. */
+static int causal_only(const char *method) {
+    pe_method_info mi;
+    pe_err err;
+    const int m = pe_method_from_name(method);
+    return m >= 0 && !pe_method_describe(m, &mi, &err) && mi.causal_only;
+}
+
 /* What PE_PATH_AUTO picks for the attn section's shape: "fused" or "T x T". */
 static const char *auto_path(const char *method, int64_t T, int causal) {
     pe_attention *att;
@@ -115,6 +123,10 @@ int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
     for (int ti = 0; ti < o->nT; ti++)
         for (int mi = 0; mi < o->nm; mi++)
             for (int ci = 0; ci < o->ncausal; ci++) {
+                if (!o->causal[ci] && causal_only(o->methods[mi])) {
+                    printf("| %s | %lld | no | causal only | | | | | | | | | | | |\n", o->methods[mi], (long long)o->T[ti]);
+                    continue;
+                }
                 arow *R = &rows[(*nrows)++];
                 *R = (arow){o->methods[mi], o->T[ti], o->causal[ci], {NAN, NAN, NAN}, {NAN, NAN, NAN}, {NAN, NAN, NAN}};
                 const int big = R->T >= 8192, reps = big ? 1 : o->reps;
@@ -203,8 +215,8 @@ int bench_core(const bopts *o) {
                 const int64_t T = o->T[ti];
                 const int causal = o->causal[ci], reps = T >= 8192 ? 1 : o->reps;
                 double f = NAN, b = NAN;
-                const char *why;
-                if (core_measure(o->methods[mi], T, causal, reps, &f, &b, &why)) return 1;
+                const char *why = !causal && causal_only(o->methods[mi]) ? "causal only" : NULL;
+                if (!why && core_measure(o->methods[mi], T, causal, reps, &f, &b, &why)) return 1;
                 printf("| %s | %lld | %s |", o->methods[mi], (long long)T, causal ? "yes" : "no");
                 if (why) {
                     printf(" %s | | | |\n", why);

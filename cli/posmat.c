@@ -31,8 +31,9 @@ static pe_status make_att(const pm_opts *o, pe_attention **att, pe_err *err) {
     char h[32];
     snprintf(h, sizeof h, "%lld", (long long)o->heads);
     if (!st && !pe_config_has(&cfg, PE_K_heads)) st = pe_config_set(&cfg, "heads", h, err);
-    if (!st && !pe_config_has(&cfg, PE_K_causal))
-        st = pe_config_set(&cfg, "causal", cfg.method == PE_METHOD_COPE ? "true" : "false", err);
+    pe_method_info mi;
+    if (!st && !pe_config_has(&cfg, PE_K_causal) && !(st = pe_method_describe(cfg.method, &mi, err)))
+        st = pe_config_set(&cfg, "causal", mi.causal_only ? "true" : "false", err);
     if (!st) st = pe_attention_init(att, &cfg, o->C, err);
     return st;
 }

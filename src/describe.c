@@ -16,7 +16,8 @@ pe_status pe_method_describe(int m, pe_method_info *info, pe_err *err) {
                              .memory = (mt->flags & PE__MEMORY) != 0, .multi_axis = mt->axes != NULL,
                              .token_ids = (mt->flags & PE__COMPLEX) != 0, .relative_index = mt->rel_index != NULL,
                              .embedding = (mt->flags & PE__INPUT) && !(mt->flags & PE__COMPLEX),
-                             .scale_in_init = mt->scale_in_init, .axes_min = mt->axes_min};
+                             .scale_in_init = mt->scale_in_init, .axes_min = mt->axes_min,
+                             .causal_only = (mt->flags & PE__CAUSAL_ONLY) != 0};
     return PE_OK;
 }
 

@@ -125,6 +125,9 @@ enum {
      * rows, no keys) before a block's tiles, forward and backward, and score_mod_backward with
      * BEGIN and END tiles around them in backward, which the scratch (per thread) spans. */
     PE__SCORE_BLOCK = 2048,
+    /* Refuses causal=false (cope: its positions count the keys up to the query); tools that
+     * sweep both settings skip the other (pe_method_info.causal_only). */
+    PE__CAUSAL_ONLY = 4096,
 };
 
 /* One tile of one (b, h)'s scores, as the score and value hooks see it in every executor:

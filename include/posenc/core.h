@@ -92,6 +92,7 @@ typedef union pe_method_info {
         /* The reference model's conventions beyond its tensors, for a model built on the method: */
         int scale_in_init; /* scores unscaled (scale 1), 1/sqrt(d) folded into q's initialisation (t5) */
         int axes_min;      /* positions of at least this many axes (rope_mixed: 2, image patches); 0: one */
+        int causal_only;   /* refuses causal=false (cope: its positions count the keys up to the query) */
     };
     unsigned char bytes_[PE_METHOD_INFO_BYTES];
 } pe_method_info;

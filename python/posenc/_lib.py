@@ -59,7 +59,7 @@ class PeParamSpec(ctypes.Structure):
 
 class _PeMethodInfoFields(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("reference", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
-        "family fused gqa projected memory multi_axis token_ids embedding relative_index scale_in_init axes_min").split()]
+        "family fused gqa projected memory multi_axis token_ids embedding relative_index scale_in_init axes_min causal_only").split()]
 
 
 PE_METHOD_INFO_BYTES = 256

@@ -11,7 +11,14 @@
  * head, depend only on |i - j|: prepare tabulates psi and those biases once per offset the
  * call can see (as t5 does its buckets), and a tile's gradient is gathered per offset before
  * the MLP's backward runs once per offset. Queries at or past the threshold are computed per
- * entry. */
+ * entry.
+ *
+ * The MLP takes one scalar through a ReLU, so it is piecewise linear in u: between the kinks
+ * u = -b1_k / w1_k, sorted, the same units are active and MLP(u)_h = A_hs + B_hs u. prepare
+ * tabulates the kinks and each segment's A, B per head, so an entry costs a search among 32
+ * kinks and one multiply-add instead of 32 hidden units; a backward sums g and g u per
+ * segment and spreads them over the segment's units once per tile. A u within rounding of a
+ * kink may take the unit on the kink's other side: there the unit's output is 0 either way. */
 #include "../internal.h"
 
 enum { W1, B1, W2, B2, FC, FL };
@@ -44,44 +51,99 @@ static row_norm normaliser(double c, double thr, double i) {
                       sign(cm) * c / (fabs(cm) + 1.0) * dm_dthr};
 }
 
-/* The MLP of one head in double (or its gradient): w1, b1, w2 (WIDTH), b2. */
+/* The MLP in pieces: kinks t (sorted; the units with w1_k != 0), the units active in each
+ * segment s (u above s of the kinks), and out = a + b u there, per head: a, b (H, nk + 1). */
 typedef struct {
-    double w1[WIDTH], b1[WIDTH], w2[WIDTH], b2;
-} head_mlp;
+    int nk;
+    double t[WIDTH];
+    uint32_t act[WIDTH + 1];
+    double *a, *b;
+} fire_pieces;
 
-static head_mlp mlp_of(const pe__ctx *ctx, int64_t h) {
+/* The segment of u: how many kinks lie below it, walked from *at (the segment of the entry
+ * before: along a row of a tile u rises or falls with the offset, so the walk is mostly no
+ * step, where a binary search mispredicts at every level). */
+static inline int segment(const fire_pieces *pw, double u, int *at) {
+    int s = *at;
+    while (s < pw->nk && pw->t[s] < u) s++;
+    while (s > 0 && !(pw->t[s - 1] < u)) s--;
+    return *at = s;
+}
+
+static inline double mlp(const fire_pieces *pw, int64_t h, double u, int *seg) {
+    const int64_t at = h * (pw->nk + 1) + segment(pw, u, seg);
+    return pw->a[at] + pw->b[at] * u;
+}
+
+/* pw for the call's w1, b1, w2, b2 (a, b malloc'ed with H (nk + 1) doubles each, or 0) */
+static int pieces_of(const pe__ctx *ctx, fire_pieces *pw) {
     const float *const *P = ctx->w->param;
-    head_mlp m;
-    for (int k = 0; k < WIDTH; k++) m.w1[k] = P[W1][k], m.b1[k] = P[B1][k], m.w2[k] = P[W2][h * WIDTH + k];
-    m.b2 = P[B2][h];
-    return m;
+    int order[WIDTH];
+    pw->nk = 0;
+    for (int k = 0; k < WIDTH; k++) {
+        if (P[W1][k] == 0) continue;
+        double t = -(double)P[B1][k] / P[W1][k];
+        int at = pw->nk++;
+        for (; at > 0 && pw->t[at - 1] > t; at--) pw->t[at] = pw->t[at - 1], order[at] = order[at - 1];
+        pw->t[at] = t, order[at] = k;
+    }
+    for (int s = 0; s <= pw->nk; s++) { /* active: w1 > 0 above its kink, w1 < 0 below, w1 = 0 if b1 > 0 */
+        uint32_t act = 0;
+        for (int k = 0; k < WIDTH; k++)
+            if (P[W1][k] == 0 && P[B1][k] > 0) act |= 1u << k;
+        for (int r = 0; r < pw->nk; r++)
+            if ((P[W1][order[r]] > 0) == (r < s)) act |= 1u << order[r];
+        pw->act[s] = act;
+    }
+    const int64_t H = ctx->H, ns = pw->nk + 1;
+    pw->a = malloc(sizeof(double) * (size_t)(2 * H * ns));
+    if (!pw->a) return -1;
+    pw->b = pw->a + H * ns;
+    for (int64_t h = 0; h < H; h++)
+        for (int s = 0; s < ns; s++) {
+            double a = P[B2][h], b = 0;
+            for (int k = 0; k < WIDTH; k++)
+                if (pw->act[s] >> k & 1)
+                    a += (double)P[W2][h * WIDTH + k] * P[B1][k], b += (double)P[W2][h * WIDTH + k] * P[W1][k];
+            pw->a[h * ns + s] = a, pw->b[h * ns + s] = b;
+        }
+    return 0;
 }
 
-static double mlp(const head_mlp *m, double u) {
-    double out = m->b2;
-    for (int k = 0; k < WIDTH; k++) {
-        double a = m->w1[k] * u + m->b1[k];
-        if (a > 0) out += m->w2[k] * a;
-    }
-    return out;
+/* A tile's backward sums per segment: g and g u */
+typedef struct {
+    double g[WIDTH + 1], gu[WIDTH + 1];
+} seg_sums;
+
+/* forward was out = A_hs + B_hs u, so with g = dout: du = g B_hs, and the segment's sums grow */
+static inline double mlp_backward(const fire_pieces *pw, int64_t h, seg_sums *acc, double u, double g, int *seg) {
+    const int s = segment(pw, u, seg);
+    acc->g[s] += g, acc->gu[s] += g * u;
+    return g * pw->b[h * (pw->nk + 1) + s];
 }
 
-/* forward was out = b2 + sum_k w2_k relu(a_k), a_k = w1_k u + b1_k, so now, with g = dout:
- * db2 += g, dw2_k += g relu(a_k), da_k = g w2_k [a_k > 0], dw1_k += da_k u, db1_k += da_k;
- * returns du = sum_k da_k w1_k. */
-static double mlp_backward(const head_mlp *m, head_mlp *d, double u, double g) {
-    double du = 0;
-    d->b2 += g;
-    for (int k = 0; k < WIDTH; k++) {
-        double a = m->w1[k] * u + m->b1[k];
-        if (!(a > 0)) continue;
-        double da = g * m->w2[k];
-        d->w2[k] += g * a;
-        d->w1[k] += da * u;
-        d->b1[k] += da;
-        du += da * m->w1[k];
+/* The sums into head h's gradients: in segment s, out = b2 + sum over its units of
+ * w2_k (w1_k u + b1_k), so db2 += G, dw2_k += w1_k GU + b1_k G, dw1_k += w2_k GU, db1_k += w2_k G. */
+static void spread(const pe__ctx *ctx, const fire_pieces *pw, int64_t h, const seg_sums *acc) {
+    const float *const *P = ctx->w->param;
+    float *const *G = ctx->g->dparam;
+    double dw1[WIDTH] = {0}, db1[WIDTH] = {0}, dw2[WIDTH] = {0}, db2 = 0;
+    for (int s = 0; s <= pw->nk; s++) {
+        const double g = acc->g[s], gu = acc->gu[s];
+        if (g == 0 && gu == 0) continue;
+        db2 += g;
+        for (int k = 0; k < WIDTH; k++) {
+            if (!(pw->act[s] >> k & 1)) continue;
+            const double w2 = P[W2][h * WIDTH + k];
+            dw2[k] += P[W1][k] * gu + P[B1][k] * g, dw1[k] += w2 * gu, db1[k] += w2 * g;
+        }
     }
-    return du;
+    for (int k = 0; k < WIDTH; k++) {
+        if (G[W1]) G[W1][k] += (float)dw1[k];
+        if (G[B1]) G[B1][k] += (float)db1[k];
+        if (G[W2]) G[W2][h * WIDTH + k] += (float)dw2[k];
+    }
+    if (G[B2]) G[B2][h] += (float)db2;
 }
 
 /* The call's tables, for offsets 0..span (span = pos_max - pos_min): psi, and the bias of each
@@ -90,8 +152,10 @@ static double mlp_backward(const head_mlp *m, head_mlp *d, double u, double g) {
 typedef struct {
     double c, thr;
     row_norm below; /* the normaliser of every query below thr */
+    fire_pieces pw;
     int64_t span;
     double *psi;  /* (span + 1) */
+    double *dpsi; /* (span + 1): d psi(x) / dc = sign(c x) x / (|c x| + 1) */
     double *bias; /* (H, span + 1) */
 } fire_state;
 
@@ -101,17 +165,21 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (!st) return pe_error(err, PE_ENOMEM, "out of memory");
     st->c = P[FC][0], st->thr = fabs((double)P[FL][0] * ctx->cfg->fire_init_L);
     st->below = normaliser(st->c, st->thr, -INFINITY);
+    if (pieces_of(ctx, &st->pw)) return free(st), pe_error(err, PE_ENOMEM, "out of memory");
     int64_t span = pe__offset_table_span(ctx, 0);
     if (span >= 0) {
         st->span = span;
-        st->psi = malloc(sizeof(double) * (span + 1) * (ctx->H + 1));
+        st->psi = malloc(sizeof(double) * (span + 1) * (ctx->H + 2));
         if (st->psi) {
-            st->bias = st->psi + span + 1;
-            for (int64_t x = 0; x <= st->span; x++) st->psi[x] = log(fabs(st->c * (double)x) + 1.0);
+            st->dpsi = st->psi + span + 1, st->bias = st->dpsi + span + 1;
+            for (int64_t x = 0; x <= st->span; x++) {
+                const double cx = st->c * (double)x;
+                st->psi[x] = log(fabs(cx) + 1.0), st->dpsi[x] = sign(cx) * (double)x / (fabs(cx) + 1.0);
+            }
             for (int64_t h = 0; h < ctx->H; h++) {
-                head_mlp m = mlp_of(ctx, h);
+                int seg = 0;
                 for (int64_t x = 0; x <= st->span; x++)
-                    st->bias[h * (span + 1) + x] = mlp(&m, st->psi[x] / st->below.den);
+                    st->bias[h * (span + 1) + x] = mlp(&st->pw, h, st->psi[x] * (1.0 / st->below.den), &seg);
             }
         }
     }
@@ -121,7 +189,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
 
 static void release(pe__ctx *ctx) {
     fire_state *st = ctx->state;
-    free(st->psi), free(st);
+    free(st->psi), free(st->pw.a), free(st);
     ctx->state = NULL;
 }
 
@@ -134,12 +202,18 @@ static inline double psi_at(const fire_state *st, int64_t i, int64_t j) {
     return log(fabs(st->c * ((double)i - (double)j)) + 1.0);
 }
 
+/* d psi(i - j) / dc = sign(c x) x / (|c x| + 1), x = i - j: even in x, so tabled as psi */
+static inline double dpsi_at(const fire_state *st, int64_t i, int64_t j) {
+    if (st->psi) return st->dpsi[i > j ? i - j : j - i];
+    const double x = (double)i - (double)j, cx = st->c * x;
+    return sign(cx) * x / (fabs(cx) + 1.0);
+}
+
 static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const fire_state *st = ctx->state;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double *bias = st->psi ? st->bias + h * (st->span + 1) : NULL;
-    head_mlp m = mlp_of(ctx, h);
     for (int64_t i = 0; i < ni; i++) {
         int64_t pi = pos[i0 + i];
         float *si = s + i * lds;
@@ -150,9 +224,10 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
             }
             continue;
         }
-        double den = normaliser(st->c, st->thr, (double)pi).den;
+        const double inv = 1.0 / normaliser(st->c, st->thr, (double)pi).den; /* u = N inv, as the backward's */
+        int seg = 0;
         for (int64_t j = 0; j < nj; j++)
-            si[j] = (float)((double)si[j] + mlp(&m, psi_at(st, pi, kpos[j0 + j]) / den));
+            si[j] = (float)((double)si[j] + mlp(&st->pw, h, psi_at(st, pi, kpos[j0 + j]) * inv, &seg));
     }
 }
 
@@ -170,7 +245,7 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
     float *const *G = ctx->g->dparam;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double c = st->c, init_L = ctx->cfg->fire_init_L;
-    head_mlp m = mlp_of(ctx, h), d = {0};
+    seg_sums acc = {{0}, {0}};
     double dc = 0, dthr = 0;
 
     /* gx (nx): the tabled rows' g summed per offset, when the tile has fewer offsets (at most
@@ -198,39 +273,35 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
             continue;
         }
         row_norm rn = normaliser(c, st->thr, (double)pi);
+        const double inv = 1.0 / rn.den;
         double dc_num = 0, dc_den = 0; /* this row's sums of du dN/dc and du N */
+        int seg = 0;
         for (int64_t j = 0; j < nj; j++) {
             if (gi[j] == 0) continue; /* masked entries contribute nothing */
-            double x = (double)pi - (double)kpos[j0 + j], cx = c * x, N = psi_at(st, pi, kpos[j0 + j]);
-            double du = mlp_backward(&m, &d, N / rn.den, gi[j]);
-            dc_num += du * sign(cx) * x / (fabs(cx) + 1.0);
+            const double N = psi_at(st, pi, kpos[j0 + j]);
+            double du = mlp_backward(&st->pw, h, &acc, N * inv, gi[j], &seg);
+            dc_num += du * dpsi_at(st, pi, kpos[j0 + j]);
             dc_den += du * N;
         }
-        double inv = 1.0 / rn.den;
         dc += dc_num * inv - dc_den * rn.dden_dc * inv * inv;
         dthr -= dc_den * rn.dden_dthr * inv * inv;
     }
     if (gx) { /* the tabled rows, one offset at a time */
         const row_norm rn = st->below;
+        const double inv = 1.0 / rn.den;
         double dc_num = 0, dc_den = 0;
+        int seg = 0;
         for (int64_t x = 0; x < nx; x++) {
             if (gx[x] == 0) continue;
-            double cx = c * (double)x, N = st->psi[x];
-            double du = mlp_backward(&m, &d, N / rn.den, gx[x]);
-            dc_num += du * sign(cx) * (double)x / (fabs(cx) + 1.0);
-            dc_den += du * N;
+            double du = mlp_backward(&st->pw, h, &acc, st->psi[x] * inv, gx[x], &seg);
+            dc_num += du * st->dpsi[x];
+            dc_den += du * st->psi[x];
         }
-        double inv = 1.0 / rn.den;
         dc += dc_num * inv - dc_den * rn.dden_dc * inv * inv;
         dthr -= dc_den * rn.dden_dthr * inv * inv;
         free(gx);
     }
-    for (int k = 0; k < WIDTH; k++) {
-        if (G[W1]) G[W1][k] += (float)d.w1[k];
-        if (G[B1]) G[B1][k] += (float)d.b1[k];
-        if (G[W2]) G[W2][h * WIDTH + k] += (float)d.w2[k];
-    }
-    if (G[B2]) G[B2][h] += (float)d.b2;
+    spread(ctx, &st->pw, h, &acc);
     if (G[FC]) G[FC][0] += (float)dc;
     if (G[FL]) G[FL][0] += (float)(dthr * sign((double)ctx->w->param[FL][0] * init_L) * init_L);
 }

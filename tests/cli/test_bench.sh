@@ -38,6 +38,14 @@ if "$POSENC" bench --only core --quick --methods sinusoidal --causal no --no-tor
 else
     not_ok "bench core: sinusoidal has no projected form" "$(cat "$WORK/s.out")"
 fi
+# a causal-only method (cope) says so in its full rows and the section goes on to the next method
+if "$POSENC" bench --only attn,core --length 64 --reps 1 --methods cope,rope --no-reference --no-torch > "$WORK/cope.out" 2>&1 &&
+    [ "$(grep -cE '^\| cope \| 64 \| no \| causal only \|' "$WORK/cope.out")" = 2 ] &&
+    [ "$(grep -cE '^\| rope \| 64 \| (yes|no) \| [0-9.]+ \|' "$WORK/cope.out")" = 2 ]; then
+    ok "bench attn, core: cope's full rows say causal only, rope still runs"
+else
+    not_ok "bench: cope is causal only" "$(cat "$WORK/cope.out")"
+fi
 expect_bad "bench --quick --readme" "bench: --readme with --quick: a smoke run's numbers do not go into a README" "" \
     bench --quick --readme README.md
 
