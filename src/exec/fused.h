@@ -21,6 +21,17 @@ static inline void pe__band_tiles(pe__band band, int64_t qoff, int64_t i0, int64
     *j0 = lo / PE_BC * PE_BC, *j1 = hi1;
 }
 
+/* A causal diagonal tile: its first PE_BR / 2 queries see none of its last PE_BC / 2 keys (the
+ * band's bounds rise with the query), so the kernels' products skip that quarter. The skipped
+ * entries are masked (p = 0), so every sum is the one the whole tile gives: only terms 0 v are
+ * left out. */
+enum { PE_HR = PE_BR / 2, PE_HC = PE_BC / 2 };
+static inline int pe__diag_half(pe__band band, int64_t qoff, int64_t Tk, int64_t i0, int64_t j0) {
+    int64_t lo, hi;
+    pe__band_range(band, qoff, i0 + PE_HR - 1, Tk, &lo, &hi);
+    return hi <= j0 + PE_HC;
+}
+
 /* the kernels' mm_acc (kernels.c) is pe__mm_fn (internal.h) */
 
 /* One kernel call: forward of one query block, or backward of one (b, h). */

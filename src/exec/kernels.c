@@ -165,6 +165,40 @@ static inline int tile_skipped(const pe__fjob *j, int64_t i0, int64_t j0) {
     return j->mask && !j->tiles[(i0 / PE_BR) * j->nkb + j0 / PE_BC];
 }
 
+/* s (PE_BR, PE_BC) = a bt over k: whole, or (half) without the top right quarter, which is set
+ * to 0 (the hooks and the masks read every entry) */
+static void mm_nt_tile(float *s, const float *a, int64_t lda, const float *bt, int64_t ldb, int64_t k, int half) {
+    if (!half) {
+        mm_nt(s, PE_BC, a, lda, bt, ldb, PE_BR, PE_BC, k);
+        return;
+    }
+    mm_nt(s, PE_BC, a, lda, bt, ldb, PE_HR, PE_HC, k);
+    for (int64_t r = 0; r < PE_HR; r++) memset(s + r * PE_BC + PE_HC, 0, sizeof(float) * PE_HC);
+    mm_nt(s + PE_HR * PE_BC, PE_BC, a + PE_HR * lda, lda, bt, ldb, PE_BR - PE_HR, PE_BC, k);
+}
+
+/* c (PE_BR queries, dp) += p (PE_BR, PE_BC) b (PE_BC keys, dp): the top rows over the left keys
+ * only when half */
+static void mm_acc_queries(float *c, const float *p, const float *b, int64_t dp, int half) {
+    if (!half) {
+        mm_acc(c, dp, p, PE_BC, 1, b, dp, PE_BR, PE_BC, dp);
+        return;
+    }
+    mm_acc(c, dp, p, PE_BC, 1, b, dp, PE_HR, PE_HC, dp);
+    mm_acc(c + PE_HR * dp, dp, p + PE_HR * PE_BC, PE_BC, 1, b, dp, PE_BR - PE_HR, PE_BC, dp);
+}
+
+/* c (PE_BC keys, dp) += p^T (PE_BC, PE_BR) b (PE_BR queries, dp): the right keys over the bottom
+ * queries only when half */
+static void mm_acc_keys(float *c, const float *p, const float *b, int64_t dp, int half) {
+    if (!half) {
+        mm_acc(c, dp, p, 1, PE_BC, b, dp, PE_BC, PE_BR, dp);
+        return;
+    }
+    mm_acc(c, dp, p, 1, PE_BC, b, dp, PE_HC, PE_BR, dp);
+    mm_acc(c + PE_HC * dp, dp, p + PE_HR * PE_BC + PE_HC, 1, PE_BC, b + PE_HR * dp, dp, PE_BC - PE_HC, PE_BR - PE_HR, dp);
+}
+
 /* One tile of the online softmax: rows [0, ni) of s become p = exp(s - m_new), the running
  * max m and sum l are updated and the accumulator rows rescaled; padding rows become 0. */
 static void online_softmax(float *s, int64_t ni, float *m, float *l, float *acc, int64_t dp, float lo) {
@@ -224,13 +258,14 @@ static int64_t KN(forward)(const pe__fjob *j) {
     for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         if (tile_skipped(j, i0, j0)) continue;
+        const int half = pe__diag_half(j->band, j->qoff, j->Tk, i0, j0);
         if (j->own) memset(s, 0, sizeof(float) * PE_BR * PE_BC);
-        else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+        else mm_nt_tile(s, qs, dp, j->kt + j0, j->tkp, dp, half);
         tl.j0 = j0, tl.nj = nj, tl.k = j->kr ? j->kr + j0 * dp : NULL, tl.kt = j->kt + j0;
         if (mod && mod->score_mod) mod->score_mod(j->ctx, &tl, s, PE_BC);
         mask_tile(j, s, ni, i0, j0, nj);
         online_softmax(s, ni, m, l, acc, dp, j->lo);
-        mm_acc(acc, dp, s, PE_BC, 1, j->v + j0 * dp, dp, PE_BR, PE_BC, dp);
+        mm_acc_queries(acc, s, j->v + j0 * dp, dp, half);
         if (mod && mod->value_mod) mod->value_mod(j->ctx, &tl, s, PE_BC, acc, dp);
     }
     int64_t bad = -1;
@@ -285,8 +320,9 @@ static void KN(backward)(const pe__fjob *j) {
         for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
             int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
             if (tile_skipped(j, i0, j0)) continue;
+            const int half = pe__diag_half(j->band, j->qoff, j->Tk, i0, j0);
             if (j->own) memset(s, 0, sizeof(float) * PE_BR * PE_BC);
-            else mm_nt(s, PE_BC, qs, dp, j->kt + j0, j->tkp, PE_BR, PE_BC, dp);
+            else mm_nt_tile(s, qs, dp, j->kt + j0, j->tkp, dp, half);
             tl.j0 = j0, tl.nj = nj, tl.k = j->kr + j0 * dp, tl.kt = j->kt + j0, tl.dk = j->dk + j0 * dp;
             if (mod && mod->score_mod) {
                 if (mod->flags & PE__SCORE_PLAIN) memcpy(j->u, s, sizeof(float) * PE_BR * PE_BC);
@@ -299,8 +335,8 @@ static void KN(backward)(const pe__fjob *j) {
                 for (int c = 0; c < PE_BC; c += VEC) vst(s + r * PE_BC + c, vexp(vld(s + r * PE_BC + c) - mv, j->lo) * il);
             }
             /* dv += p^T do; dp = do v^T; ds = p (dp - delta) */
-            mm_acc(j->dv + j0 * dp, dp, s, 1, PE_BC, dos, dp, PE_BC, PE_BR, dp);
-            mm_nt(t, PE_BC, dos, dp, j->vt + j0, j->tkp, PE_BR, PE_BC, dp);
+            mm_acc_keys(j->dv + j0 * dp, s, dos, dp, half);
+            mm_nt_tile(t, dos, dp, j->vt + j0, j->tkp, dp, half);
             if (mod && mod->value_mod_backward)
                 mod->value_mod_backward(j->ctx, &tl, s, PE_BC, j->dout + i0 * j->ld, j->ld, t, PE_BC);
             for (int64_t r = 0; r < PE_BR; r++) {
@@ -312,8 +348,8 @@ static void KN(backward)(const pe__fjob *j) {
                 mod->score_mod_backward(j->ctx, &tl, mod->flags & PE__SCORE_PLAIN ? j->u : NULL, t, PE_BC);
             if (j->own) continue; /* no plain term */
             /* s = scale q.k, so: dq += scale ds k (scale below), dk += ds^T q_s */
-            mm_acc(dqa, dp, t, PE_BC, 1, j->kr + j0 * dp, dp, PE_BR, PE_BC, dp);
-            mm_acc(j->dk + j0 * dp, dp, t, 1, PE_BC, qs, dp, PE_BC, PE_BR, dp);
+            mm_acc_queries(dqa, t, j->kr + j0 * dp, dp, half);
+            mm_acc_keys(j->dk + j0 * dp, t, qs, dp, half);
         }
         if (block) tl.phase = PE__TILE_END, tl.nj = 0, mod->score_mod_backward(j->ctx, &tl, NULL, NULL, 0);
         const vf sv = vbc(j->scale);

@@ -17,6 +17,9 @@
 #undef hmax
 #undef mm_nt
 #undef mm_acc
+#undef mm_nt_tile
+#undef mm_acc_queries
+#undef mm_acc_keys
 #undef mask_tile
 #undef tile_skipped
 #undef online_softmax
