@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../train/kernels.h"
 #include "../train/trainer.h"
 #include "../tools/output.h"
 #include "cli.h"
@@ -181,6 +182,12 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
                " MLP and output GEMMs %.2f ms (%.0f%%), the rest (embedding, LayerNorms, GELU, loss, sums, AdamW) %.2f ms"
                " (%.0f%%)\n", 1e3 * all / steps, run.threads > 1 ? " of thread time" : "", 1e3 * at / steps,
                100 * at / all, 1e3 * gm / steps, 100 * gm / all, 1e3 * (all - at - gm) / steps, 100 * (all - at - gm) / all);
+        /* the bound: the step's GEMMs alone on its shapes (one thread's BLAS, as the step's) */
+        const tr_model_config *mc = tr_model_cfg(run.model);
+        const double bound = tr_step_gemm_seconds((int64_t)(tokens / steps + 0.5), mc->layers, mc->C, mc->F, mc->V, 5);
+        printf("its GEMMs alone (4 projections and the MLP a layer, the tied output; forward and backward, on the step's %lld"
+               " rows; best of 5): %.2f ms, so the step is %.2fx its GEMMs\n", (long long)(tokens / steps + 0.5), 1e3 * bound,
+               all / steps / bound);
     }
     if (run.step > start && ranks > 1) /* rank 0's: the sums wait for the slowest rank too */
         printf("the sums over %d ranks: %.1f%% of the time (%.2f ms a step, waiting included)\n", ranks,

@@ -2,7 +2,10 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "env.h"
 
 #ifdef PE_BLAS
 #include <cblas.h>
@@ -56,6 +59,38 @@ void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const 
     if (db)
         for (int64_t r = 0; r < N; r++)
             for (int64_t o = 0; o < Out; o++) db[o] += dy[r * Out + o];
+}
+
+/* One linear's GEMMs, forward and backward, as tr_linear_forward/backward call them */
+static void step_linear(float *y, float *dx, float *dw, const float *x, const float *w, int64_t N, int64_t In,
+                        int64_t Out) {
+    tr_gemm(0, 1, N, Out, In, 1.0f, x, In, w, In, 0.0f, y, Out);
+    tr_gemm(0, 0, N, In, Out, 1.0f, y, Out, w, In, 0.0f, dx, In);
+    tr_gemm(1, 0, Out, In, N, 1.0f, y, Out, x, In, 1.0f, dw, In);
+}
+
+double tr_step_gemm_seconds(int64_t N, int64_t layers, int64_t C, int64_t F, int64_t V, int reps) {
+    const int64_t W = C > F ? (C > V ? C : V) : (F > V ? F : V);
+    float *x = malloc(sizeof(float) * (size_t)(N * W)), *y = malloc(sizeof(float) * (size_t)(N * W));
+    float *dx = malloc(sizeof(float) * (size_t)(N * W)), *w = malloc(sizeof(float) * (size_t)(W * W));
+    float *dw = calloc((size_t)(W * W), sizeof(float));
+    double best = NAN;
+    if (x && y && dx && w && dw) {
+        for (int64_t i = 0; i < N * W; i++) x[i] = 0.5f - (float)(i % 7) / 8;
+        for (int64_t i = 0; i < W * W; i++) w[i] = (float)(i % 5) / 32 - 0.0625f;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = tr_now();
+            for (int64_t l = 0; l < layers; l++) {
+                for (int p = 0; p < 4; p++) step_linear(y, dx, dw, x, w, N, C, C); /* q, k, v, o */
+                step_linear(y, dx, dw, x, w, N, C, F), step_linear(y, dx, dw, x, w, N, F, C);
+            }
+            step_linear(y, dx, dw, x, w, N, C, V);
+            const double t = tr_now() - t0;
+            best = r == 0 || t < best ? t : best;
+        }
+    }
+    free(x), free(y), free(dx), free(w), free(dw);
+    return best;
 }
 
 /* LayerNorm's row statistics go 8 rows at a time: each row's sums keep their order (the same

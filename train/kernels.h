@@ -19,6 +19,11 @@ void tr_linear_forward(float *y, const float *x, const float *w, const float *b,
  * Any of dx, dw, db may be NULL. */
 void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                         const float *w, int64_t N, int64_t In, int64_t Out);
+/* The GEMMs of one training step alone (posenc train --profile's bound): per layer the four
+ * attention projections (C to C) and the MLP (C to F, F to C), and the tied output (C to V),
+ * forward (y = x W^T) and backward (dx = dy W, dW = dy^T x), over N rows, the step's shapes on
+ * buffers of their own; the least seconds of reps rounds. */
+double tr_step_gemm_seconds(int64_t N, int64_t layers, int64_t C, int64_t F, int64_t V, int reps);
 
 /* y (N, C) = (x - mean) * rstd * w + b over each row, eps 1e-5; mean, rstd (N) saved. */
 void tr_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w,

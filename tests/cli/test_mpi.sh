@@ -19,6 +19,8 @@ if cmp -s "$WORK/seq.st" "$WORK/thr.st"; then ok "--shares 3 --threads 2: the bi
 "$POSENC" train "${S[@]}" --profile > "$WORK/prof.out" 2>&1
 if grep -qE '^profile of a step: [0-9.]+ ms; the attention layers .* [0-9.]+ ms \([0-9]+%\), the MLP and output GEMMs [0-9.]+ ms \([0-9]+%\), the rest .* \([0-9]+%\)$' "$WORK/prof.out"; then
     ok "train --profile: the step's time in attention, GEMMs and the rest"; else not_ok "train --profile" "$(cat "$WORK/prof.out")"; fi
+if grep -qE '^its GEMMs alone \(.* on the step.s 384 rows; best of 5\): [0-9.]+ ms, so the step is [0-9.]+x its GEMMs$' "$WORK/prof.out"; then
+    ok "train --profile: the step against its GEMMs alone (12 sequences of 32: 384 rows)"; else not_ok "train --profile: the GEMM bound" "$(cat "$WORK/prof.out")"; fi
 
 if ! command -v mpirun > /dev/null; then
     echo "ok - skipped: no mpirun (Debian: openmpi-bin)"
