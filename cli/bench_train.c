@@ -16,6 +16,7 @@
 #endif
 
 #include "../train/env.h"
+#include "../train/kernels.h"
 #include "../train/trainer.h"
 #include "bench.h"
 #include "cli.h"
@@ -88,20 +89,22 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
            (long long)base.layers, (long long)base.width, (long long)base.heads, (long long)(4 * base.width),
            (long long)task.L, (long long)task.V, info, rounds, rounds == 1 ? "" : "s", warm);
     printf("| method | batch x length | parameters posenc / PyTorch | steps per round | posenc tok/s | PyTorch tok/s |"
-           " posenc / PyTorch |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+           " posenc / PyTorch | posenc's step x its GEMMs |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
     fflush(stdout);
     int rc = 0;
-    for (int bi = 0; bi < 2 && !rc; bi++)
+    for (int bi = 0; bi < 2 && !rc; bi++) {
+        /* the bound: the step's GEMMs alone on its shapes (train --profile's) */
+        const double gemms = tr_step_gemm_seconds(BATCH[bi] * task.L, base.layers, base.width, 4 * base.width, task.V, 5);
         for (int mi = 0; mi < o->nm && !rc; mi++) {
             trow *R = &rows[(*nrows)++];
-            *R = (trow){o->methods[mi], BATCH[bi], task.L, 0, NAN, NAN, 0, 0, ""};
+            *R = (trow){o->methods[mi], BATCH[bi], task.L, 0, NAN, NAN, NAN, 0, 0, ""};
             tr_options opt = base;
             tr_run run;
             opt.batch = R->B;
             snprintf(opt.method, sizeof opt.method, "%s", R->method);
             if (tr_run_init(&run, &opt, &task, &err)) { /* a method the trainer does not take */
                 snprintf(R->why, sizeof R->why, "%.159s", err.msg);
-                printf("| %s | %lld x %lld | %s | | | | |\n", R->method, (long long)R->B, (long long)R->T, R->why);
+                printf("| %s | %lld x %lld | %s | | | | | |\n", R->method, (long long)R->B, (long long)R->T, R->why);
                 fflush(stdout);
                 continue;
             }
@@ -139,10 +142,13 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
             printf("| %s | %lld x %lld | %lld / ", R->method, (long long)R->B, (long long)R->T, R->np_ours);
             printf(R->np_torch ? "%lld |" : "— |", R->np_torch);
             printf(" %lld | %.1fk |", (long long)R->steps, R->ours / 1e3);
-            if (isnan(R->torch)) printf(" — | — |\n");
-            else printf(" %.1fk | %.2fx |\n", R->torch / 1e3, R->ours / R->torch);
+            if (isnan(R->torch)) printf(" — | — |");
+            else printf(" %.1fk | %.2fx |", R->torch / 1e3, R->ours / R->torch);
+            R->gemm_x = (double)(R->B * R->T) / R->ours / gemms;
+            printf(" %.2fx |\n", R->gemm_x);
             fflush(stdout);
         }
+    }
     torch_stop(&tp);
     tr_task_free(&task);
 #ifdef HAVE_MXCSR
@@ -160,7 +166,9 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
            " to the embedding, cross-entropy; AdamW (betas 0.9, 0.95, decay 0.1 on matrices and tables), clipping"
            " at norm 1. posenc's steps include drawing its batches from the lm task; PyTorch's read pre-drawn random"
            " tokens. Methods PyTorch does not have here (bench/torch_train.py: none, rope, alibi, t5) leave its"
-           " columns empty.\n\n");
+           " columns empty. The last column: posenc's step time over the time its GEMMs take alone on the same shapes"
+           " (the 4 projections and the MLP of each layer and the tied output, forward and backward; `posenc train"
+           " --profile` prints it too), 1 the bound.\n\n");
     return 0;
 }
 
