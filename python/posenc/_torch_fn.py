@@ -1,8 +1,11 @@
 """posenc.torch's bridge to the library: the autograd Functions over the contract's entry point
 (_Fn: attend and embed, recomputing the forward in backward) and the fast path (_LayerFn, _QkvFn:
-one library layer per call, kept for its backward), and the helpers they share. Private: the
-public names are posenc.torch's."""
+one library layer per call, kept for its backward), the projected form as a PyTorch operator
+(torch.ops.posenc.attention), and the helpers they share. Private: the public names are
+posenc.torch's."""
 import ctypes
+import json
+
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -301,6 +304,89 @@ class _QkvFn(torch.autograd.Function):
         cast = (lambda t: None if t is None else t.to(ctx.dtype))
         grads = [None if t is None or dparams.get(n) is None else dparams[n].to(t.dtype) for n, t in ctx.named]
         return (None,) * 7 + (cast(dq), cast(dk), cast(dv), *grads)
+
+
+# ---- the layer and the projected form as operators: torch.ops.posenc.layer, .attention ------
+# A trace (torch.jit.trace) of a model that calls the library through ctypes would freeze the
+# library's results into constants; registered as operators (torch.library, PyTorch 1.13 and
+# later), each call is one node of the graph, run by its kernel each time, with its autograd.
+# torch.compile (PyTorch 2) would see the same node; PyTorch 1.13 has no torch.compile.
+_QKV_SCHEMA = ("attention(Tensor q, Tensor k, Tensor v, str settings, Tensor? positions, Tensor? key_positions, "
+               "Tensor? attn_mask, float dropout_p, str names, Tensor[] tensors) -> Tensor")  # names: comma-separated (a trace takes no str[])
+
+
+def _qkv_kernel(q, k, v, settings, positions, key_positions, attn_mask, dropout_p, names, tensors):
+    """q [B, H, T, D] or [H, T, D], k, v [B, Hkv, Tk, D]: posenc.torch.attention's checked
+    arguments, its settings as JSON text, the names of the method's tensors comma-separated;
+    returns o as q."""
+    s = json.loads(settings)
+    batched = q.dim() == 4
+    H, T, D = q.shape[-3:]
+
+    def heads_last(x):  # [B, H, n, D] -> [B, n, H*D]
+        x = x if batched else x[None]
+        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
+
+    o = _QkvFn.apply(_spec_of(s, H * D), s["method"], tuple(names.split(",")) if names else (), float(dropout_p),
+                     positions, key_positions,
+                     attn_mask, heads_last(q), heads_last(k), heads_last(v), *tensors)
+    o = o.view(-1, T, H, D).transpose(1, 2)
+    return o if batched else o[0]
+
+
+_LAYER_SCHEMA = ("layer(Tensor x, str settings, Tensor? positions, Tensor? mems, Tensor? attn_mask, bool need_weights, "
+                 "float dropout_p, str names, Tensor[] tensors) -> (Tensor, Tensor)")
+
+
+def _layer_kernel(x, settings, positions, mems, attn_mask, need_weights, dropout_p, names, tensors):
+    """posenc.torch.Attention's layer on x: the projections (wq..bo) and the method's tensors
+    in one list, named in `names` (comma-separated); returns y and probs (empty unless
+    need_weights)."""
+    s = json.loads(settings)
+    given = dict(zip(names.split(","), tensors)) if names else {}
+    own = tuple(n for n in given if n not in _LAYER)
+    return _LayerFn.apply(_spec_of(s, int(x.shape[-1])), s["method"], own, bool(need_weights), float(dropout_p),
+                          positions, attn_mask, x, mems, *[given.get(n) for n in _LAYER], *[given[n] for n in own])
+
+
+def _register():
+    """The operators' library (kept: it unregisters them when collected), or None where this
+    PyTorch has no torch.library or the names are taken (a second import)."""
+    try:
+        lib = torch.library.Library("posenc", "DEF")
+        for name, schema, kernel in (("attention", _QKV_SCHEMA, _qkv_kernel), ("layer", _LAYER_SCHEMA, _layer_kernel)):
+            lib.define(schema)
+            for key in ("CPU", "Autograd"):  # Autograd: the kernel builds its own graph (_QkvFn, _LayerFn)
+                lib.impl(name, kernel, key)
+        return lib
+    except (AttributeError, RuntimeError):
+        return None
+
+
+_OPS = _register()
+
+
+def _traceable():
+    """Whether the operators are registered (a trace records them)."""
+    return _OPS is not None
+
+
+def qkv_attention(q, k, v, settings, positions, key_positions, attn_mask, dropout_p, names, tensors):
+    """The projected form through torch.ops.posenc.attention where it is registered, else the
+    kernel itself."""
+    given = [(n, t if isinstance(t, torch.Tensor) else torch.as_tensor(t)) for n, t in zip(names, tensors) if t is not None]
+    args = (q, k, v, json.dumps(settings, sort_keys=True), positions, key_positions, attn_mask, float(dropout_p),
+            ",".join(n for n, _ in given), [t for _, t in given])
+    return torch.ops.posenc.attention(*args) if _OPS is not None else _qkv_kernel(*args)
+
+
+def layer(x, settings, positions, mems, attn_mask, need_weights, dropout_p, tensors):
+    """The layer through torch.ops.posenc.layer where it is registered, else the kernel itself;
+    tensors {name: tensor or None} (the projections and the method's)."""
+    given = [(n, t) for n, t in tensors.items() if t is not None]
+    args = (x, json.dumps(settings, sort_keys=True), positions, mems, attn_mask, bool(need_weights), float(dropout_p),
+            ",".join(n for n, _ in given), [t for _, t in given])
+    return torch.ops.posenc.layer(*args) if _OPS is not None else _layer_kernel(*args)
 
 
 def _split(tensors):

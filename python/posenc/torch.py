@@ -22,6 +22,9 @@ the contract's entry point, which recomputes the forward in backward. Tensors mu
 CPU; the library computes in float32: float64 inputs are accepted and their results and
 gradients returned in float64, but computed in float32 (torch.autograd.gradcheck at its default
 float64 tolerances will not pass; compare with float32 tolerances, as tests/python does).
+Attention (on x) and attention() are the operators torch.ops.posenc.layer and .attention
+(torch.library): torch.jit.trace records each call as one node, which recomputes on new inputs
+with its gradients; torch.compile is PyTorch 2's (Debian's 1.13 has none), scripting is refused.
 
 Initialisation (each method's reference, as the library describes it in pe_param_spec.init, the
 one description the trainer draws from too; projections as torch.nn.Linear):
@@ -55,7 +58,7 @@ from torch import nn
 import posenc
 from posenc import _cache, _lib
 from posenc._torch_init import _get_slopes, _linear_default, init_tensor  # noqa: F401
-from posenc._torch_fn import (_LAYER, _NO_GRAD, _Fn, _LayerFn, _QkvFn, _Spec, _addr, _dropout_seed, _f32, _grads_of, _out_dtype, _spec_of, _split, _text_settings, _to_numpy, _weights, _where)  # noqa: F401
+from posenc._torch_fn import (_LAYER, _NO_GRAD, _Fn, _LayerFn, _QkvFn, _Spec, _addr, _dropout_seed, _f32, _grads_of, _out_dtype, _spec_of, _split, _text_settings, _to_numpy, _traceable, _weights, _where, layer, qkv_attention)  # noqa: F401
 
 __all__ = ["Attention", "from_hf", "Encoding", "SinusoidalEncoding", "LearnedEncoding", "FloaterEncoding",
            "ComplexEmbedding", "attend", "attention", "embed", "init_tensor"]
@@ -103,13 +106,7 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
     batched = q.dim() == 4
     if k.dim() != q.dim() or v.shape != k.shape or k.shape[-1] != q.shape[-1]:
         raise ValueError(f"k, v: shapes {list(k.shape)}, {list(v.shape)} do not match q {list(q.shape)}")
-    H, T, D = q.shape[-3:]
-    Hkv, Tk = k.shape[-3], k.shape[-2]
-
-    def heads_last(x):  # [B, H, n, D] -> [B, n, H*D]
-        x = x if batched else x[None]
-        return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1)
-
+    H, D, Hkv = int(q.shape[-3]), int(q.shape[-1]), int(k.shape[-3])  # int: a trace's sizes are tensors
     settings = {"method": method, "heads": H, "causal": causal, **keys}
     if Hkv != H:
         settings["kv_heads"] = Hkv
@@ -133,15 +130,11 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
         if t_.dtype not in _FLOATS:
             raise TypeError(f"tensor '{n}': dtype {t_.dtype}, expected float32 (or float64, float16, bfloat16)")
     s = _text_settings(settings, {})
-    spec = _spec_of(s, H * D)
+    _spec_of(s, H * D)  # the settings' errors here, before the operator
     tensors = dict(tensors or {})
-    names = tuple(tensors)
     if not 0 <= float(dropout_p) < 1:
         raise ValueError(f"dropout_p: {dropout_p} is not within [0, 1)")
-    o = _QkvFn.apply(spec, method, names, float(dropout_p), pos, kpos, mask, heads_last(q), heads_last(k),
-                     heads_last(v), *tensors.values())
-    o = o.view(-1, T, H, D).transpose(1, 2)
-    return o if batched else o[0]
+    return qkv_attention(q, k, v, s, pos, kpos, mask, dropout_p, tensors.keys(), tensors.values())
 
 
 class _Rotate(torch.autograd.Function):
@@ -369,11 +362,12 @@ class Attention(_MethodTensors):
         values projected from context (at context_positions, default 0 .. Tk-1) through the
         projected form. float16 and bfloat16 inputs (autocast) are computed in float32 and
         returned in their dtype."""
-        if torch.jit.is_tracing() or torch.jit.is_scripting():
-            raise RuntimeError("posenc.torch.Attention cannot be traced or scripted: its forward is a call into "
-                               "libposenc through ctypes, which TorchScript cannot record or save; keep the module "
-                               "in Python (torch.save of its state_dict works)")
         tok = "ids" if _reads_ids(self.method) else "x"
+        if torch.jit.is_scripting() or (torch.jit.is_tracing() and (tok == "ids" or not _traceable())):
+            raise RuntimeError("posenc.torch.Attention cannot be scripted, nor traced here: its forward is a call into "
+                               "libposenc, which TorchScript records only as the operator torch.ops.posenc.layer "
+                               "(torch.jit.trace, PyTorch 1.13 or later, not the token ids of complex); keep the "
+                               "module in Python (torch.save of its state_dict works)")
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"{tok}: expected a torch.Tensor, got {type(x).__name__}")
         if tok == "x":
@@ -400,12 +394,10 @@ class Attention(_MethodTensors):
                 raise ValueError("context (cross-attention) takes x, no mems and no need_weights")
             return self._cross(x, context, positions, context_positions, attn_mask)
         if tok == "x":
-            spec = _spec_of(self.settings, self.dim)
-            layer = [getattr(self, n) for n in _LAYER]
-            y, probs = _LayerFn.apply(spec, self.method, tuple(self.tensor_names), bool(need_weights),
-                                      self.dropout if self.training else 0.0, _positions(positions), attn_mask,
-                                      x, mems, *layer,
-                                      *[getattr(self, n) for n in self.tensor_names])
+            tensors = {n: getattr(self, n) for n in (*_LAYER, *self.tensor_names)}
+            mask = None if attn_mask is None else torch.as_tensor(attn_mask)
+            y, probs = layer(x, self.settings, _positions(positions), mems, mask, need_weights,
+                             self.dropout if self.training else 0.0, tensors)
             return (y, probs) if need_weights else y
         # complex: token ids and two streams, through the contract's entry point
         t = {tok: x, "positions": _positions(positions), "mems": mems}

@@ -116,3 +116,35 @@ def test_module_attn_mask_packs_documents():
     packed = att(torch.cat([a, b]), positions=torch.tensor([0, 1, 2, 0, 1, 2, 3]), attn_mask=mask)
     assert_close("first", packed[:3].detach(), att(a).detach())
     assert_close("second", packed[3:].detach(), att(b).detach())
+
+
+def test_operator_in_a_trace():
+    """posenc.torch.attention is the operator torch.ops.posenc.attention (torch.library): a
+    trace records the call as that node, so the traced module recomputes on new inputs (a call
+    through ctypes alone would be frozen into constants) and its gradients are the eager ones."""
+    if not hasattr(torch.ops.posenc, "attention"):
+        pytest.skip("this PyTorch has no torch.library")
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rel_bias = torch.nn.Parameter(torch.randn(32, 2))
+
+        def forward(self, q, k, v):
+            return pt.attention(q, k, v, "t5", causal=True, tensors={"rel_bias": self.rel_bias})
+
+    g = torch.Generator().manual_seed(3)
+    make = lambda: [torch.randn(1, 2, 6, 8, generator=g, requires_grad=True) for _ in range(3)]  # noqa: E731
+    block = Block()
+    traced = torch.jit.trace(block, tuple(make()))
+    assert "posenc::attention" in str(traced.graph)
+    q, k, v = make()
+    eager = block(q, k, v)
+    eager.sum().backward()
+    want = [t.grad.clone() for t in (q, k, v, block.rel_bias)]
+    for t in (q, k, v, block.rel_bias):
+        t.grad = None
+    got = traced(q, k, v)
+    assert torch.equal(got, eager)
+    got.sum().backward()
+    for a, b in zip([t.grad for t in (q, k, v, block.rel_bias)], want):
+        assert torch.equal(a, b)
