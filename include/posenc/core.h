@@ -378,7 +378,7 @@ const char *pe_run_kernels(const pe_run_options *opt);
 /* The path a call of att with B rows, T queries against Tk keys takes under att's run options,
  * PE_PATH_FUSED or PE_PATH_REFERENCE (want_scores: the call asks for scores or probs, which
  * only the reference path has). What PE_PATH_AUTO's cost model picks, for benchmarks and tools.
- * A forward_qkv of few queries (a decode step: H / Hkv * T about 64 rows or fewer) runs the fused
+ * A forward_qkv of few queries (a decode step: H / Hkv * T of 16 rows or fewer) runs the fused
  * family's decode kernel whatever this says, unless the path is PE_PATH_REFERENCE. */
 int pe_attention_path(const pe_attention *att, int64_t B, int64_t T, int64_t Tk, int want_scores);
 
