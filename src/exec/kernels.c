@@ -147,12 +147,18 @@ static void mm_acc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t a
  * tiles only). Rows >= ni are padding and left alone. */
 static void mask_tile(const pe__fjob *j, float *s, int64_t ni, int64_t i0, int64_t j0, int64_t nj) {
     const int partial = j->mask && j->tiles[(i0 / PE_BR) * j->nkb + j0 / PE_BC] == 1;
+    vi lane;
+    for (int k = 0; k < VEC; k++) lane[k] = k;
+    const vi ninf = (vi)vbc(-INFINITY);
     for (int64_t r = 0; r < ni; r++) {
         int64_t lo, hi;
         pe__band_range(j->band, j->qoff, i0 + r, j->Tk, &lo, &hi);
         const int64_t to = pe__clip(lo - j0, 0, nj), from = pe__clip(hi - j0, to, nj);
-        for (int64_t c = 0; c < to; c++) s[r * PE_BC + c] = -INFINITY;
-        for (int64_t c = from; c < PE_BC; c++) s[r * PE_BC + c] = -INFINITY;
+        if (to > 0 || from < PE_BC) /* columns [0, to) and [from, PE_BC), a vector at a time */
+            for (int c = 0; c < PE_BC; c += VEC) {
+                const vi col = lane + c, out = (col < (int32_t)to) | (col >= (int32_t)from);
+                vst(s + r * PE_BC + c, (vf)(((vi)vld(s + r * PE_BC + c) & ~out) | (ninf & out)));
+            }
         if (!partial) continue;
         const uint8_t *mk = j->mask + (i0 + r) * j->ldm + j0;
         for (int64_t c = to; c < from; c++)
