@@ -83,6 +83,22 @@ void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld,
  * 4096 positions x 64 pairs took half as long as rotating q and k). */
 void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
                     int64_t n, const double *inv_freq, int64_t half, double attn) {
+    if (A == 1 && n > 1) { /* a batch's rows share their positions: each position's row once, then copies */
+        int64_t lo = pos[0], hi = pos[0];
+        for (int64_t i = 1; i < n; i++) lo = pos[i] < lo ? pos[i] : lo, hi = pos[i] > hi ? pos[i] : hi;
+        const uint64_t span = (uint64_t)hi - (uint64_t)lo;
+        float *tab = span + 1 < (uint64_t)n ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
+        if (tab) {
+            int64_t *p = malloc(sizeof(int64_t) * (size_t)(span + 1));
+            if (p) {
+                for (uint64_t x = 0; x <= span; x++) p[x] = lo + (int64_t)x;
+                pe__rope_table(run, tab, p, 1, NULL, (int64_t)span + 1, inv_freq, half, attn);
+                for (int64_t i = 0; i < n; i++) memcpy(cs + i * half * 2, tab + (pos[i] - lo) * half * 2, sizeof(float) * half * 2);
+            }
+            free(p), free(tab);
+            if (p) return;
+        }
+    }
     const int nth = pe__run_threads(run, (double)n * half * 256); /* sin and cos in double */
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
     for (int64_t i = 0; i < n; i++)
