@@ -49,9 +49,16 @@ int pe__fused_cheaper(int64_t B, int64_t H, int64_t T, int64_t Tk, int64_t qoff,
     return fused <= ref;
 }
 
-/* tr (D, ldt) = src (n, D; row stride ld) transposed, by 4 x 4 blocks of 128-bit vectors (eight
- * shuffles where the scalar loop was a strided load per element), 16 keys at a time so that
- * their rows stay in L1; the edges not a multiple of 4 element by element. */
+/* dst (4 rows, ldt) = the 4 x 4 block of src (4 rows, ld) transposed: SSE's unpacks on x86
+ * (the vector-extension shuffles below compiled to stack round trips there: 2.5x slower at a
+ * head's 64 x 16), the same shuffles elsewhere */
+#ifdef PE_MXCSR
+static inline void block4(float *dst, int64_t ldt, const float *src, int64_t ld) {
+    __m128 r0 = _mm_loadu_ps(src), r1 = _mm_loadu_ps(src + ld), r2 = _mm_loadu_ps(src + 2 * ld), r3 = _mm_loadu_ps(src + 3 * ld);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(dst, r0), _mm_storeu_ps(dst + ldt, r1), _mm_storeu_ps(dst + 2 * ldt, r2), _mm_storeu_ps(dst + 3 * ldt, r3);
+}
+#else
 typedef float pe__v4 __attribute__((vector_size(16)));
 typedef int32_t pe__i4 __attribute__((vector_size(16)));
 #ifdef __clang__
@@ -59,20 +66,25 @@ typedef int32_t pe__i4 __attribute__((vector_size(16)));
 #else
 #define PE_SHUF2(a, b, i, j, k, l) __builtin_shuffle(a, b, (pe__i4){i, j, k, l})
 #endif
+static inline void block4(float *dst, int64_t ldt, const float *src, int64_t ld) {
+    pe__v4 r[4], t[4];
+    for (int k = 0; k < 4; k++) memcpy(&r[k], src + k * ld, sizeof r[k]);
+    t[0] = PE_SHUF2(r[0], r[1], 0, 4, 1, 5), t[1] = PE_SHUF2(r[0], r[1], 2, 6, 3, 7);
+    t[2] = PE_SHUF2(r[2], r[3], 0, 4, 1, 5), t[3] = PE_SHUF2(r[2], r[3], 2, 6, 3, 7);
+    r[0] = PE_SHUF2(t[0], t[2], 0, 1, 4, 5), r[1] = PE_SHUF2(t[0], t[2], 2, 3, 6, 7);
+    r[2] = PE_SHUF2(t[1], t[3], 0, 1, 4, 5), r[3] = PE_SHUF2(t[1], t[3], 2, 3, 6, 7);
+    for (int k = 0; k < 4; k++) memcpy(dst + k * ldt, &r[k], sizeof r[k]);
+}
+#endif
+
+/* tr (D, ldt) = src (n, D; row stride ld) transposed, by 4 x 4 blocks (block4), 16 keys at a
+ * time so that their rows stay in L1; the edges not a multiple of 4 element by element. */
 static void transpose(float *tr, int64_t ldt, const float *src, int64_t ld, int64_t n, int64_t D) {
     const int64_t D4 = D / 4 * 4;
     for (int64_t j0 = 0; j0 < n; j0 += 16) {
         const int64_t j1 = n - j0 < 16 ? n : j0 + 16, j4 = j0 + (j1 - j0) / 4 * 4;
         for (int64_t d = 0; d < D4; d += 4) {
-            for (int64_t j = j0; j < j4; j += 4) {
-                pe__v4 r[4], t[4];
-                for (int k = 0; k < 4; k++) memcpy(&r[k], src + (j + k) * ld + d, sizeof r[k]);
-                t[0] = PE_SHUF2(r[0], r[1], 0, 4, 1, 5), t[1] = PE_SHUF2(r[0], r[1], 2, 6, 3, 7);
-                t[2] = PE_SHUF2(r[2], r[3], 0, 4, 1, 5), t[3] = PE_SHUF2(r[2], r[3], 2, 6, 3, 7);
-                r[0] = PE_SHUF2(t[0], t[2], 0, 1, 4, 5), r[1] = PE_SHUF2(t[0], t[2], 2, 3, 6, 7);
-                r[2] = PE_SHUF2(t[1], t[3], 0, 1, 4, 5), r[3] = PE_SHUF2(t[1], t[3], 2, 3, 6, 7);
-                for (int k = 0; k < 4; k++) memcpy(tr + (d + k) * ldt + j, &r[k], sizeof r[k]);
-            }
+            for (int64_t j = j0; j < j4; j += 4) block4(tr + d * ldt + j, ldt, src + j * ld + d, ld);
             for (int64_t j = j4; j < j1; j++)
                 for (int k = 0; k < 4; k++) tr[(d + k) * ldt + j] = src[j * ld + d + k];
         }
@@ -80,7 +92,6 @@ static void transpose(float *tr, int64_t ldt, const float *src, int64_t ld, int6
             for (int64_t j = j0; j < j1; j++) tr[d * ldt + j] = src[j * ld + d];
     }
 }
-#undef PE_SHUF2
 
 /* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
  * may be NULL. Padding is zero. */
