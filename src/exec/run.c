@@ -87,7 +87,7 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
         int64_t lo = pos[0], hi = pos[0];
         for (int64_t i = 1; i < n; i++) lo = pos[i] < lo ? pos[i] : lo, hi = pos[i] > hi ? pos[i] : hi;
         const uint64_t span = (uint64_t)hi - (uint64_t)lo;
-        float *tab = span + 1 < (uint64_t)n ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
+        float *tab = span < (uint64_t)(n - 1) ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
         if (tab) {
             int64_t *p = malloc(sizeof(int64_t) * (size_t)(span + 1));
             if (p) {
