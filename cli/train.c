@@ -184,10 +184,10 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
                100 * at / all, 1e3 * gm / steps, 100 * gm / all, 1e3 * (all - at - gm) / steps, 100 * (all - at - gm) / all);
         /* the bound: the step's GEMMs alone on its shapes (one thread's BLAS, as the step's) */
         const tr_model_config *mc = tr_model_cfg(run.model);
-        const double bound = tr_step_gemm_seconds((int64_t)(tokens / steps + 0.5), mc->layers, mc->C, mc->F, mc->V, 5);
+        const int64_t rows = (int64_t)(tokens / steps + 0.5);
+        const double bound = tr_step_gemm_seconds(rows, mc->layers, mc->C, mc->F, mc->V, 5);
         printf("its GEMMs alone (4 projections and the MLP a layer, the tied output; forward and backward, on the step's %lld"
-               " rows; best of 5): %.2f ms, so the step is %.2fx its GEMMs\n", (long long)(tokens / steps + 0.5), 1e3 * bound,
-               all / steps / bound);
+               " rows; best of 5): %.2f ms, so the step is %.2fx its GEMMs\n", (long long)rows, 1e3 * bound, all / steps / bound);
     }
     if (run.step > start && ranks > 1) /* rank 0's: the sums wait for the slowest rank too */
         printf("the sums over %d ranks: %.1f%% of the time (%.2f ms a step, waiting included)\n", ranks,

@@ -15,8 +15,8 @@
  *
  * The MLP takes one scalar through a ReLU, so it is piecewise linear in u: between the kinks
  * u = -b1_k / w1_k, sorted, the same units are active and MLP(u)_h = A_hs + B_hs u. prepare
- * tabulates the kinks and each segment's A, B per head, so an entry costs a search among 32
- * kinks and one multiply-add instead of 32 hidden units; a backward sums g and g u per
+ * tabulates the kinks and each segment's A, B per head, so an entry costs a step or two from
+ * the previous entry's segment and one multiply-add instead of 32 hidden units; a backward sums g and g u per
  * segment and spreads them over the segment's units once per tile. A u within rounding of a
  * kink may take the unit on the kink's other side: there the unit's output is 0 either way. */
 #include "../internal.h"
@@ -87,10 +87,11 @@ static int pieces_of(const pe__ctx *ctx, fire_pieces *pw) {
         for (; at > 0 && pw->t[at - 1] > t; at--) pw->t[at] = pw->t[at - 1], order[at] = order[at - 1];
         pw->t[at] = t, order[at] = k;
     }
-    for (int s = 0; s <= pw->nk; s++) { /* active: w1 > 0 above its kink, w1 < 0 below, w1 = 0 if b1 > 0 */
-        uint32_t act = 0;
-        for (int k = 0; k < WIDTH; k++)
-            if (P[W1][k] == 0 && P[B1][k] > 0) act |= 1u << k;
+    uint32_t always = 0; /* w1 = 0: active everywhere if b1 > 0 */
+    for (int k = 0; k < WIDTH; k++)
+        if (P[W1][k] == 0 && P[B1][k] > 0) always |= 1u << k;
+    for (int s = 0; s <= pw->nk; s++) { /* active: w1 > 0 above its kink, w1 < 0 below */
+        uint32_t act = always;
         for (int r = 0; r < pw->nk; r++)
             if ((P[W1][order[r]] > 0) == (r < s)) act |= 1u << order[r];
         pw->act[s] = act;

@@ -78,33 +78,37 @@ void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld,
     }
 }
 
+/* One row of rope's table: pair t at pos[axis[t]] (axis NULL: pos[0]) */
+static void rope_row(float *cs, const int64_t *pos, const uint8_t *axis, const double *inv_freq, int64_t half,
+                     double attn) {
+    for (int64_t t = 0; t < half; t++) {
+        double angle = (double)pos[axis ? axis[t] : 0] * inv_freq[t];
+        cs[t * 2 + 0] = (float)(cos(angle) * attn);
+        cs[t * 2 + 1] = (float)(sin(angle) * attn);
+    }
+}
+
 /* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
  * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
- * 4096 positions x 64 pairs took half as long as rotating q and k). */
+ * 4096 positions x 64 pairs took half as long as rotating q and k). A batch's rows share their
+ * positions, so where the call's range of positions is shorter than its rows, each position's
+ * row is computed once and the rows copy it. */
 void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
                     int64_t n, const double *inv_freq, int64_t half, double attn) {
-    if (A == 1 && n > 1) { /* a batch's rows share their positions: each position's row once, then copies */
-        int64_t lo = pos[0], hi = pos[0];
-        for (int64_t i = 1; i < n; i++) lo = pos[i] < lo ? pos[i] : lo, hi = pos[i] > hi ? pos[i] : hi;
-        const uint64_t span = (uint64_t)hi - (uint64_t)lo;
-        float *tab = span < (uint64_t)(n - 1) ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
-        if (tab) {
-            int64_t *p = malloc(sizeof(int64_t) * (size_t)(span + 1));
-            if (p) {
-                for (uint64_t x = 0; x <= span; x++) p[x] = lo + (int64_t)x;
-                pe__rope_table(run, tab, p, 1, NULL, (int64_t)span + 1, inv_freq, half, attn);
-                for (int64_t i = 0; i < n; i++) memcpy(cs + i * half * 2, tab + (pos[i] - lo) * half * 2, sizeof(float) * half * 2);
-            }
-            free(p), free(tab);
-            if (p) return;
-        }
-    }
-    const int nth = pe__run_threads(run, (double)n * half * 256); /* sin and cos in double */
+    if (n < 1) return;
+    int64_t lo = pos[0], hi = pos[0];
+    for (int64_t i = 1; A == 1 && i < n; i++) lo = pos[i] < lo ? pos[i] : lo, hi = pos[i] > hi ? pos[i] : hi;
+    const uint64_t span = (uint64_t)hi - (uint64_t)lo; /* wraps for no range shorter than the rows */
+    float *tab = A == 1 && span < (uint64_t)(n - 1) ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
+    const int64_t rows = tab ? (int64_t)span + 1 : n;
+    const int nth = pe__run_threads(run, (double)rows * half * 256); /* sin and cos in double */
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t t = 0; t < half; t++) {
-            double angle = (double)pos[i * A + (axis ? axis[t] : 0)] * inv_freq[t];
-            cs[(i * half + t) * 2 + 0] = (float)(cos(angle) * attn);
-            cs[(i * half + t) * 2 + 1] = (float)(sin(angle) * attn);
-        }
+    for (int64_t i = 0; i < rows; i++) {
+        const int64_t p = lo + i;
+        if (tab) rope_row(tab + i * half * 2, &p, NULL, inv_freq, half, attn);
+        else rope_row(cs + i * half * 2, pos + i * A, axis, inv_freq, half, attn);
+    }
+    if (!tab) return;
+    for (int64_t i = 0; i < n; i++) memcpy(cs + i * half * 2, tab + (pos[i] - lo) * half * 2, sizeof(float) * half * 2);
+    free(tab);
 }
