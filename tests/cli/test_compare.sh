@@ -256,4 +256,19 @@ else
     not_ok "Ruoss et al.'s learned rule" "$(cat "$WORK/rm.out"; sed -n '/^### Randomized/,/^### FIRE/p' "$WORK/rm/results.md" 2>/dev/null | tail -n 4)"
 fi
 
+# neither +random run learned their tasks (60% of tokens at 1x): the ordering falls back to copy
+# and reverse, and says so
+for t in reverse_string duplicate_string; do
+    sed -i -E "s/^(eval 1 [^ ]+ [^ ]+ [^ ]+) [^ ]+ /\1 0.6 /" "$WORK/r/$t.rope+random.seed1.run"
+done
+if "$POSENC" compare "${R[@]}" --merge "$WORK/r" --out "$WORK/rf" --results "$WORK/rf/results.md" > "$WORK/rf.out" 2>&1 &&
+   grep -q '^- `reverse_string`, `rope`: token accuracy at 1x 60.0% against 93.0%; score 60.0% against 50.0%: undecided' "$WORK/rf/results.md" &&
+   grep -q '^No `X+random` learned their tasks at 1x, so no pair of their setup is decided' "$WORK/rf/results.md" &&
+   grep -q '^- `copy`, `rope`: exact at 1x' "$WORK/rf/results.md" &&
+   grep -q '^| randomized positions help on longer strings (Ruoss et al. 2023) | .*by token accuracy on copy and reverse (no pair of their setup decided)' "$WORK/rf/results.md"; then
+    ok "Ruoss et al.'s setup with no pair decided: the ordering is decided on copy and reverse, and says so"
+else
+    not_ok "Ruoss et al.'s fallback" "$(cat "$WORK/rf.out"; sed -n '/^### Randomized/,/^### FIRE/p' "$WORK/rf/results.md" 2>/dev/null | tail -n 8)"
+fi
+
 finish
