@@ -15,9 +15,10 @@
  *
  * The MLP takes one scalar through a ReLU, so it is piecewise linear in u: between the kinks
  * u = -b1_k / w1_k, sorted, the same units are active and MLP(u)_h = A_hs + B_hs u. prepare
- * tabulates the kinks and each segment's A, B per head, so an entry costs a step or two from
- * the previous entry's segment and one multiply-add instead of 32 hidden units; a backward sums g and g u per
- * segment and spreads them over the segment's units once per tile. A u within rounding of a
+ * tabulates the kinks and each segment's A, B per head, so an entry costs one multiply-add
+ * instead of 32 hidden units: along a tile's row of consecutive keys u is monotone on each side
+ * of the diagonal, so a segment covers a run of entries, found by bisection; a backward sums g
+ * and g u per segment and spreads them over the segment's units once per tile. A u within rounding of a
  * kink may take the unit on the kink's other side: there the unit's output is 0 either way. */
 #include "../internal.h"
 
@@ -197,6 +198,13 @@ static void release(pe__ctx *ctx) {
 /* Whether query position p takes the tables (below the threshold, tables built). */
 static inline int tabled(const fire_state *st, int64_t p) { return st->psi && (double)p < st->thr; }
 
+/* Whether the n positions p run consecutively, p[k] = p[0] + k */
+static inline int consecutive(const int64_t *p, int64_t n) {
+    for (int64_t k = 1; k < n; k++)
+        if (p[k] - p[0] != k) return 0;
+    return 1;
+}
+
 /* psi(i - j), from the table when there is one (then |i - j| <= span < 2^22) */
 static inline double psi_at(const fire_state *st, int64_t i, int64_t j) {
     if (st->psi) return st->psi[i > j ? i - j : j - i];
@@ -210,14 +218,112 @@ static inline double dpsi_at(const fire_state *st, int64_t i, int64_t j) {
     return sign(cx) * x / (fabs(cx) + 1.0);
 }
 
+/* The rows past the threshold, where the tile's key positions run consecutively: along a row
+ * |i - j| falls to the diagonal and rises after it, so u is monotone on each side and each
+ * segment of the MLP covers a run of consecutive entries. A run's end is found by bisection
+ * (on the same comparisons as segment's), and its entries take one a + b u each in a loop
+ * without branches; the same bits as entry by entry. */
+static inline double u_of(const fire_state *st, int64_t x, double inv) {
+    return (st->psi ? st->psi[x] : log(fabs(st->c * (double)x) + 1.0)) * inv;
+}
+
+/* The end of the run of segment s that starts at entry j of [j, jb) (offset x = |d - j|,
+ * dir = +1 where x rises with j, -1 where it falls) */
+static int64_t run_end(const fire_state *st, int s, int64_t d, int64_t j, int64_t jb, int dir, double inv) {
+    const fire_pieces *pw = &st->pw;
+    if (dir > 0 ? s == pw->nk : s == 0) return jb; /* no kink left on that side */
+    const double t = dir > 0 ? pw->t[s] : pw->t[s - 1];
+    int64_t lo = j, hi = jb; /* entries lo..hi-1 undecided; lo is in the run */
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2, x = d - mid < 0 ? mid - d : d - mid;
+        const int in = dir > 0 ? !(t < u_of(st, x, inv)) : t < u_of(st, x, inv);
+        if (in) lo = mid;
+        else hi = mid;
+    }
+    return lo + 1;
+}
+
+/* s[k] += a + b u_k over a run [j, je) of tabled psi, u_k = psi[|d - k|] inv */
+PE_TILE_SIMD static void add_run(float *si, const double *psi, int64_t d, int64_t j, int64_t je, int dir, double a,
+                                 double b, double inv) {
+    if (dir > 0)
+        for (int64_t k = j; k < je; k++) si[k] = (float)((double)si[k] + (a + b * (psi[k - d] * inv)));
+    else
+        for (int64_t k = j; k < je; k++) si[k] = (float)((double)si[k] + (a + b * (psi[d - k] * inv)));
+}
+
+/* s[j] += MLP(u_j)_h over entries [ja, jb) of one side of the diagonal */
+static void pieces_side(const fire_state *st, int64_t h, float *si, int64_t d, int64_t ja, int64_t jb, int dir,
+                        double inv, int *seg) {
+    const fire_pieces *pw = &st->pw;
+    for (int64_t j = ja; j < jb;) {
+        const int64_t x0 = d - j < 0 ? j - d : d - j;
+        const int s = segment(pw, u_of(st, x0, inv), seg);
+        const int64_t je = run_end(st, s, d, j, jb, dir, inv);
+        const double a = pw->a[h * (pw->nk + 1) + s], b = pw->b[h * (pw->nk + 1) + s];
+        if (st->psi) add_run(si, st->psi, d, j, je, dir, a, b, inv);
+        else
+            for (int64_t k = j; k < je; k++)
+                si[k] = (float)((double)si[k] + (a + b * u_of(st, d - k < 0 ? k - d : d - k, inv)));
+        j = je;
+    }
+}
+
+/* A tabled row whose keys run consecutively (entry j at offset |d - j|), split where the
+ * offset turns so that both halves vectorise: s[j] += bias[|d - j|] in double, and the
+ * backward's gx[|d - j|] += g[j], in the same order as entry by entry. */
+PE_TILE_SIMD static void add_table_row(float *si, const double *bias, int64_t d, int64_t mid, int64_t nj) {
+    for (int64_t j = 0; j < mid; j++) si[j] = (float)((double)si[j] + bias[d - j]);
+    for (int64_t j = mid; j < nj; j++) si[j] = (float)((double)si[j] + bias[j - d]);
+}
+
+PE_TILE_SIMD static void gather_table_row(double *gx, const float *gi, int64_t d, int64_t mid, int64_t nj) {
+    for (int64_t j = 0; j < mid; j++) gx[d - j] += gi[j];
+    for (int64_t j = mid; j < nj; j++) gx[j - d] += gi[j];
+}
+
+/* The backward of pieces_side: over entries [ja, jb), in their order, each run's segment
+ * sums g and g u, and sums[0], sums[1] (the row's du dN/dc and du N) grow as
+ * mlp_backward's callers' do, entry by entry (the same bits) */
+static void grad_side(const fire_state *st, int64_t h, seg_sums *acc, const float *gi, int64_t d, int64_t ja,
+                      int64_t jb, int dir, double inv, int *seg, double *sums) {
+    const fire_pieces *pw = &st->pw;
+    double dc_num = sums[0], dc_den = sums[1];
+    for (int64_t j = ja; j < jb;) {
+        const int64_t x0 = d - j < 0 ? j - d : d - j;
+        const int s = segment(pw, u_of(st, x0, inv), seg);
+        const int64_t je = run_end(st, s, d, j, jb, dir, inv);
+        const double b = pw->b[h * (pw->nk + 1) + s];
+        double G = acc->g[s], GU = acc->gu[s];
+        for (int64_t k = j; k < je; k++) {
+            const double g = gi[k];
+            if (g == 0) continue; /* masked entries contribute nothing */
+            const int64_t x = d - k < 0 ? k - d : d - k;
+            const double N = st->psi ? st->psi[x] : log(fabs(st->c * (double)x) + 1.0), u = N * inv, du = g * b;
+            const double dN = st->psi ? st->dpsi[x] : sign(st->c * (double)x) * (double)x / (fabs(st->c * (double)x) + 1.0);
+            G += g, GU += g * u;
+            dc_num += du * dN, dc_den += du * N;
+        }
+        acc->g[s] = G, acc->gu[s] = GU;
+        j = je;
+    }
+    sums[0] = dc_num, sums[1] = dc_den;
+}
+
 static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t b = t->b, h = t->h, i0 = t->i0, ni = t->ni, j0 = t->j0, nj = t->nj;
     const fire_state *st = ctx->state;
     const int64_t *pos = ctx->pos + b * ctx->T, *kpos = ctx->kpos + b * ctx->Tk;
     const double *bias = st->psi ? st->bias + h * (st->span + 1) : NULL;
+    const int runs = consecutive(kpos + j0, nj);
     for (int64_t i = 0; i < ni; i++) {
         int64_t pi = pos[i0 + i];
         float *si = s + i * lds;
+        const int64_t d = pi - kpos[j0], mid = d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1; /* with runs */
+        if (tabled(st, pi) && runs) {
+            add_table_row(si, bias, d, mid, nj);
+            continue;
+        }
         if (tabled(st, pi)) {
             for (int64_t j = 0; j < nj; j++) {
                 int64_t x = pi - kpos[j0 + j];
@@ -227,6 +333,11 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
         }
         const double inv = 1.0 / normaliser(st->c, st->thr, (double)pi).den; /* u = N inv, as the backward's */
         int seg = 0;
+        if (runs) { /* entry j has offset |d - j| */
+            pieces_side(st, h, si, d, 0, mid, -1, inv, &seg);
+            pieces_side(st, h, si, d, mid, nj, +1, inv, &seg);
+            continue;
+        }
         for (int64_t j = 0; j < nj; j++)
             si[j] = (float)((double)si[j] + mlp(&st->pw, h, psi_at(st, pi, kpos[j0 + j]) * inv, &seg));
     }
@@ -263,9 +374,15 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         if (nx <= ni * nj) gx = calloc((size_t)nx, sizeof(double));
     }
 
+    const int runs = consecutive(kpos + j0, nj);
     for (int64_t i = 0; i < ni; i++) {
         int64_t pi = pos[i0 + i];
         const float *gi = ds + i * lds;
+        if (gx && tabled(st, pi) && runs) {
+            const int64_t d = pi - kpos[j0];
+            gather_table_row(gx, gi, d, d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1, nj);
+            continue;
+        }
         if (gx && tabled(st, pi)) {
             for (int64_t j = 0; j < nj; j++) {
                 int64_t x = pi - kpos[j0 + j];
@@ -277,7 +394,14 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         const double inv = 1.0 / rn.den;
         double dc_num = 0, dc_den = 0; /* this row's sums of du dN/dc and du N */
         int seg = 0;
-        for (int64_t j = 0; j < nj; j++) {
+        if (runs) {
+            const int64_t d = pi - kpos[j0], mid = d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1;
+            double sums[2] = {0, 0};
+            grad_side(st, h, &acc, gi, d, 0, mid, -1, inv, &seg, sums);
+            grad_side(st, h, &acc, gi, d, mid, nj, +1, inv, &seg, sums);
+            dc_num = sums[0], dc_den = sums[1];
+        }
+        for (int64_t j = 0; !runs && j < nj; j++) {
             if (gi[j] == 0) continue; /* masked entries contribute nothing */
             const double N = psi_at(st, pi, kpos[j0 + j]);
             double du = mlp_backward(&st->pw, h, &acc, N * inv, gi[j], &seg);
