@@ -285,7 +285,7 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch,
-                     .sinks = pe__sinks_of(a, w)};
+                     .sinks = pe__sinks_of(a, w), .reads_inputs = 1};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare && !plain ? a->m->prepare(ctx, err) : PE_OK;
     return st;

@@ -151,8 +151,10 @@ static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, 
 pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     if (a->m->rotate_forward && !a->pre) {
-        memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
-        memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
+        if (ctx->reads_inputs) {
+            memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
+            memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
+        }
         a->m->rotate_forward(ctx, a->q, a->k, a->v);
     }
     a->post_used = !a->pre && a->m->output_used && a->m->output_used(&a->cfg);
@@ -182,7 +184,8 @@ pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float
     pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
                                     : execute_backward(a, ctx, a->q, a->k, a->v, o, dout, dq, dk, dv, err);
     if (st) return st;
-    if (a->m->rotate_backward) a->m->rotate_backward(ctx, dq, dk, dv, a->q_in, a->k_in);
+    if (a->m->rotate_backward)
+        a->m->rotate_backward(ctx, dq, dk, dv, ctx->reads_inputs ? a->q_in : NULL, ctx->reads_inputs ? a->k_in : NULL);
     return PE_OK;
 }
 

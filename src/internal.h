@@ -85,6 +85,11 @@ typedef struct pe__ctx {
      * NULL without; dsinks: its gradient in backward, or NULL */
     const float *sinks;
     float *dsinks;
+    /* The transform stage's backward reads q and k as they were before it (rotate_backward's
+     * q_in, k_in: a gradient of the transform's own tensors): 1 before prepare, which clears it
+     * for a transform that needs only the gradients, so the core keeps no copy (two passes
+     * over q and k a forward). */
+    int reads_inputs;
 } pe__ctx;
 
 enum {
