@@ -98,6 +98,25 @@ double tr_step_gemm_seconds(int64_t N, int64_t layers, int64_t C, int64_t F, int
  * chain of C dependent adds (LayerNorm was 10% of a training step). */
 enum { LN_ROWS = 8 };
 
+/* A full block's 8 rows go in the lanes of one vector, whose sums stay in a register (an
+ * array of 8 went through the stack, a store-to-load chain on every add); each lane still adds
+ * its row's columns in order, so the bits are those of one row at a time. */
+typedef float ln_v8 __attribute__((vector_size(8 * sizeof(float))));
+#define LN_COLUMN(x, C, c)                                                                                \
+    ((ln_v8){(x)[c], (x)[(C) + (c)], (x)[2 * (C) + (c)], (x)[3 * (C) + (c)], (x)[4 * (C) + (c)],           \
+             (x)[5 * (C) + (c)], (x)[6 * (C) + (c)], (x)[7 * (C) + (c)]})
+
+static inline __attribute__((always_inline)) void ln_stats8(const float *x, int64_t C, float *mean, float *rstd) {
+    ln_v8 m = {0}, v = {0};
+    for (int64_t c = 0; c < C; c++) m += LN_COLUMN(x, C, c);
+    m /= (float)C;
+    for (int64_t c = 0; c < C; c++) {
+        const ln_v8 d = LN_COLUMN(x, C, c) - m;
+        v += d * d;
+    }
+    for (int k = 0; k < LN_ROWS; k++) mean[k] = m[k], rstd[k] = 1.0f / sqrtf(v[k] / (float)C + 1e-5f);
+}
+
 /* mean and rstd of rows [0, n) of x (n <= LN_ROWS) */
 static inline void ln_stats(const float *x, int64_t C, int64_t n, float *mean, float *rstd) {
     float m[LN_ROWS] = {0}, v[LN_ROWS] = {0};
@@ -113,7 +132,7 @@ TR_CLONES void tr_layernorm_forward(float *y, float *mean, float *rstd, const fl
                           const float *b, int64_t N, int64_t C) {
     for (int64_t r0 = 0; r0 < N; r0 += LN_ROWS) {
         const int64_t n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
-        if (n == LN_ROWS) ln_stats(x + r0 * C, C, LN_ROWS, mean + r0, rstd + r0);
+        if (n == LN_ROWS) ln_stats8(x + r0 * C, C, mean + r0, rstd + r0);
         else ln_stats(x + r0 * C, C, n, mean + r0, rstd + r0);
         for (int64_t r = r0; r < r0 + n; r++) {
             const float *xr = x + r * C, m = mean[r], s = rstd[r];
@@ -121,6 +140,18 @@ TR_CLONES void tr_layernorm_forward(float *y, float *mean, float *rstd, const fl
             for (int64_t c = 0; c < C; c++) y[r * C + c] = (xr[c] - m) * s * w[c] + b[c];
         }
     }
+}
+
+/* ln_grad_sums of a full block, its rows in the lanes (ln_stats8) */
+static inline __attribute__((always_inline)) void ln_grad_sums8(const float *dy, const float *x, const float *mean, const float *rstd,
+                                 const float *w, int64_t C, float *a, float *bsum) {
+    ln_v8 sa = {0}, sb = {0}, m, s;
+    for (int k = 0; k < LN_ROWS; k++) m[k] = mean[k], s[k] = rstd[k];
+    for (int64_t c = 0; c < C; c++) {
+        const ln_v8 nv = (LN_COLUMN(x, C, c) - m) * s, dn = LN_COLUMN(dy, C, c) * w[c];
+        sa += dn, sb += dn * nv;
+    }
+    for (int k = 0; k < LN_ROWS; k++) a[k] = sa[k] / (float)C, bsum[k] = sb[k] / (float)C;
 }
 
 /* a = sum dn, bsum = sum dn n of rows [0, n) (n <= LN_ROWS), each divided by C */
@@ -142,7 +173,7 @@ TR_CLONES void tr_layernorm_backward(float *dx, float *dw, float *db, const floa
     for (int64_t r0 = 0; r0 < N; r0 += LN_ROWS) {
         const int64_t n = N - r0 < LN_ROWS ? N - r0 : LN_ROWS;
         float a[LN_ROWS], bsum[LN_ROWS];
-        if (n == LN_ROWS) ln_grad_sums(dy + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, C, LN_ROWS, a, bsum);
+        if (n == LN_ROWS) ln_grad_sums8(dy + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, C, a, bsum);
         else ln_grad_sums(dy + r0 * C, x + r0 * C, mean + r0, rstd + r0, w, C, n, a, bsum);
         for (int64_t r = r0; r < r0 + n; r++) {
             const float *dyr = dy + r * C, *xr = x + r * C, m = mean[r], s = rstd[r], ar = a[r - r0], br = bsum[r - r0];
