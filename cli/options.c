@@ -102,7 +102,7 @@ static const arg_opt TRAIN_OPTS[] = {
     OPT(train_args, "shares", shares, ARG_INT, .meta = "K", .lo = 1, .hi = 1024, .def = "1; under mpirun -n N: N",
         .help = "the batch's gradient as K contiguous shares summed in order: the bits of\nmpirun -n K in one process"),
     OPT(train_args, "profile", profile, ARG_FLAG,
-        .help = "after training, where a step's time went: the attention layers (their\nprojections included), the MLP and output GEMMs, the rest; and the\nstep against its GEMMs alone (the same shapes timed by themselves)"),
+        .help = "after training, where a step's time went: the attention layers (their\nprojections included), the MLP and output GEMMs, the rest; and the\nstep against its GEMMs alone (the same shapes timed by themselves), then\nwith the attention's own products as GEMMs too (as PyTorch eager's bmm)"),
     OPT(train_args, "loss-log", loss_log, ARG_OUT, .meta = "FILE",
         .help = "every step's train loss, `STEP LOSS` a line (the batch's mean, all digits)"),
     {0}};

@@ -188,6 +188,12 @@ static int train(const tr_options *opts, const train_args *a, const char *save, 
         const double bound = tr_step_gemm_seconds(rows, mc->layers, mc->C, mc->F, mc->V, 5);
         printf("its GEMMs alone (4 projections and the MLP a layer, the tied output; forward and backward, on the step's %lld"
                " rows; best of 5): %.2f ms, so the step is %.2fx its GEMMs\n", (long long)rows, 1e3 * bound, all / steps / bound);
+        /* and with the attention's own products, as an eager implementation's bmm runs them */
+        const int64_t B = ro->batch, T = rows / B > 0 ? rows / B : 1;
+        const double attn = tr_step_attention_gemm_seconds(B, T, mc->heads, mc->C / mc->heads, mc->layers, 5);
+        printf("with the attention's six products a head as GEMMs too (q k^T, p v and their backward on every key, as"
+               " PyTorch eager's bmm; best of 5): %.2f ms more, so the step is %.2fx all its GEMMs\n", 1e3 * attn,
+               all / steps / (bound + attn));
     }
     if (run.step > start && ranks > 1) /* rank 0's: the sums wait for the slowest rank too */
         printf("the sums over %d ranks: %.1f%% of the time (%.2f ms a step, waiting included)\n", ranks,

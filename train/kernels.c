@@ -93,6 +93,34 @@ double tr_step_gemm_seconds(int64_t N, int64_t layers, int64_t C, int64_t F, int
     return best;
 }
 
+double tr_step_attention_gemm_seconds(int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int reps) {
+    const int64_t n = B * H, hd = T * D, tt = T * T;
+    float *q = malloc(sizeof(float) * (size_t)(3 * n * hd)), *p = malloc(sizeof(float) * (size_t)(2 * n * tt));
+    double best = NAN;
+    if (q && p) {
+        float *k = q + n * hd, *o = k + n * hd, *s = p + n * tt;
+        for (int64_t i = 0; i < 3 * n * hd; i++) q[i] = 0.5f - (float)(i % 7) / 8;
+        for (int64_t i = 0; i < 2 * n * tt; i++) p[i] = (float)(i % 5) / 32;
+        for (int r = 0; r < reps; r++) {
+            const double t0 = tr_now();
+            for (int64_t l = 0; l < layers; l++)
+                for (int64_t h = 0; h < n; h++) {
+                    float *qh = q + h * hd, *kh = k + h * hd, *oh = o + h * hd, *ph = p + h * tt, *sh = s + h * tt;
+                    tr_gemm(0, 1, T, T, D, 1.0f, qh, D, kh, D, 0.0f, sh, T); /* s = q k^T */
+                    tr_gemm(0, 0, T, D, T, 1.0f, ph, T, kh, D, 0.0f, oh, D); /* o = p v */
+                    tr_gemm(1, 0, T, D, T, 1.0f, ph, T, qh, D, 0.0f, oh, D); /* dv = p^T do */
+                    tr_gemm(0, 1, T, T, D, 1.0f, qh, D, kh, D, 0.0f, sh, T); /* dp = do v^T */
+                    tr_gemm(0, 0, T, D, T, 1.0f, sh, T, kh, D, 0.0f, oh, D); /* dq = ds k */
+                    tr_gemm(1, 0, T, D, T, 1.0f, sh, T, qh, D, 0.0f, oh, D); /* dk = ds^T q */
+                }
+            const double t = tr_now() - t0;
+            best = r == 0 || t < best ? t : best;
+        }
+    }
+    free(q), free(p);
+    return best;
+}
+
 /* LayerNorm's row statistics go 8 rows at a time: each row's sums keep their order (the same
  * bits as one row at a time), but 8 independent chains of adds overlap where one row alone is a
  * chain of C dependent adds (LayerNorm was 10% of a training step). */

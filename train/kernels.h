@@ -24,6 +24,10 @@ void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const 
  * forward (y = x W^T) and backward (dx = dy W, dW = dy^T x), over N rows, the step's shapes on
  * buffers of their own; the least seconds of reps rounds. */
 double tr_step_gemm_seconds(int64_t N, int64_t layers, int64_t C, int64_t F, int64_t V, int reps);
+/* The attention's own products as an eager implementation runs them (PyTorch's bmm): per layer
+ * and (row, head) the T x T scores q k^T and p v forward, dv = p^T do, dp = do v^T, dq = ds k,
+ * dk = ds^T q backward, every key (no causal skip); the least seconds of reps rounds. */
+double tr_step_attention_gemm_seconds(int64_t B, int64_t T, int64_t H, int64_t D, int64_t layers, int reps);
 
 /* y (N, C) = (x - mean) * rstd * w + b over each row, eps 1e-5; mean, rstd (N) saved. */
 void tr_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *w,

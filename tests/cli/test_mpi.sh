@@ -21,6 +21,8 @@ if grep -qE '^profile of a step: [0-9.]+ ms; the attention layers .* [0-9.]+ ms 
     ok "train --profile: the step's time in attention, GEMMs and the rest"; else not_ok "train --profile" "$(cat "$WORK/prof.out")"; fi
 if grep -qE '^its GEMMs alone \(.* on the step.s 384 rows; best of 5\): [0-9.]+ ms, so the step is [0-9.]+x its GEMMs$' "$WORK/prof.out"; then
     ok "train --profile: the step against its GEMMs alone (12 sequences of 32: 384 rows)"; else not_ok "train --profile: the GEMM bound" "$(cat "$WORK/prof.out")"; fi
+if grep -qE '^with the attention.s six products a head as GEMMs too \(.*\): [0-9.]+ ms more, so the step is [0-9.]+x all its GEMMs$' "$WORK/prof.out"; then
+    ok "train --profile: and against its GEMMs with the attention's products"; else not_ok "train --profile: the bound with the attention's products" "$(cat "$WORK/prof.out")"; fi
 
 if ! command -v mpirun > /dev/null; then
     echo "ok - skipped: no mpirun (Debian: openmpi-bin)"
