@@ -353,6 +353,9 @@ void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K
  * transposed, tt (D, R) (relative/offsets.c) */
 void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D, int64_t lo,
                         int64_t nr, float *out);
+/* y (D) += the sum over x < nc of c[x cs] rows[x ldr ..], in order of x, the zero weights
+ * skipped: the axpys of rows into y, with y held in registers across them (relative/offsets.c) */
+void pe__weighted_rows(float *y, const float *c, int64_t cs, int64_t nc, const float *rows, int64_t ldr, int64_t D);
 static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
 /* t5's and tupe's fit_length (t5.c) */
 void pe__t5_fit_length(pe_config *cfg, int64_t length);

@@ -260,11 +260,18 @@ static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     tile_rows(ctx, t, HUANG4, &lo, &hi);
     const int64_t nr = hi - lo + 1;
     pe__table_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) {
-            const int64_t r = lo == hi ? lo : pair_row(ctx, t, HUANG4, i, j);
-            s[i * lds + j] += scale * (qa[i * R + r] + ka[j * nr + r - lo]);
-        }
+    const int64_t K = ctx->cfg->max_rel, *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
+    for (int64_t i = 0; i < t->ni; i++) {
+        const float *qai = qa + i * R;
+        float *si = s + i * lds;
+        if (lo == hi)
+            for (int64_t j = 0; j < t->nj; j++) si[j] += scale * (qai[lo] + ka[j * nr]);
+        else
+            for (int64_t j = 0; j < t->nj; j++) { /* pair_row's, with the row's position hoisted */
+                const int64_t r = pe__clip(pos[i] - kp[j], -K, K) + K;
+                si[j] += scale * (qai[r] + ka[j * nr + r - lo]);
+            }
+    }
 }
 
 /* forward was s_ij += scale (q_i.e + k_j.e), so now, with gq[i, r], gk[j, r] the sums of
@@ -280,14 +287,9 @@ PE_TILE_SIMD static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
         memset(gq, 0, sizeof(float) * (size_t)(t->ni * R));
         return;
     }
-    if (t->phase == PE__TILE_END) {
-        for (int64_t i = 0; i < t->ni; i++)
-            for (int64_t r = 0; r < R; r++) {
-                const float c = gq[i * R + r];
-                if (c == 0.0f) continue;
-                pe__axpy(t->dq + i * t->ldq, c, rv + r * D, D);
-                if (drv) pe__axpy(drv + r * D, c, t->q + i * t->ldq, D);
-            }
+    if (t->phase == PE__TILE_END) { /* dq_i += sum_r gq[i, r] e_r; de_r += sum_i gq[i, r] q_i */
+        for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(t->dq + i * t->ldq, gq + i * R, 1, R, rv, D, D);
+        for (int64_t r = 0; drv && r < R; r++) pe__weighted_rows(drv + r * D, gq + r, R, t->ni, t->q, t->ldq, D);
         return;
     }
     int64_t lo, hi;
@@ -295,19 +297,15 @@ PE_TILE_SIMD static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
     const int64_t nr = hi - lo + 1;
     memset(gk, 0, sizeof(float) * (size_t)(t->nj * nr));
     const float scale = (float)ctx->cfg->scale;
+    const int64_t K = ctx->cfg->max_rel, *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) {
             const float g = scale * ds[i * lds + j];
-            const int64_t r = lo == hi ? lo : pair_row(ctx, t, HUANG4, i, j);
+            const int64_t r = lo == hi ? lo : pe__clip(pos[i] - kp[j], -K, K) + K; /* pair_row's */
             gq[i * R + r] += g, gk[j * nr + r - lo] += g;
         }
-    for (int64_t j = 0; j < t->nj; j++)
-        for (int64_t x = 0; x < nr; x++) {
-            const float c = gk[j * nr + x];
-            if (c == 0.0f) continue;
-            pe__axpy(t->dk + j * t->ldk, c, rv + (lo + x) * D, D);
-            if (drv) pe__axpy(drv + (lo + x) * D, c, t->k + j * t->ldk, D);
-        }
+    for (int64_t j = 0; j < t->nj; j++) pe__weighted_rows(t->dk + j * t->ldk, gk + j * nr, 1, nr, rv + lo * D, D, D);
+    for (int64_t x = 0; drv && x < nr; x++) pe__weighted_rows(drv + (lo + x) * D, gk + x, nr, t->nj, t->k, t->ldk, D);
 }
 
 #define HUANG_METHOD(n, params_fn, mod, mod_bwd, scratch_fn, reads)                             \

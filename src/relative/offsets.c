@@ -3,11 +3,73 @@
  * the products of rows with those table rows. */
 #include "../internal.h"
 
+/* Each output element is the sum over d, in order, of x[i][d] tt[d][r], from 0 (as axpys of
+ * table rows into zeros: no reduction to reorder). A block of 4 rows by 8 columns keeps its
+ * sums in vector registers across all of d, so each table segment is loaded once for 4 rows
+ * and no output is stored before its last term (an axpy per d loaded and stored the row D
+ * times); the last columns and rows go an element at a time, in the same order. */
+typedef float tp_v8 __attribute__((vector_size(8 * sizeof(float))));
+enum { TP_ROWS = 4, TP_COLS = 8 };
+
+static inline float tp_dot(const float *xi, const float *col, int64_t R, int64_t D) {
+    float s = 0;
+    for (int64_t d = 0; d < D; d++) s += xi[d] * col[d * R];
+    return s;
+}
+
 PE_TILE_SIMD void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D,
                                      int64_t lo, int64_t nr, float *out) {
-    memset(out, 0, sizeof(float) * (size_t)(n * nr));
-    for (int64_t i = 0; i < n; i++) /* sums of table rows (axpy): no reduction to reorder */
-        for (int64_t d = 0; d < D; d++) pe__axpy(out + i * nr, x[i * ldx + d], tt + d * R + lo, nr);
+    const int64_t full = nr - nr % TP_COLS;
+    int64_t i = 0;
+    for (; i + TP_ROWS <= n; i += TP_ROWS) {
+        const float *x0 = x + i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+        for (int64_t r0 = 0; r0 < full; r0 += TP_COLS) {
+            tp_v8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, row;
+            for (int64_t d = 0; d < D; d++) {
+                memcpy(&row, tt + d * R + lo + r0, sizeof row);
+                a0 += x0[d] * row, a1 += x1[d] * row, a2 += x2[d] * row, a3 += x3[d] * row;
+            }
+            float *o = out + i * nr + r0;
+            memcpy(o, &a0, sizeof a0), memcpy(o + nr, &a1, sizeof a1);
+            memcpy(o + 2 * nr, &a2, sizeof a2), memcpy(o + 3 * nr, &a3, sizeof a3);
+        }
+    }
+    for (int64_t k = 0; k < n; k++) /* the last columns of every row, then the last rows whole */
+        for (int64_t r = k < i ? full : 0; r < nr; r++) out[k * nr + r] = tp_dot(x + k * ldx, tt + lo + r, R, D);
+}
+
+PE_TILE_SIMD void pe__weighted_rows(float *y, const float *c, int64_t cs, int64_t nc, const float *rows, int64_t ldr,
+                                    int64_t D) {
+    int64_t d0 = 0;
+    for (; d0 + 4 * TP_COLS <= D; d0 += 4 * TP_COLS) { /* 32 of y in registers over every row */
+        tp_v8 a0, a1, a2, a3, r0, r1, r2, r3;
+        memcpy(&a0, y + d0, sizeof a0), memcpy(&a1, y + d0 + 8, sizeof a1);
+        memcpy(&a2, y + d0 + 16, sizeof a2), memcpy(&a3, y + d0 + 24, sizeof a3);
+        for (int64_t x = 0; x < nc; x++) {
+            const float w = c[x * cs];
+            if (w == 0.0f) continue;
+            const float *row = rows + x * ldr + d0;
+            memcpy(&r0, row, sizeof r0), memcpy(&r1, row + 8, sizeof r1);
+            memcpy(&r2, row + 16, sizeof r2), memcpy(&r3, row + 24, sizeof r3);
+            a0 += w * r0, a1 += w * r1, a2 += w * r2, a3 += w * r3;
+        }
+        memcpy(y + d0, &a0, sizeof a0), memcpy(y + d0 + 8, &a1, sizeof a1);
+        memcpy(y + d0 + 16, &a2, sizeof a2), memcpy(y + d0 + 24, &a3, sizeof a3);
+    }
+    for (; d0 + TP_COLS <= D; d0 += TP_COLS) {
+        tp_v8 a, r;
+        memcpy(&a, y + d0, sizeof a);
+        for (int64_t x = 0; x < nc; x++) {
+            const float w = c[x * cs];
+            if (w == 0.0f) continue;
+            memcpy(&r, rows + x * ldr + d0, sizeof r);
+            a += w * r;
+        }
+        memcpy(y + d0, &a, sizeof a);
+    }
+    for (; d0 < D; d0++)
+        for (int64_t x = 0; x < nc; x++)
+            if (c[x * cs] != 0.0f) y[d0] += c[x * cs] * rows[x * ldr + d0];
 }
 
 void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi) {

@@ -118,15 +118,12 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
     }
     const float *rk = ctx->w->param[REL_K];
     float *drk = ctx->g->dparam[REL_K], *drv = ctx->g->dparam[REL_V];
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t r = 0; r < k.R; r++) {
-            const float c = k.g[i * k.R + r], m = t->scratch[0] != 0 ? k.w[i * k.R + r] : 0.0f;
-            if (c != 0.0f) { /* masked pairs, rows no pair reads: 0 */
-                pe__axpy(t->dq + i * t->ldq, c, rk + r * D, D);
-                if (drk) pe__axpy(drk + r * D, c, t->q + i * t->ldq, D);
-            }
-            if (m != 0.0f && drv) pe__axpy(drv + r * D, m, t->dout + i * t->ldd, D);
-        }
+    /* dq_i += sum_r g[i, r] rel_k[r], drel_k[r] += sum_i g[i, r] q_i, drel_v[r] += sum_i w[i, r] do_i;
+     * zero weights (masked pairs, rows no pair reads) skipped */
+    for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(t->dq + i * t->ldq, k.g + i * k.R, 1, k.R, rk, D, D);
+    for (int64_t r = 0; drk && r < k.R; r++) pe__weighted_rows(drk + r * D, k.g + r, k.R, t->ni, t->q, t->ldq, D);
+    for (int64_t r = 0; drv && t->scratch[0] != 0 && r < k.R; r++)
+        pe__weighted_rows(drv + r * D, k.w + r, k.R, t->ni, t->dout, t->ldd, D);
 }
 
 /* per tile, the rows between its extreme offsets: o_i += sum_x w[i, x] rel_v[lo + x] */
@@ -141,9 +138,7 @@ static void value_mod(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t l
     memset(w, 0, sizeof(float) * (size_t)(t->ni * nr));
     for (int64_t i = 0; i < t->ni; i++)
         for (int64_t j = 0; j < t->nj; j++) w[i * nr + pair_row(ctx, t, i, j) - lo] += p[i * ldp + j];
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t x = 0; x < nr; x++)
-            if (w[i * nr + x] != 0.0f) pe__axpy(o + i * ldo, w[i * nr + x], rv + (lo + x) * D, D);
+    for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(o + i * ldo, w + i * nr, 1, nr, rv + lo * D, D, D);
 }
 
 /* forward was o_i += sum_j p_ij rel_v[r_ij], so now dp_ij += do_i . rel_v[r_ij] (dva, formed
