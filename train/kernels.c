@@ -246,7 +246,16 @@ static inline float fast_tanh(float x) {
     return x * p / q;
 }
 
-TR_CLONES void tr_gelu_forward(float *y, const float *x, int64_t n) {
+TR_CLONES void tr_gelu_forward(float *y, float *t, const float *x, int64_t n) {
+    if (t) {
+        TR_SIMD
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i];
+            t[i] = fast_tanh(GELU_S * (v + 0.044715f * v * v * v));
+            y[i] = 0.5f * v * (1.0f + t[i]);
+        }
+        return;
+    }
     TR_SIMD
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
@@ -256,12 +265,11 @@ TR_CLONES void tr_gelu_forward(float *y, const float *x, int64_t n) {
 
 /* forward was y = 0.5 x (1 + tanh u), u = s (x + 0.044715 x^3), so now:
  * dx = dy (0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) s (1 + 3 * 0.044715 x^2)) */
-TR_CLONES void tr_gelu_backward(float *d, const float *x, int64_t n) {
+TR_CLONES void tr_gelu_backward(float *d, const float *x, const float *t, int64_t n) {
     TR_SIMD
     for (int64_t i = 0; i < n; i++) {
-        float v = x[i], t = fast_tanh(GELU_S * (v + 0.044715f * v * v * v));
-        float dudx = GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
-        d[i] *= 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dudx;
+        float v = x[i], dudx = GELU_S * (1.0f + 3.0f * 0.044715f * v * v);
+        d[i] *= 0.5f * (1.0f + t[i]) + 0.5f * v * (1.0f - t[i] * t[i]) * dudx;
     }
 }
 

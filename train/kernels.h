@@ -36,10 +36,11 @@ void tr_layernorm_forward(float *y, float *mean, float *rstd, const float *x, co
 void tr_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
                            const float *mean, const float *rstd, const float *w, int64_t N, int64_t C);
 
-/* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) over n values (GPT-2's GELU). */
-void tr_gelu_forward(float *y, const float *x, int64_t n);
-/* d (the gradient of y on entry) becomes the gradient of x. */
-void tr_gelu_backward(float *d, const float *x, int64_t n);
+/* y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) over n values (GPT-2's GELU); the tanh
+ * into t (n) for the backward, unless t is NULL. */
+void tr_gelu_forward(float *y, float *t, const float *x, int64_t n);
+/* d (the gradient of y on entry) becomes the gradient of x; t: the forward's tanh. */
+void tr_gelu_backward(float *d, const float *x, const float *t, int64_t n);
 
 /* Dropout (Srivastava et al. 2014) of n rows of C: y = x / (1 - p) where the element is kept,
  * 0 where it is dropped, with probability p. Whether element (t0 + row, c) of `site` is kept is

@@ -155,7 +155,7 @@ static pe_status reserve_acts(tr_model *m, int64_t N, pe_err *err) {
     tr_acts *a = &m->a;
     if (N <= a->cap) return PE_OK;
     const int64_t Ly = m->cfg.layers, C = m->cfg.C, F = m->cfg.F, V = m->cfg.V;
-    size_t per = (size_t)((Ly + 1) * C + Ly * (3 * C + 4 + 2 * F) + C + 2 + V + 3 * C + F + V);
+    size_t per = (size_t)((Ly + 1) * C + Ly * (3 * C + 4 + 3 * F) + C + 2 + V + 3 * C + F + V);
     free(a->block), free(a->in), free(a->tgt), free(a->pos), free(a->ids);
     memset(a, 0, sizeof *a);
     a->block = malloc(per * (size_t)N * sizeof(float));
@@ -174,6 +174,7 @@ static pe_status reserve_acts(tr_model *m, int64_t N, pe_err *err) {
     CARVE(ln2s, Ly * 2 * N);
     CARVE(fc, Ly * N * F);
     CARVE(act, Ly * N * F);
+    CARVE(gt, Ly * N * F);
     CARVE(lnf, N * C);
     CARVE(lnfs, 2 * N);
     CARVE(probs, N * V);
@@ -442,7 +443,7 @@ pe_status tr_model_forward(tr_model *m, const int32_t *in, const int32_t *tgt, c
         }
         tr_layernorm_forward(ln2, a->ln2s + l * 2 * N, a->ln2s + l * 2 * N + N, xmid, L->ln2w, L->ln2b, N, C);
         TIMED(gemm, tr_linear_forward(fc, ln2, L->fcw, L->fcb, N, C, F));
-        tr_gelu_forward(act, fc, N * F);
+        tr_gelu_forward(act, a->gt + l * N * F, fc, N * F);
         TIMED(gemm, tr_linear_forward(a->tmp, act, L->prw, L->prb, N, F, C));
         if (dp > 0) tr_dropout(a->tmp, a->tmp, N, C, dp, m->drop_key, 2 + 2 * l, t0);
         for (int64_t i = 0; i < N * C; i++) xout[i] = xmid[i] + a->tmp[i];
@@ -529,7 +530,7 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         const float *dy = a->dx;
         if (dp > 0) tr_dropout(a->tmp, a->dx, N, C, dp, m->drop_key, 2 + 2 * l, t0), dy = a->tmp;
         TIMED(gemm, tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), dy, act, L->prw, N, F, C));
-        tr_gelu_backward(a->dfc, fc, N * F);
+        tr_gelu_backward(a->dfc, fc, a->gt + l * N * F, N * F);
         memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
         TIMED(gemm, tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F));
         tr_layernorm_backward(a->dx, GRAD(L->ln2w), GRAD(L->ln2b), a->dln, xmid, a->ln2s + l * 2 * N,

@@ -27,7 +27,7 @@ typedef struct tr_acts {
     float *x;    /* (layers + 1, N, C) residual stream before each block, and the last */
     float *ln1, *xmid, *ln2;      /* (layers, N, C) */
     float *ln1s, *ln2s;           /* (layers, 2, N) mean, rstd */
-    float *fc, *act;              /* (layers, N, F) */
+    float *fc, *act, *gt;         /* (layers, N, F); gt: GELU's tanh, for its backward */
     float *lnf, *lnfs, *probs;    /* (N, C), (2, N), (N, V) */
     float *tmp, *dx, *dln, *dfc, *dlogits; /* backward scratch */
     int32_t *in, *tgt;

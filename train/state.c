@@ -133,7 +133,7 @@ pe_status tr_decoder_step(tr_decoder *d, const int32_t *in, const int64_t *pos, 
         for (int64_t i = 0; i < n * C; i++) xmid[i] = x[i] + y[i];
         tr_layernorm_forward(ln, stats, stats + n, xmid, L->ln2w, L->ln2b, n, C);
         tr_linear_forward(fc, ln, L->fcw, L->fcb, n, C, F);
-        tr_gelu_forward(act, fc, n * F);
+        tr_gelu_forward(act, NULL, fc, n * F);
         tr_linear_forward(tmp, act, L->prw, L->prb, n, F, C);
         for (int64_t i = 0; i < n * C; i++) x[i] = xmid[i] + tmp[i];
     }
