@@ -326,7 +326,7 @@ fixtures:
 # bench/torch_lm.py (a small LM on posenc.torch against plain PyTorch, 1 and 2 threads)
 bench: $(BUILD)/posenc $(BUILD)/libposenc.so
 	$(BUILD)/posenc bench
-	POSENC_LIBRARY=$(abspath $(BUILD)/libposenc.so) OPENBLAS_NUM_THREADS=1 $(PY) bench/torch_lm.py
+	POSENC_LIBRARY=$(abspath $(BUILD)/libposenc.so) $(PY) bench/torch_lm.py
 
 # bench-readme: the same, then the summary between <!-- bench:begin --> and <!-- bench:end --> in README.md
 bench-readme: $(BUILD)/posenc

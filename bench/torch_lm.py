@@ -1,6 +1,10 @@
 """A small causal LM trained with posenc.torch.Attention against the same model in plain
 PyTorch (eager attention: q k^T, mask, softmax, v, RoPE as HF's rotate_half), alternating rounds
 in one process so both see the same machine. Prints steps/s of each and `posenc/torch = R`.
+Each thread count runs in a process of its own whose OpenMP and OpenBLAS pools have that many
+threads too (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), as torch.set_num_threads alone leaves
+posenc's BLAS calls on every core: on a busy machine those idle pools cost either side up to
+14x (seen beside two jobs on 2 cores).
 
     python3 bench/torch_lm.py [--threads 1,2] [--method rope] [--steps 8] [--rounds 3]
 
@@ -10,6 +14,7 @@ MLP 4x) -> logits; batch 8 x 256 tokens, AdamW. Both models start from the same 
 import argparse
 import math
 import os
+import subprocess
 import sys
 import time
 
@@ -127,7 +132,17 @@ def main():
     ap.add_argument("--method", default="rope", choices=("rope", "alibi", "none"))
     ap.add_argument("--steps", type=int, default=8, help="timed steps per round (default 8)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3; the best of each counts)")
+    ap.add_argument("--no-header", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    counts = [int(v) for v in a.threads.split(",")]
+    if len(counts) > 1 or os.environ.get("OMP_NUM_THREADS") != str(counts[0]):
+        for i, th in enumerate(counts):  # a process per count, every pool at that count
+            env = dict(os.environ, OMP_NUM_THREADS=str(th), OPENBLAS_NUM_THREADS=str(th))
+            argv = [sys.executable, os.path.abspath(__file__), "--threads", str(th), "--method", a.method,
+                    "--steps", str(a.steps), "--rounds", str(a.rounds)] + ([] if i == 0 else ["--no-header"])
+            if subprocess.run(argv, env=env).returncode:
+                sys.exit(1)
+        return
     torch.manual_seed(0)
     data = [torch.randint(0, V, (B, T + 1)) for _ in range(4)]
     ref = LM(lambda: TorchAttention(a.method))
@@ -136,9 +151,10 @@ def main():
     with torch.no_grad():  # same weights, same function: the first losses agree
         ids = data[0][:, :-1]
         diff = (ref(ids) - ours(ids)).abs().max().item()
-    print(f"small LM: {L} blocks, width {C}, {H} heads, batch {B} x {T}, method {a.method}, AdamW; "
-          f"max |logits posenc - torch| = {diff:.2e}")
-    for th in [int(v) for v in a.threads.split(",")]:
+    if not a.no_header:
+        print(f"small LM: {L} blocks, width {C}, {H} heads, batch {B} x {T}, method {a.method}, AdamW; "
+              f"max |logits posenc - torch| = {diff:.2e}", flush=True)
+    for th in counts:
         torch.set_num_threads(th)
         best = {"posenc": 0.0, "torch": 0.0}
         for _ in range(a.rounds):
@@ -146,7 +162,7 @@ def main():
                 sps, _ = steps_per_second(model, data, a.steps)
                 best[name] = max(best[name], sps)
         print(f"threads {th}: torch {best['torch']:.2f} steps/s, posenc {best['posenc']:.2f} steps/s, "
-              f"posenc/torch = {best['posenc'] / best['torch']:.2f}")
+              f"posenc/torch = {best['posenc'] / best['torch']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

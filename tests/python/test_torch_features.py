@@ -3,9 +3,11 @@
 equal to the projected form by hand, KV-cache decoding equal to the full causal forward,
 float16 / bfloat16 and autocast computed in float32 and returned in the input's dtype, and a
 clear refusal of torch.jit.trace."""
+import os
+
 import pytest
 import torch
-from conftest import need_method
+from conftest import ROOT, need_method
 
 import posenc.torch as pt
 
@@ -173,3 +175,20 @@ def test_functional_dropout():
     assert torch.equal(o1, o2) and not torch.equal(o1, pt.attention(q, k, v, "rope", causal=True))
     o1.sum().backward()
     assert q.grad is not None and v.grad is not None
+
+
+def test_bench_torch_lm_runs():
+    """bench/torch_lm.py (make bench): the same logits on both sides and a ratio per thread count,
+    each count in a process of its own (a smoke run: one step, one round)."""
+    import re
+    import subprocess
+    import sys
+    script = os.path.join(ROOT, "bench", "torch_lm.py")
+    r = subprocess.run([sys.executable, script, "--threads", "1", "--steps", "1", "--rounds", "1"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 2, r.stdout
+    diff = float(re.search(r"max \|logits posenc - torch\| = ([0-9.e+-]+)", lines[0]).group(1))
+    assert diff < 1e-4, lines[0]
+    assert re.fullmatch(r"threads 1: torch [0-9.]+ steps/s, posenc [0-9.]+ steps/s, posenc/torch = [0-9.]+", lines[1])
