@@ -173,7 +173,7 @@ TR_CLONES void tr_layernorm_forward(float *y, float *mean, float *rstd, const fl
 /* ln_grad_sums of a full block, its rows in the lanes (ln_stats8) */
 static inline __attribute__((always_inline)) void ln_grad_sums8(const float *dy, const float *x, const float *mean, const float *rstd,
                                  const float *w, int64_t C, float *a, float *bsum) {
-    ln_v8 sa = {0}, sb = {0}, m, s;
+    ln_v8 sa = {0}, sb = {0}, m = {0}, s = {0};
     for (int k = 0; k < LN_ROWS; k++) m[k] = mean[k], s[k] = rstd[k];
     for (int64_t c = 0; c < C; c++) {
         const ln_v8 nv = (LN_COLUMN(x, C, c) - m) * s, dn = LN_COLUMN(dy, C, c) * w[c];
