@@ -569,7 +569,7 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
             return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
                      .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = pe_attention_axes(a, w), .pos_min = lo, .pos_max = hi,
-                     .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w)};
+                     .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w), .reads_inputs = 1};
     return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
 }
 
