@@ -247,13 +247,23 @@ R=(--full --quick --quiet --methods rope,rope+random)
 for t in reverse_string duplicate_string; do for m in rope:0.5 rope+random:0.6; do
     sed -i -E "s/^(eval 1 [^ ]+ [^ ]+ [^ ]+) [^ ]+ [^ ]+ /\1 0.93 0 /; s/^score .*/score ${m#*:}/" "$WORK/r/$t.${m%%:*}.seed1.run"
 done; done
-if "$POSENC" compare "${R[@]}" --merge "$WORK/r" --out "$WORK/rm" --results "$WORK/rm/results.md" > "$WORK/rm.out" 2>&1 &&
-   grep -q '^- `reverse_string`, `rope`: token accuracy at 1x 93.0% against 93.0%; score 60.0% against 50.0%: holds$' "$WORK/rm/results.md" &&
-   grep -q '^learned = mean token accuracy at 1x at least 90% (the task is scored by token accuracy); 0 of 2 did not' "$WORK/rm/results.md" &&
-   grep -q '^| randomized positions help on longer strings (Ruoss et al. 2023) | \*\*reproduced\*\* | holds in 2 of 2 pairs' "$WORK/rm/results.md"; then
+# merges $WORK/r into $WORK/$1 and checks that its results page has every line of the patterns
+# that follow (grep -E); prints the Ruoss section and the merge's output where one is missing
+ruoss_page() {
+    local out="$WORK/$1" pat
+    shift
+    "$POSENC" compare "${R[@]}" --merge "$WORK/r" --out "$out" --results "$out/results.md" > "$out.log" 2>&1 || {
+        cat "$out.log"; return 1; }
+    for pat in "$@"; do
+        grep -qE "$pat" "$out/results.md" || { echo "missing: $pat"; sed -n '/^### Randomized/,/^### FIRE/p' "$out/results.md"; return 1; }
+    done
+}
+if msg=$(ruoss_page rm '^- `reverse_string`, `rope`: token accuracy at 1x 93.0% against 93.0%; score 60.0% against 50.0%: holds$' \
+         '^learned = mean token accuracy at 1x at least 90% \(the task is scored by token accuracy\); 0 of 2 did not' \
+         '^\| randomized positions help on longer strings \(Ruoss et al. 2023\) \| \*\*reproduced\*\* \| holds in 2 of 2 pairs'); then
     ok "Ruoss et al.'s tasks: learned by token accuracy at 1x (93%, no string exact), decided by their score"
 else
-    not_ok "Ruoss et al.'s learned rule" "$(cat "$WORK/rm.out"; sed -n '/^### Randomized/,/^### FIRE/p' "$WORK/rm/results.md" 2>/dev/null | tail -n 4)"
+    not_ok "Ruoss et al.'s learned rule" "$msg"
 fi
 
 # neither +random run learned their tasks (60% of tokens at 1x): the ordering falls back to copy
@@ -261,14 +271,12 @@ fi
 for t in reverse_string duplicate_string; do
     sed -i -E "s/^(eval 1 [^ ]+ [^ ]+ [^ ]+) [^ ]+ /\1 0.6 /" "$WORK/r/$t.rope+random.seed1.run"
 done
-if "$POSENC" compare "${R[@]}" --merge "$WORK/r" --out "$WORK/rf" --results "$WORK/rf/results.md" > "$WORK/rf.out" 2>&1 &&
-   grep -q '^- `reverse_string`, `rope`: token accuracy at 1x 60.0% against 93.0%; score 60.0% against 50.0%: undecided' "$WORK/rf/results.md" &&
-   grep -q '^No `X+random` learned their tasks at 1x, so no pair of their setup is decided' "$WORK/rf/results.md" &&
-   grep -q '^- `copy`, `rope`: exact at 1x' "$WORK/rf/results.md" &&
-   grep -q '^| randomized positions help on longer strings (Ruoss et al. 2023) | .*by token accuracy on copy and reverse (no pair of their setup decided)' "$WORK/rf/results.md"; then
+if msg=$(ruoss_page rf '^- `reverse_string`, `rope`: token accuracy at 1x 60.0% against 93.0%; score 60.0% against 50.0%: undecided' \
+         '^No `X\+random` learned their tasks at 1x, so no pair of their setup is decided' '^- `copy`, `rope`: exact at 1x' \
+         '^\| randomized positions help on longer strings \(Ruoss et al. 2023\) \| .*by token accuracy on copy and reverse \(no pair of their setup decided\)'); then
     ok "Ruoss et al.'s setup with no pair decided: the ordering is decided on copy and reverse, and says so"
 else
-    not_ok "Ruoss et al.'s fallback" "$(cat "$WORK/rf.out"; sed -n '/^### Randomized/,/^### FIRE/p' "$WORK/rf/results.md" 2>/dev/null | tail -n 8)"
+    not_ok "Ruoss et al.'s fallback" "$msg"
 fi
 
 finish
