@@ -223,9 +223,15 @@ static inline double dpsi_at(const fire_state *st, int64_t i, int64_t j) {
  * segment of the MLP covers a run of consecutive entries. A run's end is found by bisection
  * (on the same comparisons as segment's), and its entries take one a + b u each in a loop
  * without branches; the same bits as entry by entry. */
-static inline double u_of(const fire_state *st, int64_t x, double inv) {
-    return (st->psi ? st->psi[x] : log(fabs(st->c * (double)x) + 1.0)) * inv;
+static inline double psi_of(const fire_state *st, int64_t x) { /* psi_at by the offset x >= 0 */
+    return st->psi ? st->psi[x] : log(fabs(st->c * (double)x) + 1.0);
 }
+static inline double dpsi_of(const fire_state *st, int64_t x) { /* dpsi_at by the offset x >= 0 */
+    return st->psi ? st->dpsi[x] : sign(st->c * (double)x) * (double)x / (fabs(st->c * (double)x) + 1.0);
+}
+static inline double u_of(const fire_state *st, int64_t x, double inv) { return psi_of(st, x) * inv; }
+/* The first entry of a row past the diagonal (offset d - j < 0), within [0, nj] */
+static inline int64_t diag_split(int64_t d, int64_t nj) { return d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1; }
 
 /* The end of the run of segment s that starts at entry j of [j, jb) (offset x = |d - j|,
  * dir = +1 where x rises with j, -1 where it falls) */
@@ -299,8 +305,7 @@ static void grad_side(const fire_state *st, int64_t h, seg_sums *acc, const floa
             const double g = gi[k];
             if (g == 0) continue; /* masked entries contribute nothing */
             const int64_t x = d - k < 0 ? k - d : d - k;
-            const double N = st->psi ? st->psi[x] : log(fabs(st->c * (double)x) + 1.0), u = N * inv, du = g * b;
-            const double dN = st->psi ? st->dpsi[x] : sign(st->c * (double)x) * (double)x / (fabs(st->c * (double)x) + 1.0);
+            const double N = psi_of(st, x), u = N * inv, du = g * b, dN = dpsi_of(st, x);
             G += g, GU += g * u;
             dc_num += du * dN, dc_den += du * N;
         }
@@ -319,7 +324,7 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     for (int64_t i = 0; i < ni; i++) {
         int64_t pi = pos[i0 + i];
         float *si = s + i * lds;
-        const int64_t d = pi - kpos[j0], mid = d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1; /* with runs */
+        const int64_t d = pi - kpos[j0], mid = diag_split(d, nj); /* with runs */
         if (tabled(st, pi) && runs) {
             add_table_row(si, bias, d, mid, nj);
             continue;
@@ -380,7 +385,7 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         const float *gi = ds + i * lds;
         if (gx && tabled(st, pi) && runs) {
             const int64_t d = pi - kpos[j0];
-            gather_table_row(gx, gi, d, d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1, nj);
+            gather_table_row(gx, gi, d, diag_split(d, nj), nj);
             continue;
         }
         if (gx && tabled(st, pi)) {
@@ -395,7 +400,7 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         double dc_num = 0, dc_den = 0; /* this row's sums of du dN/dc and du N */
         int seg = 0;
         if (runs) {
-            const int64_t d = pi - kpos[j0], mid = d + 1 < 0 ? 0 : d + 1 > nj ? nj : d + 1;
+            const int64_t d = pi - kpos[j0], mid = diag_split(d, nj);
             double sums[2] = {0, 0};
             grad_side(st, h, &acc, gi, d, 0, mid, -1, inv, &seg, sums);
             grad_side(st, h, &acc, gi, d, mid, nj, +1, inv, &seg, sums);
