@@ -206,10 +206,12 @@ int cli_bench(int argc, char **argv) {
                         dec[i].torch / dec[i].step);
         fprintf(md, "%s A context shift re-rotates %lld cached keys in %.2fx the time of a copy of K. The same step over"
                     " an engine's own K and V (`pe_attention_forward_kvcache`, keys rotated by the engine): `rope` %lld keys"
-                    " %.2fx the cache's step, the projected form (`pe_attention_forward_qkv`) %.1fx, paged keys (blocks of 16,"
-                    " `pe_attention_forward_paged`) %.2fx `forward_kvcache`.\n\n",
+                    " %.2fx the cache's step, the projected form (`pe_attention_forward_qkv`) %.1fx with its copies for"
+                    " backward, and with none (`saved = PE_SAVED_NONE`, inference) %.2fx the step and one rotation of every key by `pe_attention_rotate`"
+                    " (`alibi` %.2fx the step), paged keys (blocks of 16, `pe_attention_forward_paged`) %.2fx `forward_kvcache`.\n\n",
                 isnan(dec[0].torch) ? "" : ".", (long long)o.decode_Tk[1], dec[1].shift / dec[1].shift_copy,
-                (long long)o.decode_Tk[1], dec[1].kvcache / dec[1].step, dec[1].qkv / dec[1].step, dec[1].paged / dec[1].kvcache);
+                (long long)o.decode_Tk[1], dec[1].kvcache / dec[1].step, dec[1].qkv / dec[1].step,
+                dec[1].qkv_none / (dec[1].step + dec[1].rotate), dec[3].qkv_none / dec[3].step, dec[1].paged / dec[1].kvcache);
     }
     if (did_den)
         fprintf(md, "Denormals (alibi, T=2048, not causal; the fused path clamps exp and sets FTZ/DAZ in its threads):"

@@ -95,7 +95,7 @@ typedef struct gemm_res {
 int bench_gemm(const bopts *o, gemm_res *G);
 
 typedef struct decode_res {
-    double step, copy, torch, shift, shift_copy, qkv, kvcache, paged; /* ms */
+    double step, copy, torch, shift, shift_copy, qkv, qkv_none, rotate, kvcache, paged; /* ms */
 } decode_res;
 int bench_decode(const bopts *o, torchp *tp, decode_res D[4]);
 

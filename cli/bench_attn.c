@@ -179,7 +179,7 @@ static int core_measure(const char *method, int64_t T, int causal, int reps, dou
         return cli_fail("bench: core: %s: %s", method, err.msg);
     }
     pe_run_options run = bench_run;
-    run.path = PE_PATH_FUSED;
+    run.path = PE_PATH_FUSED, run.saved = PE_SAVED_INPUTS; /* as posenc.torch calls it: no copies of q, k, v */
     pe_attention_set_run_options(att, &run);
     float *q = bench_rand(T * C, 31), *k = bench_rand(T * C, 32), *v = bench_rand(T * C, 33), *dout = bench_rand(T * C, 34);
     float *out = malloc(sizeof(float) * (size_t)(4 * T * C));
@@ -207,7 +207,8 @@ static int core_measure(const char *method, int64_t T, int causal, int reps, dou
 
 int bench_core(const bopts *o) {
     printf("## (i) the core alone: projected form (pe_attention_forward_qkv / backward_qkv, no projections), fused"
-           " path, H=8, D=64, batch 1, T queries against T keys, median of %d after a warm-up\n\n", o->reps);
+           " path, q, k, v read in place (saved = PE_SAVED_INPUTS), H=8, D=64, batch 1, T queries against T keys, median"
+           " of %d after a warm-up\n\n", o->reps);
     printf("| method | T | causal | fwd ms | bwd ms | fwd GFLOP/s | bwd GFLOP/s |\n| --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
     for (int ti = 0; ti < o->nT; ti++)
         for (int mi = 0; mi < o->nm; mi++)
@@ -350,7 +351,7 @@ int bench_gemm(const bopts *o, gemm_res *G) {
         bench_gap();
 #endif
         pe_run_options run = bench_run;
-        run.threads = G->threads[ti], run.path = PE_PATH_FUSED;
+        run.threads = G->threads[ti], run.path = PE_PATH_FUSED, run.saved = PE_SAVED_INPUTS;
         pe_attention_set_run_options(att, &run);
         for (int r = -1; r < reps && !rc; r++) {
             double t0 = bench_now();
@@ -385,8 +386,8 @@ int bench_gemm(const bopts *o, gemm_res *G) {
         bench_print_ratio2(G->bwd[ti], G->sgemm[ti]);
         printf("\n");
     }
-    printf("\nThe core is the projected form on the fused path (its copies of q, k, v and its finiteness checks"
-           " included). Forward counts 4 T^2 D H flops (q k^T and p v), backward 10 T^2 D H (s recomputed, dv, dp,"
+    printf("\nThe core is the projected form on the fused path (q, k, v read in place, as posenc.torch calls it;"
+           " its finiteness checks included). Forward counts 4 T^2 D H flops (q k^T and p v), backward 10 T^2 D H (s recomputed, dv, dp,"
            " dq, dk); exp, softmax and packing are not counted.%s\n\n",
 #ifdef PE_BLAS
            ""

@@ -94,11 +94,11 @@ int bench_rope(const bopts *o, torchp *tp, rope_res *R) {
  * with H=32, Hkv=8, D=128 over a cache of Tk keys, against a copy of the cache's K and V bytes
  * (the cost of reading them once); then a context shift's re-rotation of every cached key
  * (rope) against a copy of the K bytes; and the same query against the same K and V as an
- * engine hands them: the projected form (pe_attention_forward_qkv, T = 1, its default path)
+ * engine hands them: the projected form (pe_attention_forward_qkv, T = 1, its default path),
+ * with its copies for backward and with none (PE_SAVED_NONE: inference, K and V read in place),
  * and pe_attention_forward_kvcache (keys rotated by the engine), and the same keys as vLLM's
  * blocks of 16 in a shuffled table (pe_attention_forward_paged). Median ms of reps. */
-static int decode_measure(const char *method, int64_t Tk, int reps, double *step, double *copy, double *shift,
-                          double *shift_copy, double *qkv, double *kvcache, double *paged) {
+static int decode_measure(const char *method, int64_t Tk, int reps, decode_res *d) {
     const int64_t H = 32, Hkv = 8, D = 128, C = H * D, Ckv = Hkv * D;
     pe_config cfg;
     pe_err err;
@@ -113,7 +113,6 @@ static int decode_measure(const char *method, int64_t Tk, int reps, double *step
     float *dst = malloc(sizeof(float) * (size_t)(2 * Tk * Ckv));
     int rc = !k || !v || !q || !o || !dst;
     if (!rc) rc = pe_kv_cache_init(&kv, att, 1, Tk + reps + 8, &err) || pe_kv_cache_append(kv, NULL, k, v, Tk, NULL, 0, NULL, &err);
-    double sv[32], cv[32], rv[32], kc[32], pv[32], ev[32], gv[32];
     const int64_t bs = 16, nb = Tk / bs; /* the same K and V as blocks, their table shuffled */
     int32_t *table = malloc(sizeof(int32_t) * (size_t)(nb > 0 ? nb : 1));
     rc |= !table;
@@ -125,29 +124,47 @@ static int decode_measure(const char *method, int64_t Tk, int reps, double *step
         const int32_t t = table[i];
         table[i] = table[r], table[r] = t;
     }
+    const int rotary = !strcmp(method, "rope");
+    int64_t *kpos = malloc(sizeof(int64_t) * (size_t)Tk);
+    rc |= !kpos;
+    for (int64_t u = 0; !rc && u < Tk; u++) kpos[u] = u;
+    pe_run_options inference = bench_run;
+    inference.saved = PE_SAVED_NONE;
+    double x[8][32]; /* step, copy, shift, its copy of K, projected form, no grad, rotation, forward_kvcache */
+    double gv[32];
     for (int r = -1; r < reps && !rc; r++) {
-        double t0 = bench_now();
+        double t[10];
+        t[0] = bench_now();
         rc = pe_kv_cache_append(kv, NULL, k, v, 1, NULL, 0, NULL, &err) || pe_kv_cache_attend(kv, NULL, q, 1, NULL, o, &err);
-        double t1 = bench_now();
+        t[1] = bench_now();
         bench_copy(dst, k, Tk * Ckv, 1), bench_copy(dst + Tk * Ckv, v, Tk * Ckv, 1);
-        double t2 = bench_now();
+        t[2] = bench_now();
         if (!rc) rc = pe_kv_cache_shift(kv, NULL, 0, 0, 1, &err); /* every key moves one position back */
-        double t3 = bench_now();
+        t[3] = bench_now();
         bench_copy(dst, k, Tk * Ckv, 1);
-        double t4 = bench_now();
+        t[4] = bench_now();
         if (!rc) rc = pe_attention_forward_qkv(att, NULL, q, k, v, 1, 1, Tk, NULL, o, NULL, NULL, &err);
-        double t5 = bench_now();
+        t[5] = bench_now();
+        pe_attention_set_run_options(att, &inference);
+        if (!rc) rc = pe_attention_forward_qkv(att, NULL, q, k, v, 1, 1, Tk, NULL, o, NULL, NULL, &err);
+        pe_attention_set_run_options(att, &bench_run);
+        t[6] = bench_now(); /* rope: rotating the keys it is handed once, as an engine's cache does (dst holds K) */
+        if (!rc && rotary) rc = pe_attention_rotate(att, NULL, dst, Tk, Ckv, Hkv, kpos, 0, Tk, PE_ROTATE_K, 0, &err);
+        t[7] = bench_now();
         if (!rc) rc = pe_attention_forward_kvcache(att, NULL, q, k, v, Tk * Ckv, 1, 1, Tk, NULL, 1, o, &err);
-        double t6 = bench_now();
+        t[8] = bench_now();
         if (!rc) rc = pe_attention_forward_paged(att, NULL, q, k, v, nb, bs, table, nb, 1, 1, NULL, 1, o, &err);
-        double t7 = bench_now();
-        if (r >= 0)
-            sv[r] = t1 - t0, cv[r] = t2 - t1, rv[r] = t3 - t2, kc[r] = t4 - t3, pv[r] = t5 - t4, ev[r] = t6 - t5, gv[r] = t7 - t6;
+        t[9] = bench_now();
+        for (int i = 0; r >= 0 && i < 8; i++) x[i][r] = t[i + 1] - t[i];
+        if (r >= 0) gv[r] = t[9] - t[8];
     }
     if (rc) fprintf(stderr, "posenc: bench: decode: %s\n", err.msg);
-    else *step = bench_median(sv, reps) * 1e3, *copy = bench_median(cv, reps) * 1e3, *shift = bench_median(rv, reps) * 1e3,
-         *shift_copy = bench_median(kc, reps) * 1e3, *qkv = bench_median(pv, reps) * 1e3, *kvcache = bench_median(ev, reps) * 1e3,
-         *paged = bench_median(gv, reps) * 1e3;
+    else {
+        double *out[8] = {&d->step, &d->copy, &d->shift, &d->shift_copy, &d->qkv, &d->qkv_none, &d->rotate, &d->kvcache};
+        for (int i = 0; i < 8; i++) *out[i] = bench_median(x[i], reps) * 1e3;
+        d->paged = bench_median(gv, reps) * 1e3;
+    }
+    free(kpos);
     pe_kv_cache_free(kv);
     pe_attention_free(att);
     free(k), free(v), free(q), free(o), free(dst), free(table);
@@ -160,25 +177,27 @@ int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
            reps, bench_threads());
     printf("| method | cached keys | K+V MiB | step ms | copy of K+V ms (1 thread) | step x copy | PyTorch eager ms |"
            " PyTorch x posenc | shift re-rotation ms | x copy of K (1 thread) | projected form ms (x step) |"
-           " forward_kvcache ms (x step) | paged ms (x forward_kvcache) |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+           " projected form, no grad ms (x step + rotation) | forward_kvcache ms (x step) | paged ms (x forward_kvcache) |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     static const char *const methods[] = {"rope", "alibi"};
     const int64_t *sizes = o->decode_Tk;
     for (int mi = 0; mi < 2; mi++)
         for (int si = 0; si < 2; si++) {
-            double st = 0, cp = 0, sh = 0, shc = 0, tv = NAN, pq = 0, kvc = 0, pg = 0;
-            if (decode_measure(methods[mi], sizes[si], reps, &st, &cp, &sh, &shc, &pq, &kvc, &pg)) return 1;
+            decode_res *d = &D[mi * 2 + si];
+            *d = (decode_res){.torch = NAN};
+            if (decode_measure(methods[mi], sizes[si], reps, d)) return 1;
             char req[96];
             snprintf(req, sizeof req, "decode %s %lld %d", methods[mi], (long long)sizes[si], reps);
-            if (o->torch && torch_ask(tp, req, &tv, 1) != 1) tv = NAN;
-            D[mi * 2 + si] = (decode_res){st, cp, tv, sh, shc, pq, kvc, pg};
+            if (o->torch && torch_ask(tp, req, &d->torch, 1) != 1) d->torch = NAN;
             printf("| %s | %lld | %.0f | %.2f | %.2f | %.2f |", methods[mi], (long long)sizes[si],
-                   sizes[si] * 8 * 128 * 8.0 / (1 << 20), st, cp, st / cp);
-            if (isnan(tv)) printf(" | |");
-            else printf(" %.2f | %.1f |", tv, tv / st);
-            if (mi == 0) printf(" %.2f | %.2f |", sh, sh / shc);
+                   sizes[si] * 8 * 128 * 8.0 / (1 << 20), d->step, d->copy, d->step / d->copy);
+            if (isnan(d->torch)) printf(" | |");
+            else printf(" %.2f | %.1f |", d->torch, d->torch / d->step);
+            if (mi == 0) printf(" %.2f | %.2f |", d->shift, d->shift / d->shift_copy);
             else printf(" | |");
-            printf(" %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) |\n", pq, pq / st, kvc, kvc / st, pg, pg / kvc);
+            /* handed unrotated keys, the projected form rotates them: its bound is the step and one rotation */
+            printf(" %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) | %.2f (%.2fx) |\n", d->qkv, d->qkv / d->step, d->qkv_none,
+                   d->qkv_none / (d->step + d->rotate), d->kvcache, d->kvcache / d->step, d->paged, d->paged / d->kvcache);
             fflush(stdout);
             bench_gap();
         }
@@ -188,7 +207,9 @@ int bench_decode(const bopts *o, torchp *tp, decode_res D[4]) {
            " the cached (Hkv, Tk, D) tensors without repeating them for the query heads, rope on the new q and k or"
            " ALiBi's bias. The shift moves every key one position back (llama.cpp's context shift), rotating K in place"
            " by one table of angle differences. The last two columns attend the same query to the same K and V held"
-           " as an engine holds them: through the projected form (which copies them and picks its path by shape),"
+           " as an engine holds them: through the projected form (which copies them for its backward and picks its path"
+           " by shape; with saved = PE_SAVED_NONE, inference, it reads them in place, rope rotating a copy of the keys:"
+           " against the step plus one pe_attention_rotate of every key, what an engine's cache does once),"
            " and through pe_attention_forward_kvcache, which reads them in place on the decode path; paged: the same"
            " bytes as vLLM's blocks of 16 keys in a shuffled table (pe_attention_forward_paged).\n\n");
     return 0;

@@ -112,10 +112,10 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
     if (st || !n) return st;
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
-    CARVE(q, B * T * C);
+    CARVE(qbuf, B * T * C);
     CARVE(o, B * T * C);
-    CARVE(k, B * Tk * Ckv);
-    CARVE(v, B * Tk * Ckv);
+    CARVE(kbuf, B * Tk * Ckv);
+    CARVE(vbuf, B * Tk * Ckv);
     if (a->fused) {
         a->s = a->p = NULL;
         CARVE(stats, B * H * T * 2);
@@ -129,12 +129,15 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
     if (M) CARVE(kvin, B * Tk * C);
     else a->kvin = a->xe;
     if (rot) {
-        CARVE(q_in, B * T * C);
-        CARVE(k_in, B * Tk * Ckv);
+        CARVE(q_inbuf, B * T * C);
+        CARVE(k_inbuf, B * Tk * Ckv);
     } else {
-        a->q_in = a->k_in = NULL;
+        a->q_inbuf = a->k_inbuf = NULL;
     }
 #undef CARVE
+    a->q = a->qbuf, a->k = a->kbuf, a->v = a->vbuf;
+    a->q_in = a->q_inbuf, a->k_in = a->k_inbuf;
+    a->inputs_kept = 0;
     return PE_OK;
 }
 
@@ -285,7 +288,8 @@ static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t 
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch,
-                     .sinks = pe__sinks_of(a, w), .reads_inputs = 1};
+                     .sinks = pe__sinks_of(a, w), .reads_inputs = 1,
+                     .transforms = PE__TQ | PE__TK | PE__TV};
     a->B = B, a->T = T, a->Tk = Tk;
     pe_status st = a->m->prepare && !plain ? a->m->prepare(ctx, err) : PE_OK;
     return st;
@@ -328,9 +332,9 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
             memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
         }
     /* pass 2: projections; then the projected form; pass 5: the output projection */
-    pe__linear_forward(a->q, a->xe, w->wq, w->bq, B * T, C, C);
-    pe__linear_forward(a->k, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
-    pe__linear_forward(a->v, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
+    pe__linear_forward(a->qbuf, a->xe, w->wq, w->bq, B * T, C, C);
+    pe__linear_forward(a->kbuf, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
+    pe__linear_forward(a->vbuf, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
     if ((st = pe__core_forward(a, scores, probs, err))) return st;
     pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
     if ((st = finite_out(y, B * T * C, "y", err))) return st;
@@ -388,6 +392,20 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
     return PE_OK;
 }
 
+/* forward_qkv's q, k, v for the core: copies into the layer's buffers (PE_SAVED_COPIES), or
+ * the caller's arrays read in place, copied only where the transform stage rewrites them; the
+ * caller's q and k are then also the transform's inputs its backward may read (q_in, k_in). */
+static void take_inputs(pe_attention *a, const float *q, const float *k, const float *v) {
+    const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
+    const unsigned rewritten = a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
+    a->inputs_kept = a->run.saved != PE_SAVED_COPIES;
+    const unsigned copied = a->inputs_kept ? rewritten : PE__TQ | PE__TK | PE__TV;
+    a->q = copied & PE__TQ ? memcpy(a->qbuf, q, sizeof(float) * nq) : q;
+    a->k = copied & PE__TK ? memcpy(a->kbuf, k, sizeof(float) * nk) : k;
+    a->v = copied & PE__TV ? memcpy(a->vbuf, v, sizeof(float) * nk) : v;
+    if (a->inputs_kept) a->q_in = q, a->k_in = k;
+}
+
 pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                    const float *v, int64_t B, int64_t T, int64_t Tk, const pe_positions *at,
                                    float *o, float *scores, float *probs, pe_err *err) {
@@ -414,13 +432,11 @@ pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const f
     a->M = 0;
     pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
     if (st || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err))) return st;
-    memcpy(a->q, q, sizeof(float) * B * T * a->C);
-    memcpy(a->k, k, sizeof(float) * B * Tk * a->Ckv);
-    memcpy(a->v, v, sizeof(float) * B * Tk * a->Ckv);
+    take_inputs(a, q, k, v);
     if ((st = pe__core_forward(a, scores, probs, err))) return st;
     memcpy(o, a->o, sizeof(float) * B * T * a->C);
     if ((st = finite_out(o, B * T * a->C, "o", err))) return st;
-    a->have_forward = 1;
+    a->have_forward = a->run.saved != PE_SAVED_NONE;
     return PE_OK;
 }
 
@@ -456,11 +472,12 @@ static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q,
 pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
                                   const float *v, int64_t kv_stride, const float *const *rows, int64_t B, int64_t T,
                                   int64_t Tk, const pe_positions *at, int transformed, float *o, pe_err *err) {
-    const double rate = a->dropout; /* a cache decodes: no dropout */
-    a->dropout = 0;
+    const double rate = a->dropout; /* a cache decodes: no dropout, and no backward, so its keys are read in place */
+    const int saved = a->run.saved;
+    a->dropout = 0, a->run.saved = PE_SAVED_NONE;
     a->pre = transformed;
     pe_status st = attend_kv(a, w, q, k, v, kv_stride, rows, B, T, Tk, at, o, err);
-    a->dropout = rate;
+    a->dropout = rate, a->run.saved = saved;
     a->pre = 0;
     return st;
 }
@@ -569,7 +586,8 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
             return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
                      .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = pe_attention_axes(a, w), .pos_min = lo, .pos_max = hi,
-                     .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w), .reads_inputs = 1};
+                     .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w), .reads_inputs = 1,
+                     .transforms = PE__TQ | PE__TK | PE__TV};
     return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;
 }
 

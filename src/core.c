@@ -151,11 +151,13 @@ static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, 
 pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     if (a->m->rotate_forward && !a->pre) {
-        if (ctx->reads_inputs) {
-            memcpy(a->q_in, a->q, sizeof(float) * a->B * a->T * a->C);
-            memcpy(a->k_in, a->k, sizeof(float) * a->B * a->Tk * a->Ckv);
+        if (ctx->reads_inputs && !a->inputs_kept) {
+            memcpy(a->q_inbuf, a->qbuf, sizeof(float) * a->B * a->T * a->C);
+            memcpy(a->k_inbuf, a->kbuf, sizeof(float) * a->B * a->Tk * a->Ckv);
         }
-        a->m->rotate_forward(ctx, a->q, a->k, a->v);
+        /* what it rewrites sits in the layer's buffers (forward_qkv copied it there) */
+        const unsigned t = ctx->transforms;
+        a->m->rotate_forward(ctx, t & PE__TQ ? a->qbuf : NULL, t & PE__TK ? a->kbuf : NULL, t & PE__TV ? a->vbuf : NULL);
     }
     a->post_used = !a->pre && a->m->output_used && a->m->output_used(&a->cfg);
     pe_status st = a->m->lift_width ? lifted_forward(a, scores, probs, err)

@@ -90,7 +90,12 @@ typedef struct pe__ctx {
      * for a transform that needs only the gradients, so the core keeps no copy (two passes
      * over q and k a forward). */
     int reads_inputs;
+    /* Which of q, k and v the transform stage rewrites (PE__TQ | PE__TK | PE__TV): all three
+     * before prepare, which narrows it (rope: q and k, v too with rope_values), so a caller's
+     * arrays that it leaves alone are read in place (pe_run_options.saved) */
+    unsigned transforms;
 } pe__ctx;
+enum { PE__TQ = 1, PE__TK = 2, PE__TV = 4 };
 
 enum {
     PE__GQA = 1,    /* supports kv_heads < heads */

@@ -24,11 +24,14 @@ struct pe_attention {
     size_t mem_floats;
     float *xe;   /* (B, T, C)    x' = x + P[pos] (layer) */
     float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
-    float *q_in; /* (B, T, C)    q before the rotate hook (NULL without one) */
-    float *k_in; /* (B, Tk, Ckv) */
-    float *q;    /* (B, T, C) */
-    float *k;    /* (B, Tk, Ckv) */
-    float *v;    /* (B, Tk, Ckv) */
+    /* q, k, v as the core reads them: the layer's own buffers below, or, for a forward_qkv
+     * that keeps its inputs (pe_run_options.saved), the caller's arrays wherever the transform
+     * stage leaves them alone */
+    const float *q, *k, *v;    /* (B, T, C), (B, Tk, Ckv) twice */
+    const float *q_in, *k_in;  /* q and k before the rotate hook, where its backward reads them */
+    float *qbuf, *kbuf, *vbuf; /* the layer's: the projections' outputs, the copies, the transform's in place */
+    float *q_inbuf, *k_inbuf;  /* copies of q_in, k_in (NULL without a rotate hook) */
+    int inputs_kept;           /* the last forward_qkv read the caller's arrays (q_in, k_in among them) */
     float *s;    /* (B, H, T, Tk) */
     float *p;    /* (B, H, T, Tk) */
     int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */

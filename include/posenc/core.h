@@ -359,6 +359,8 @@ typedef struct pe_positions {
  * its own (set before a forward), so layers in one process do not disturb each other; a
  * zeroed struct is the default. */
 enum { PE_PATH_AUTO, PE_PATH_REFERENCE, PE_PATH_FUSED };
+/* What a forward_qkv keeps of its inputs for backward_qkv (pe_run_options.saved) */
+enum { PE_SAVED_COPIES, PE_SAVED_INPUTS, PE_SAVED_NONE };
 typedef struct pe_run_options {
     int path;        /* PE_PATH_AUTO: of the two paths the cheaper by a cost model of the call's
                         shape (the fused one but for short sequences, below about 48 queries
@@ -370,6 +372,15 @@ typedef struct pe_run_options {
     char isa[16];    /* kernels: "" the best this CPU runs, or "avx512", "avx2", "generic" */
     int keep_mxcsr;  /* 1: no FTZ/DAZ in the fused threads (by default they flush denormals) */
     int denormals;   /* 1: exp underflows gradually (IEEE) instead of giving 0 below -87 */
+    int saved;       /* what forward_qkv keeps for backward_qkv. PE_SAVED_COPIES (0): copies of
+                        q, k and v, so the caller may reuse its buffers at once. PE_SAVED_INPUTS:
+                        the caller's q, k and v themselves, read in place by the forward and again
+                        by the backward (as autograd's saved tensors and FlashAttention's forward),
+                        so the caller keeps them unchanged until backward_qkv; only what the
+                        method's transform rewrites (rope: q and k) is copied. PE_SAVED_NONE:
+                        inference (torch.no_grad; an engine's step): q, k and v read in place as
+                        with PE_SAVED_INPUTS, and backward_qkv after it is an error. The layer's
+                        forward (x) holds its own q, k, v and ignores this. */
 } pe_run_options;
 void pe_attention_set_run_options(pe_attention *att, const pe_run_options *opt);
 /* The kernels the fused path runs under these options (opt NULL: the defaults): "avx512",

@@ -186,7 +186,10 @@ class PeGrads(ctypes.Structure):
 
 class PeRunOptions(ctypes.Structure):
     _fields_ = [("path", ctypes.c_int), ("threads", ctypes.c_int), ("isa", ctypes.c_char * 16),
-                ("keep_mxcsr", ctypes.c_int), ("denormals", ctypes.c_int)]
+                ("keep_mxcsr", ctypes.c_int), ("denormals", ctypes.c_int), ("saved", ctypes.c_int)]
+
+
+SAVED_COPIES, SAVED_INPUTS, SAVED_NONE = 0, 1, 2  # pe_run_options.saved
 
 
 # the layer API itself (include/posenc.h): one forward into a layer that keeps what its
@@ -418,11 +421,11 @@ class Call:
     Buffers are raw addresses of contiguous float32 (positions int64, masks uint8) that the
     caller keeps alive and shaped as include/posenc.h says; `weights` is a PeWeights."""
 
-    def __init__(self, cfg, C, threads=0):
+    def __init__(self, cfg, C, threads=0, saved=SAVED_COPIES):
         err = PeErr()
         self.ptr = _P()
         check(lib.pe_attention_init(ctypes.byref(self.ptr), cfg.buf, int(C), ctypes.byref(err)), err)
-        lib.pe_attention_set_run_options(self.ptr, ctypes.byref(PeRunOptions(threads=int(threads))))
+        lib.pe_attention_set_run_options(self.ptr, ctypes.byref(PeRunOptions(threads=int(threads), saved=int(saved))))
 
     def __del__(self):
         if getattr(self, "ptr", None):

@@ -274,7 +274,9 @@ class _QkvFn(torch.autograd.Function):
     def forward(ctx, spec, method, names, dropout, positions, key_positions, mask, q, k, v, *tensors):
         params = {n: t for n, t in zip(names, tensors) if t is not None}
         B, T, Tk = q.shape[0], q.shape[1], k.shape[1]
-        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        # the library reads q, k, v in place again in backward (pe_run_options.saved): q32, k32,
+        # v32 stay in ctx.keep, and q, k, v are saved so that an in-place change is caught
+        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads(), _lib.SAVED_INPUTS)
         if dropout > 0:
             call.dropout(dropout, _dropout_seed())
         w, keep = _weights(spec, None, method, params)
@@ -286,7 +288,7 @@ class _QkvFn(torch.autograd.Function):
         ctx.named, ctx.params, ctx.dtype = list(zip(names, tensors)), params, q.dtype
         ctx.need = (q.requires_grad, k.requires_grad, v.requires_grad)
         ctx.shapes = (q32.shape, k32.shape)
-        ctx.save_for_backward(*params.values())
+        ctx.save_for_backward(q, k, v, *params.values())
         return o if q.dtype == torch.float32 else o.to(q.dtype)
 
     @staticmethod

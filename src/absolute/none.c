@@ -97,6 +97,12 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     scale_queries(ctx, dq);
 }
 
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    (void)err;
+    ctx->transforms = PE__TQ;
+    return PE_OK;
+}
+
 static const pe__method none_tuned = {
     .name = "none",
     .reference = "NoPE with a query temperature: Llama 4's tuning (HF Llama4TextAttention), HeadScale (Wang et al. 2024)",
@@ -105,6 +111,7 @@ static const pe__method none_tuned = {
     .flags = PE__GQA | PE__FUSED,
     .check = check,
     .params = params,
+    .prepare = prepare,
     .rotate_forward = rotate_forward,
     .not_a_rotation = "NoPE's temperature (attn_temperature_tuning, head_scale) scales the queries, no rotation",
     .rotate_backward = rotate_backward,

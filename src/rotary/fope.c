@@ -84,6 +84,7 @@ static void table(const pe__ctx *ctx, const fope_state *st, const int64_t *pos, 
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    ctx->transforms = PE__TQ | PE__TK;
     const int64_t half = ctx->D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, F = n_freq(ctx->cfg, ctx->D);
     const int shared = ctx->kpos == ctx->pos;
     const size_t rows = (size_t)(n > nk ? n : nk);

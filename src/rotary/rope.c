@@ -169,6 +169,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
     ctx->reads_inputs = st->factor_table >= 0 && ctx->w->param[st->factor_table]; /* factor_grad's q, k */
+    ctx->transforms = PE__TQ | PE__TK | (ctx->cfg->rope_values ? PE__TV : 0);
     const float *factors = NULL;
     if (st->factor_table >= 0)
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]

@@ -59,6 +59,7 @@ static void table(const pe__ctx *ctx, const int64_t *pos, int64_t n, float *cs) 
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    ctx->transforms = PE__TQ | PE__TK;
     const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     const int shared = ctx->kpos == ctx->pos;
     mixed_state *st = calloc(1, sizeof *st);

@@ -73,6 +73,7 @@ static pe_status side(const pe__ctx *ctx, const int64_t *pos, int64_t n, double 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *cfg = ctx->cfg;
     ctx->reads_inputs = 0; /* rotate_backward needs the gradients alone */
+    ctx->transforms = PE__TQ | PE__TK;
     int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     xpos_state *st = calloc(1, sizeof *st);
     double *inv_freq = malloc(sizeof(double) * half), *z = malloc(sizeof(double) * half);

@@ -84,3 +84,19 @@ def test_float64_and_double_module():
     assert y.dtype == torch.float64
     y.sum().backward()
     assert x.grad.dtype == torch.float64 and att.wq.grad.dtype == torch.float64
+
+
+def test_inputs_changed_in_place_before_backward():
+    # the library reads q, k, v again in backward (saved = PE_SAVED_INPUTS), as autograd's saved
+    # tensors: a change in place between forward and backward is refused, not a wrong gradient
+    torch.manual_seed(0)
+    q = torch.randn(1, 1, 5, 8, requires_grad=True)
+    k, v = torch.randn(1, 1, 5, 8), torch.randn(1, 1, 5, 8)
+    o = pt.attention(q, k, v, "rope", causal=True)
+    v.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        o.sum().backward()
+    q.grad = None
+    o = pt.attention(q, k, v, "rope", causal=True)  # unchanged since this forward: a gradient
+    o.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()

@@ -545,10 +545,75 @@ static void refusals(void **state) {
     pe_attention_free(att);
 }
 
+/* ---- what forward_qkv keeps for backward (pe_run_options.saved) ------------------------------ */
+
+static const char *const SAVED[] = {
+    "method=none", "method=none head_scale=true head_scale_init=0.7", "method=alibi", "method=t5",
+    "method=rope", "method=rope rope_values=true rope_layout=interleaved rotary_dim=4 rotary_offset=4",
+    "method=rope rope_scaling=longrope original_max_position_embeddings=8 max_position_embeddings=32",
+    "method=xpos xpos_scale_base=64", "method=fope", "method=floater", "method=pope", "method=cope",
+    "method=fire fire_init_L=8", "method=shaw max_rel=3",
+};
+
+/* The caller's q, k, v read in place (PE_SAVED_INPUTS) give the copies' bits, forward and
+ * backward, on the decode, fused and reference paths, and are left as they were; PE_SAVED_NONE
+ * gives the same o and refuses a backward. */
+static void saved_inputs_are_copies(void **state) {
+    const char *settings = *state;
+    static const qshape shapes[] = {
+        {"decode", 2, 1, 40, 4, 2, 8, 1, 0}, {"fused", 1, 70, 70, 2, 0, 8, 1, 0}, {"cross", 2, 5, 9, 2, 0, 8, 0, 0}};
+    for (int si = 0; si < 3; si++) {
+        const qshape *s = &shapes[si];
+        const int64_t Hkv = s->kv ? s->kv : s->H, C = s->H * s->D, Ckv = Hkv * s->D, B = s->B, T = s->T, Tk = s->Tk;
+        if (!s->causal && strstr(settings, "cope")) continue; /* causal only */
+        char full[512];
+        snprintf(full, sizeof full, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)s->H, (long long)Hkv,
+                 s->causal ? "true" : "false");
+        pe_config cfg;
+        pe_err err;
+        pe_attention *att = NULL;
+        if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, C, &err)) {
+            if (s->kv) continue; /* no grouped-query attention for this method */
+            fail_msg("%s: %s", full, err.msg);
+        }
+        pe_layer L;
+        if (pe_layer_init(&L, att, 128, 7 + si, &err)) fail_msg("%s", err.msg);
+        pe_rng rng = {900 + si};
+        const int64_t nq = B * T * C, nk = B * Tk * Ckv;
+        float *q = pe_test_uniform(nq, &rng), *k = pe_test_uniform(nk, &rng), *v = pe_test_uniform(nk, &rng);
+        float *dout = pe_test_uniform(nq, &rng), *kept = malloc(sizeof(float) * (size_t)(nq + 2 * nk));
+        memcpy(kept, q, sizeof(float) * nq), memcpy(kept + nq, k, sizeof(float) * nk), memcpy(kept + nq + nk, v, sizeof(float) * nk);
+        for (int path = PE_PATH_AUTO; path <= PE_PATH_REFERENCE; path++) {
+            qrun r[2];
+            for (int mode = 0; mode < 2; mode++) {
+                pe_attention_set_run_options(att, &(pe_run_options){.path = path, .saved = mode ? PE_SAVED_INPUTS : PE_SAVED_COPIES});
+                qkv_run(att, &L, s, q, k, v, NULL, dout, NULL, &r[mode]);
+            }
+            if (memcmp(r[0].o, r[1].o, sizeof(float) * nq) || memcmp(r[0].dq, r[1].dq, sizeof(float) * nq) ||
+                memcmp(r[0].dk, r[1].dk, sizeof(float) * nk) || memcmp(r[0].dv, r[1].dv, sizeof(float) * nk) ||
+                memcmp(r[0].grads, r[1].grads, sizeof(float) * L.n))
+                fail_msg("%s [%s, path %d]: the caller's arrays in place differ from copies", settings, s->name, path);
+            if (memcmp(kept, q, sizeof(float) * nq) || memcmp(kept + nq, k, sizeof(float) * nk) ||
+                memcmp(kept + nq + nk, v, sizeof(float) * nk))
+                fail_msg("%s [%s]: forward or backward wrote the caller's q, k or v", settings, s->name);
+            pe_attention_set_run_options(att, &(pe_run_options){.path = path, .saved = PE_SAVED_NONE});
+            float *o = malloc(sizeof(float) * nq);
+            if (pe_attention_forward_qkv(att, &L.w, q, k, v, B, T, Tk, NULL, o, NULL, NULL, &err)) fail_msg("%s", err.msg);
+            assert_memory_equal(o, r[0].o, sizeof(float) * nq);
+            assert_int_equal(pe_attention_backward_qkv(att, &L.w, dout, r[1].dq, NULL, NULL, &L.g, &err), PE_EINVAL);
+            free(o);
+            qrun_free(&r[0]), qrun_free(&r[1]);
+        }
+        free(q), free(k), free(v), free(dout), free(kept);
+        pe_layer_free(&L);
+        pe_attention_free(att);
+    }
+}
+
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0],
-           NR = sizeof ROTARY / sizeof ROTARY[0] };
-    struct CMUnitTest tests[2 * NM + NF + NP + NR + 1];
+           NR = sizeof ROTARY / sizeof ROTARY[0], NS = sizeof SAVED / sizeof SAVED[0] };
+    struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
@@ -560,6 +625,8 @@ int main(void) {
         tests[n++] = (struct CMUnitTest){METHODS[i], qkv_finite_differences, NULL, NULL, (void *)METHODS[i]};
     for (int i = 0; i < NR; i++)
         tests[n++] = (struct CMUnitTest){ROTARY[i], rotation_on_caller_buffers, NULL, NULL, (void *)ROTARY[i]};
+    for (int i = 0; i < NS; i++)
+        tests[n++] = (struct CMUnitTest){SAVED[i], saved_inputs_are_copies, NULL, NULL, (void *)SAVED[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
