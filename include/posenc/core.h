@@ -443,7 +443,8 @@ pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const fl
  * needs Tk >= T (per row: k_lens >= q_lens). A query left with no key is an error. Rows of
  * different lengths are padded (q_lens, k_lens of pe_positions), or packed into one row with
  * restarting positions and a block-diagonal mask. Methods that act on the input embedding
- * (sinusoidal, learned, complex) refuse this form. */
+ * (sinusoidal, learned, complex) refuse this form. What it keeps for backward_qkv, copies of
+ * q, k, v or the caller's arrays themselves or nothing, is pe_run_options.saved. */
 pe_status pe_attention_forward_qkv(pe_attention *att, const pe_weights *w, const float *q,
                                    const float *k, const float *v, int64_t B, int64_t T, int64_t Tk,
                                    const pe_positions *at, float *o, float *scores, float *probs,

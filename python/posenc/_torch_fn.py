@@ -275,8 +275,10 @@ class _QkvFn(torch.autograd.Function):
         params = {n: t for n, t in zip(names, tensors) if t is not None}
         B, T, Tk = q.shape[0], q.shape[1], k.shape[1]
         # the library reads q, k, v in place again in backward (pe_run_options.saved): q32, k32,
-        # v32 stay in ctx.keep, and q, k, v are saved so that an in-place change is caught
-        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads(), _lib.SAVED_INPUTS)
+        # v32 stay in ctx.keep, and q, k, v are saved so that an in-place change is caught; with
+        # no gradient to take (torch.no_grad, nothing requiring one) it keeps nothing
+        saved = _lib.SAVED_INPUTS if any(ctx.needs_input_grad) else _lib.SAVED_NONE
+        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads(), saved)
         if dropout > 0:
             call.dropout(dropout, _dropout_seed())
         w, keep = _weights(spec, None, method, params)

@@ -100,3 +100,14 @@ def test_inputs_changed_in_place_before_backward():
     o = pt.attention(q, k, v, "rope", causal=True)  # unchanged since this forward: a gradient
     o.sum().backward()
     assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_no_grad_attention_equals_the_graded_one():
+    # under torch.no_grad the library keeps nothing for a backward (saved = PE_SAVED_NONE): the
+    # same output
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 4, 6, 8, requires_grad=True), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 8)
+    want = pt.attention(q, k, v, "alibi", causal=True)
+    with torch.no_grad():
+        got = pt.attention(q, k, v, "alibi", causal=True)
+    assert not got.requires_grad and torch.equal(got, want.detach())
