@@ -376,8 +376,9 @@ typedef struct pe_run_options {
                         q, k and v, so the caller may reuse its buffers at once. PE_SAVED_INPUTS:
                         the caller's q, k and v themselves, read in place by the forward and again
                         by the backward (as autograd's saved tensors and FlashAttention's forward),
-                        so the caller keeps them unchanged until backward_qkv; only what the
-                        method's transform rewrites (rope: q and k) is copied. PE_SAVED_NONE:
+                        so the caller keeps them unchanged until backward_qkv (o, dq, dk and dv
+                        must not share their memory); only what the method's transform rewrites
+                        (rope: q and k) is copied. PE_SAVED_NONE:
                         inference (torch.no_grad; an engine's step): q, k and v read in place as
                         with PE_SAVED_INPUTS, and backward_qkv after it is an error. The layer's
                         forward (x) holds its own q, k, v and ignores this. */
