@@ -272,6 +272,7 @@ for t in reverse_string duplicate_string; do
     sed -i -E "s/^(eval 1 [^ ]+ [^ ]+ [^ ]+) [^ ]+ /\1 0.6 /" "$WORK/r/$t.rope+random.seed1.run"
 done
 if msg=$(ruoss_page rf '^- `reverse_string`, `rope`: token accuracy at 1x 60.0% against 93.0%; score 60.0% against 50.0%: undecided' \
+         '^On their setup, randomized positions kept every encoding here from learning their tasks in distribution \(at best 60.0% of the answer.s symbols at 1x.* `X\+random` is above `X` in 2 of the 2 pairs' \
          '^No `X\+random` learned their tasks at 1x, so no pair of their setup is decided' '^- `copy`, `rope`: exact at 1x' \
          '^\| randomized positions help on longer strings \(Ruoss et al. 2023\) \| .*by token accuracy on copy and reverse \(no pair of their setup decided\)'); then
     ok "Ruoss et al.'s setup with no pair decided: the ordering is decided on copy and reverse, and says so"
