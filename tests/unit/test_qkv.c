@@ -160,6 +160,24 @@ static const char *const FUSED[] = {
     "method=huang3 max_rel=3", "method=huang4 max_rel=4",
 };
 
+/* The layer of settings at shape s (its heads, kv heads, causal) and its random tensors (rows:
+ * those of tables with free rows); NULL where the method has no grouped-query attention. */
+static pe_attention *qshape_layer(const char *settings, const qshape *s, int64_t rows, uint64_t seed, pe_layer *L) {
+    const int64_t Hkv = s->kv ? s->kv : s->H;
+    char full[512];
+    snprintf(full, sizeof full, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)s->H, (long long)Hkv,
+             s->causal ? "true" : "false");
+    pe_config cfg;
+    pe_err err;
+    pe_attention *att = NULL;
+    if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, s->H * s->D, &err)) {
+        if (s->kv) return NULL;
+        fail_msg("%s: %s", full, err.msg);
+    }
+    if (pe_layer_init(L, att, rows, seed, &err)) fail_msg("%s", err.msg);
+    return att;
+}
+
 typedef struct qrun {
     float *o, *dq, *dk, *dv, *grads;
 } qrun;
@@ -186,18 +204,9 @@ static void fused_qkv_matches_reference(void **state) {
     for (size_t si = 0; si < sizeof QSHAPES / sizeof QSHAPES[0]; si++) {
         const qshape *s = &QSHAPES[si];
         const int64_t Hkv = s->kv ? s->kv : s->H, C = s->H * s->D, Ckv = Hkv * s->D, B = s->B, T = s->T, Tk = s->Tk;
-        char full[512];
-        snprintf(full, sizeof full, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)s->H, (long long)Hkv,
-                 s->causal ? "true" : "false");
-        pe_config cfg;
-        pe_err err;
-        pe_attention *att = NULL;
-        if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, C, &err)) {
-            if (s->kv) continue; /* no grouped-query attention for this method */
-            fail_msg("%s: %s", full, err.msg);
-        }
         pe_layer L;
-        if (pe_layer_init(&L, att, 512, 31 + si, &err)) fail_msg("%s", err.msg);
+        pe_attention *att = qshape_layer(settings, s, 512, 31 + si, &L);
+        if (!att) continue; /* no grouped-query attention for this method */
         pe_rng rng = {500 + si};
         float *q = pe_test_uniform(B * T * C, &rng), *k = pe_test_uniform(B * Tk * Ckv, &rng), *v = pe_test_uniform(B * Tk * Ckv, &rng);
         float *dout = pe_test_uniform(B * T * C, &rng);
@@ -566,18 +575,10 @@ static void saved_inputs_are_copies(void **state) {
         const qshape *s = &shapes[si];
         const int64_t Hkv = s->kv ? s->kv : s->H, C = s->H * s->D, Ckv = Hkv * s->D, B = s->B, T = s->T, Tk = s->Tk;
         if (!s->causal && strstr(settings, "cope")) continue; /* causal only */
-        char full[512];
-        snprintf(full, sizeof full, "%s heads=%lld kv_heads=%lld causal=%s", settings, (long long)s->H, (long long)Hkv,
-                 s->causal ? "true" : "false");
-        pe_config cfg;
-        pe_err err;
-        pe_attention *att = NULL;
-        if (pe_test_config(full, &cfg, &err) || pe_attention_init(&att, &cfg, C, &err)) {
-            if (s->kv) continue; /* no grouped-query attention for this method */
-            fail_msg("%s: %s", full, err.msg);
-        }
         pe_layer L;
-        if (pe_layer_init(&L, att, 128, 7 + si, &err)) fail_msg("%s", err.msg);
+        pe_attention *att = qshape_layer(settings, s, 128, 7 + si, &L);
+        if (!att) continue; /* no grouped-query attention for this method */
+        pe_err err;
         pe_rng rng = {900 + si};
         const int64_t nq = B * T * C, nk = B * Tk * Ckv;
         float *q = pe_test_uniform(nq, &rng), *k = pe_test_uniform(nk, &rng), *v = pe_test_uniform(nk, &rng);
