@@ -137,7 +137,6 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
 #undef CARVE
     a->q = a->qbuf, a->k = a->kbuf, a->v = a->vbuf;
     a->q_in = a->q_inbuf, a->k_in = a->k_inbuf;
-    a->inputs_kept = 0;
     return PE_OK;
 }
 
@@ -397,13 +396,12 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
  * caller's q and k are then also the transform's inputs its backward may read (q_in, k_in). */
 static void take_inputs(pe_attention *a, const float *q, const float *k, const float *v) {
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
-    const unsigned rewritten = a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
-    a->inputs_kept = a->run.saved != PE_SAVED_COPIES;
-    const unsigned copied = a->inputs_kept ? rewritten : PE__TQ | PE__TK | PE__TV;
+    const int kept = a->run.saved != PE_SAVED_COPIES;
+    const unsigned copied = !kept ? PE__TQ | PE__TK | PE__TV : a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
     a->q = copied & PE__TQ ? memcpy(a->qbuf, q, sizeof(float) * nq) : q;
     a->k = copied & PE__TK ? memcpy(a->kbuf, k, sizeof(float) * nk) : k;
     a->v = copied & PE__TV ? memcpy(a->vbuf, v, sizeof(float) * nk) : v;
-    if (a->inputs_kept) a->q_in = q, a->k_in = k;
+    if (kept) a->q_in = q, a->k_in = k;
 }
 
 pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const float *q, const float *k,

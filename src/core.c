@@ -151,7 +151,7 @@ static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, 
 pe_status pe__core_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
     if (a->m->rotate_forward && !a->pre) {
-        if (ctx->reads_inputs && !a->inputs_kept) {
+        if (ctx->reads_inputs && a->q_in == a->q_inbuf) { /* not the caller's arrays: keep a copy */
             memcpy(a->q_inbuf, a->qbuf, sizeof(float) * a->B * a->T * a->C);
             memcpy(a->k_inbuf, a->kbuf, sizeof(float) * a->B * a->Tk * a->Ckv);
         }

@@ -30,8 +30,8 @@ struct pe_attention {
     const float *q, *k, *v;    /* (B, T, C), (B, Tk, Ckv) twice */
     const float *q_in, *k_in;  /* q and k before the rotate hook, where its backward reads them */
     float *qbuf, *kbuf, *vbuf; /* the layer's: the projections' outputs, the copies, the transform's in place */
-    float *q_inbuf, *k_inbuf;  /* copies of q_in, k_in (NULL without a rotate hook) */
-    int inputs_kept;           /* the last forward_qkv read the caller's arrays (q_in, k_in among them) */
+    float *q_inbuf, *k_inbuf;  /* copies of q_in, k_in (NULL without a rotate hook), unless q_in and k_in
+                                  are the caller's arrays (forward_qkv keeping its inputs) */
     float *s;    /* (B, H, T, Tk) */
     float *p;    /* (B, H, T, Tk) */
     int fused;    /* the last forward ran the fused path: s, p are NULL and stats is set */
