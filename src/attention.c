@@ -124,10 +124,10 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         CARVE(s, B * H * T * Tk);
         CARVE(p, B * H * T * Tk);
     }
-    if (layer) CARVE(xe, B * T * C);
-    else a->xe = NULL;
-    if (M) CARVE(kvin, B * Tk * C);
-    else a->kvin = a->xe;
+    if (layer) CARVE(xebuf, B * T * C);
+    else a->xebuf = NULL;
+    if (M) CARVE(kvinbuf, B * Tk * C);
+    else a->kvinbuf = NULL;
     if (rot) {
         CARVE(q_inbuf, B * T * C);
         CARVE(k_inbuf, B * Tk * Ckv);
@@ -322,14 +322,23 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if ((st = begin(a, w, B, T, Tk, memory ? &xl_at : at, memory ? M : 0, !memory, err))) return st;
     pe__ctx *ctx = &a->ctx;
 
-    /* pass 1: x' = x + P[pos], and [mems; x'] */
-    memcpy(a->xe, x, sizeof(float) * B * T * C);
-    if (a->m->embed_forward) a->m->embed_forward(ctx, a->xe);
-    if (M)
+    /* pass 1: x' = x + P[pos], and [mems; x']. Where x passes unchanged and the caller keeps it
+     * for backward (pe_run_options.saved, as for forward_qkv's q, k, v), x is read in place. */
+    if (a->run.saved != PE_SAVED_COPIES && !a->m->embed_forward && !M) {
+        a->xe = x;
+    } else {
+        memcpy(a->xebuf, x, sizeof(float) * B * T * C);
+        if (a->m->embed_forward) a->m->embed_forward(ctx, a->xebuf);
+        a->xe = a->xebuf;
+    }
+    a->kvin = a->xe;
+    if (M) {
         for (int64_t b = 0; b < B; b++) {
-            memcpy(a->kvin + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
-            memcpy(a->kvin + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
+            memcpy(a->kvinbuf + b * Tk * C, mems + b * M * C, sizeof(float) * M * C);
+            memcpy(a->kvinbuf + (b * Tk + M) * C, a->xe + b * T * C, sizeof(float) * T * C);
         }
+        a->kvin = a->kvinbuf;
+    }
     /* pass 2: projections; then the projected form; pass 5: the output projection */
     pe__linear_forward(a->qbuf, a->xe, w->wq, w->bq, B * T, C, C);
     pe__linear_forward(a->kbuf, a->kvin, w->wk, w->bk, B * Tk, C, Ckv);
@@ -337,7 +346,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if ((st = pe__core_forward(a, scores, probs, err))) return st;
     pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
     if ((st = finite_out(y, B * T * C, "y", err))) return st;
-    a->have_forward = 1;
+    a->have_forward = a->run.saved != PE_SAVED_NONE;
     return PE_OK;
 }
 
@@ -480,6 +489,11 @@ pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const fl
     return st;
 }
 
+/* Whether [a, a + na) and [b, b + nb) (floats) share memory (b NULL: no) */
+static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
+    return b && (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
+}
+
 pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const float *dout, float *dq,
                                     float *dk, float *dv, pe_grads *g, pe_err *err) {
     if (!a->have_forward || a->layer)
@@ -488,20 +502,31 @@ pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const 
     pe_grads none = {0};
     pe_weights wnone = {0};
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
+    /* the core adds into dq, dk, dv: the caller's arrays, zeroed, where nothing the backward
+     * reads (dout, the saved q, k, v and the transform's inputs) nor another of them shares
+     * their memory; else (and for NULL) a scratch copied out at the end */
+    float *given[3] = {dq, dk, dv}, *into[3];
+    const int64_t len[3] = {nq, nk, nk};
+    const float *reads[6] = {dout, a->q, a->k, a->v, a->q_in, a->k_in};
+    const int64_t rlen[6] = {nq, nq, nk, nk, nq, nk};
     float *work = pe__scratch_get(&a->grad, (size_t)(nq + 2 * nk));
     if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
-    memset(work, 0, sizeof(float) * (size_t)(nq + 2 * nk)); /* the core adds into dq, dk, dv */
+    for (int i = 0, direct; i < 3; i++) {
+        direct = given[i] != NULL;
+        for (int r = 0; r < 6 && direct; r++) direct = !overlaps(given[i], len[i], reads[r], rlen[r]);
+        for (int o = 0; o < 3 && direct; o++) direct = o == i || !overlaps(given[i], len[i], given[o], len[o]);
+        into[i] = direct ? given[i] : work + (i ? nq + (i - 1) * nk : 0);
+        memset(into[i], 0, sizeof(float) * (size_t)len[i]);
+    }
     a->ctx.w = w ? w : &wnone;
     a->ctx.g = g ? g : &none;
     a->ctx.sinks = pe__sinks_of(a, a->ctx.w), a->ctx.dsinks = pe__dsinks_of(a, a->ctx.g);
-    pe_status st = pe__core_backward(a, dout, work, work + nq, work + nq + nk, err);
+    pe_status st = pe__core_backward(a, dout, into[0], into[1], into[2], err);
     if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
-    if (!st) st = finite_out(work, nq + 2 * nk, "dq, dk, dv", err);
-    if (!st) {
-        if (dq) memcpy(dq, work, sizeof(float) * nq);
-        if (dk) memcpy(dk, work + nq, sizeof(float) * nk);
-        if (dv) memcpy(dv, work + nq + nk, sizeof(float) * nk);
-    }
+    static const char *const name[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3 && !st; i++) st = finite_out(into[i], len[i], name[i], err);
+    for (int i = 0; i < 3 && !st; i++)
+        if (given[i] && into[i] != given[i]) memcpy(given[i], into[i], sizeof(float) * (size_t)len[i]);
     a->ctx.g = NULL;
     return st;
 }
@@ -521,15 +546,16 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     ctx->w = w;
     ctx->g = g;
     ctx->sinks = pe__sinks_of(a, w), ctx->dsinks = pe__dsinks_of(a, g);
-    const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * Tk * C);
+    /* dout, dq, dx' (when the caller passes no dx), dk, dv, and with memory the gradient of [mems; x'] */
+    const size_t n = (size_t)(B * T * C) * 3 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(M ? B * Tk * C : 0);
     float *work = pe__scratch_get(&a->grad, n);
     if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %zu floats of gradients", n);
     float *dout = work;                 /* (B, T, C) */
     float *dq = dout + B * T * C;       /* (B, T, C) */
-    float *dxe = dq + B * T * C;        /* (B, T, C) */
-    float *dk = dxe + B * T * C;        /* (B, Tk, Ckv) */
+    float *dk = dq + 2 * B * T * C;     /* (B, Tk, Ckv) */
     float *dv = dk + B * Tk * Ckv;      /* (B, Tk, Ckv) */
-    float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C) */
+    float *dkvin = dv + B * Tk * Ckv;   /* (B, Tk, C), with memory */
+    float *dxe = dx ? dx : dq + B * T * C; /* (B, T, C): the caller's dx, written whole */
     /* the core adds into dq, dk, dv; dout, dxe and dkvin are written whole before they are read */
     memset(dq, 0, sizeof(float) * (size_t)(B * T * C));
     memset(dk, 0, sizeof(float) * (size_t)(2 * B * Tk * Ckv));
@@ -541,17 +567,26 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
         ctx->g = NULL;
         return st;
     }
-    /* pass 2: the projections */
-    pe__linear_backward(dxe, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
-    pe__linear_backward(dkvin, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
-    pe__linear_backward(dkvin, 1, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
-    for (int64_t b = 0; b < B; b++) /* the segment's part of [mems; x']; mems get no gradient */
-        for (int64_t i = 0; i < T * C; i++) dxe[b * T * C + i] += dkvin[(b * Tk + M) * C + i];
+    /* pass 2: the projections, their weights' gradients first (x' may be the caller's x, which a
+     * dx sharing its memory overwrites); the keys' and values' share of dx' added to the
+     * queries', in place without memory (the keys are x'), else through [mems; x'] */
+    pe__linear_backward(NULL, 0, g->dwq, g->dbq, dq, a->xe, w->wq, B * T, C, C);
+    pe__linear_backward(NULL, 0, g->dwk, g->dbk, dk, a->kvin, w->wk, B * Tk, C, Ckv);
+    pe__linear_backward(NULL, 0, g->dwv, g->dbv, dv, a->kvin, w->wv, B * Tk, C, Ckv);
+    pe__linear_backward(dxe, 0, NULL, NULL, dq, NULL, w->wq, B * T, C, C);
+    if (!M) {
+        pe__linear_backward(dxe, 1, NULL, NULL, dk, NULL, w->wk, B * T, C, Ckv);
+        pe__linear_backward(dxe, 1, NULL, NULL, dv, NULL, w->wv, B * T, C, Ckv);
+    } else {
+        pe__linear_backward(dkvin, 0, NULL, NULL, dk, NULL, w->wk, B * Tk, C, Ckv);
+        pe__linear_backward(dkvin, 1, NULL, NULL, dv, NULL, w->wv, B * Tk, C, Ckv);
+        for (int64_t b = 0; b < B; b++) /* the segment's part of [mems; x']; mems get no gradient */
+            for (int64_t i = 0; i < T * C; i++) dxe[b * T * C + i] += dkvin[(b * Tk + M) * C + i];
+    }
     /* pass 1: x' = x + P[pos]; then the tables of prepare */
     if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
     if (a->m->finish_backward) a->m->finish_backward(ctx);
     st = finite_out(dxe, B * T * C, "dx", err);
-    if (dx && !st) memcpy(dx, dxe, sizeof(float) * B * T * C);
     ctx->g = NULL;
     return st;
 }

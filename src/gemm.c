@@ -29,10 +29,11 @@ void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
                         int64_t out) {
-    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
+    /* y starts as the bias rows and the product is added to it: one pass over y where a zeroed
+     * y (BLAS's beta = 0 fills it) and a bias pass after it were two */
     if (b)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
+        for (int64_t r = 0; r < n; r++) memcpy(y + r * out, b, sizeof(float) * (size_t)out);
+    pe__gemm(0, 1, n, out, in, 1.0f, x, in, w, in, b ? 1.0f : 0.0f, y, out);
 }
 
 /* forward was y = x W^T + b, so now: dx (+)= dy W, dW += dy^T x, db += sum_rows dy. */

@@ -22,8 +22,10 @@ struct pe_attention {
     int64_t B, T, M, Tk;
     float *mem; /* one block, carved below */
     size_t mem_floats;
-    float *xe;   /* (B, T, C)    x' = x + P[pos] (layer) */
-    float *kvin; /* (B, Tk, C)   [mems; x'] (== xe when M = 0) */
+    const float *xe;   /* (B, T, C)  x' = x + P[pos] (layer): xebuf, or the caller's x itself where
+                          no embedding rewrites it and the run options keep inputs (saved) */
+    const float *kvin; /* (B, Tk, C) [mems; x']: kvinbuf, or xe when M = 0 */
+    float *xebuf, *kvinbuf;
     /* q, k, v as the core reads them: the layer's own buffers below, or, for a forward_qkv
      * that keeps its inputs (pe_run_options.saved), the caller's arrays wherever the transform
      * stage leaves them alone */

@@ -52,9 +52,9 @@ void tr_linear_forward(float *y, const float *x, const float *w, const float *b,
     tr_gemm(0, 1, N, Out, In, 1.0f, x, In, w, In, b ? 1.0f : 0.0f, y, Out);
 }
 
-void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+void tr_linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                         const float *w, int64_t N, int64_t In, int64_t Out) {
-    if (dx) tr_gemm(0, 0, N, In, Out, 1.0f, dy, Out, w, In, 1.0f, dx, In);
+    if (dx) tr_gemm(0, 0, N, In, Out, 1.0f, dy, Out, w, In, accumulate ? 1.0f : 0.0f, dx, In);
     if (dw) tr_gemm(1, 0, Out, In, N, 1.0f, dy, Out, x, In, 1.0f, dw, In);
     if (db)
         for (int64_t r = 0; r < N; r++)

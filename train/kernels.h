@@ -15,9 +15,9 @@ void tr_gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float al
 /* y (N, Out) = x (N, In) w^T + b;  w (Out, In) PyTorch layout, b (Out) or NULL. */
 void tr_linear_forward(float *y, const float *x, const float *w, const float *b, int64_t N,
                        int64_t In, int64_t Out);
-/* forward was y = x w^T + b, so now: dx += dy w, dw += dy^T x, db += sum_rows dy.
- * Any of dx, dw, db may be NULL. */
-void tr_linear_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+/* forward was y = x w^T + b, so now: dx = dy w (accumulate: dx += dy w), dw += dy^T x,
+ * db += sum_rows dy. Any of dx, dw, db may be NULL. */
+void tr_linear_backward(float *dx, int accumulate, float *dw, float *db, const float *dy, const float *x,
                         const float *w, int64_t N, int64_t In, int64_t Out);
 /* The GEMMs of one training step alone (posenc train --profile's bound): per layer the four
  * attention projections (C to C) and the MLP (C to F, F to C), and the tied output (C to V),

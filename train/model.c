@@ -239,6 +239,9 @@ pe_status tr_model_init(tr_model **out, const tr_model_config *cfg, uint64_t see
         else snprintf(lm, sizeof lm, "%s", own ? cfg->method : pe_method_name(PE_METHOD_NONE));
         st = tr_make_attention(&L->att, cfg, lm, cfg->heads, !cfg->bidirectional, l, err);
         if (st) break;
+        /* the layer's input (a->ln1's slice of the layer) stays as it is until backward: the
+         * layer reads it in place rather than copying it */
+        pe_attention_set_run_options(L->att, &(pe_run_options){.saved = PE_SAVED_INPUTS});
         if (nsched && pe_attention_has_memory(L->att)) {
             /* the memory is every layer's input of the last segment, carried as one block */
             st = pe_error(err, PE_EINVAL, "schedule: method '%s' carries memory between segments; it trains alone, not in a schedule", lm);
@@ -508,8 +511,7 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
         for (int64_t v = 0; v < V; v++) d[v] = a->probs[i * V + v] * inv;
         d[a->tgt[i]] -= inv;
     }
-    memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
-    TIMED(gemm, tr_linear_backward(a->dln, dwte, NULL, a->dlogits, a->lnf, m->wte, N, C, V));
+    TIMED(gemm, tr_linear_backward(a->dln, 0, dwte, NULL, a->dlogits, a->lnf, m->wte, N, C, V));
     memset(a->dx, 0, sizeof(float) * (size_t)(N * C));
     tr_layernorm_backward(a->dx, g + m->t[m->t_lnfw].off, g + m->t[m->t_lnfb].off, a->dln,
                           a->x + Ly * N * C, a->lnfs, a->lnfs + N, m->lnfw, N, C);
@@ -526,13 +528,11 @@ pe_status tr_model_backward(tr_model *m, pe_err *err) {
               *fc = a->fc + l * N * F, *act = a->act + l * N * F;
         /* forward was xout = xmid + gelu(ln2 fcw^T + fcb) prw^T + prb, ln2 = LN(xmid), so now:
          * dx (the gradient of xout) flows to xmid unchanged, plus through the MLP */
-        memset(a->dfc, 0, sizeof(float) * (size_t)(N * F));
         const float *dy = a->dx;
         if (dp > 0) tr_dropout(a->tmp, a->dx, N, C, dp, m->drop_key, 2 + 2 * l, t0), dy = a->tmp;
-        TIMED(gemm, tr_linear_backward(a->dfc, GRAD(L->prw), GRAD(L->prb), dy, act, L->prw, N, F, C));
+        TIMED(gemm, tr_linear_backward(a->dfc, 0, GRAD(L->prw), GRAD(L->prb), dy, act, L->prw, N, F, C));
         tr_gelu_backward(a->dfc, fc, a->gt + l * N * F, N * F);
-        memset(a->dln, 0, sizeof(float) * (size_t)(N * C));
-        TIMED(gemm, tr_linear_backward(a->dln, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F));
+        TIMED(gemm, tr_linear_backward(a->dln, 0, GRAD(L->fcw), GRAD(L->fcb), a->dfc, ln2, L->fcw, N, C, F));
         tr_layernorm_backward(a->dx, GRAD(L->ln2w), GRAD(L->ln2b), a->dln, xmid, a->ln2s + l * 2 * N,
                               a->ln2s + l * 2 * N + N, L->ln2w, N, C);
         pe_status st;

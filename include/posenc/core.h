@@ -381,7 +381,10 @@ typedef struct pe_run_options {
                         (rope: q and k) is copied. PE_SAVED_NONE:
                         inference (torch.no_grad; an engine's step): q, k and v read in place as
                         with PE_SAVED_INPUTS, and backward_qkv after it is an error. The layer's
-                        forward (x) holds its own q, k, v and ignores this. */
+                        forward (x) holds its own q, k and v; under PE_SAVED_INPUTS it reads x in
+                        place too, where no absolute encoding or memory rewrites it (the caller
+                        keeps x unchanged until backward), and after PE_SAVED_NONE its backward is
+                        an error. */
 } pe_run_options;
 void pe_attention_set_run_options(pe_attention *att, const pe_run_options *opt);
 /* The kernels the fused path runs under these options (opt NULL: the defaults): "avx512",

@@ -100,7 +100,26 @@ static void mm_nt(float *s, int64_t lds, const float *a, int64_t lda, const floa
  * tile (ars = lda, als = 1) or its transpose (ars = 1, als = lda). rows % MRR == 0, dp % VEC == 0 */
 static void mm_acc(float *c, int64_t ldc, const float *a, int64_t ars, int64_t als, const float *b,
                    int64_t ldb, int64_t rows, int64_t L, int64_t dp) {
-    for (int64_t r0 = 0; r0 < rows; r0 += MRR) {
+    int64_t r0 = 0;
+    /* Narrow heads (head_dim 16 on AVX-512): the loops below would give a vector of columns
+     * MRR accumulators, too few independent chains to cover the FMA's latency; here it has
+     * twice as many rows. Each element's sum keeps its order over l: the same bits. */
+    if (dp < NV * VEC)
+        for (; r0 + 2 * MRR <= rows; r0 += 2 * MRR)
+            for (int64_t d0 = 0; d0 < dp; d0 += VEC) {
+                vf acc[2 * MRR];
+#pragma GCC unroll 8
+                for (int m = 0; m < 2 * MRR; m++) acc[m] = vld(c + (r0 + m) * ldc + d0);
+                const float *ar = a + r0 * ars;
+                for (int64_t l = 0; l < L; l++) {
+                    const vf bv = vld(b + l * ldb + d0);
+#pragma GCC unroll 8
+                    for (int m = 0; m < 2 * MRR; m++) acc[m] = fmadd(vbc(ar[m * ars + l * als]), bv, acc[m]);
+                }
+#pragma GCC unroll 8
+                for (int m = 0; m < 2 * MRR; m++) vst(c + (r0 + m) * ldc + d0, acc[m]);
+            }
+    for (; r0 < rows; r0 += MRR) {
         int64_t d0 = 0;
         for (; d0 + NV * VEC <= dp; d0 += NV * VEC) {
             vf acc[MRR][NV];
@@ -493,8 +512,26 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
     float cb[2 * CH] __attribute__((aligned(64))), sb[2 * CH] __attribute__((aligned(64)));
     const int64_t half = rd / 2;
     const vi swap = SWAP;
+    vi halves; /* lane t <-> lane t + VEC/2 */
+    for (int e = 0; e < VEC; e++) halves[e] = (e + VEC / 2) % VEC;
     for (int64_t i = r0; i < r1; i++) {
         const float *c = cs + i * half * 2;
+        if (layout == PE_ROPE_HALF && 2 * half == VEC) {
+            /* a head's rotated slice is one vector (head_dim 16 on AVX-512, which the loop below
+             * would leave scalar): x' = x co + (its halves swapped) si, co = (c, c), si = (-s, s) */
+            vf co = {0}, si = {0};
+            for (int64_t t = 0; t < half; t++) {
+                const float s_ = sin_sign * c[2 * t + 1];
+                co[t] = co[t + half] = c[2 * t];
+                si[t] = -s_, si[t + half] = s_;
+            }
+            for (int64_t h = 0; h < nh; h++) {
+                float *xp = x + i * ldx + h * D;
+                const vf a = vld(xp);
+                vst(xp, a * co + SHUF(a, halves) * si);
+            }
+            continue;
+        }
         for (int64_t t0 = 0; t0 < half; t0 += CH) {
             const int64_t n = half - t0 < CH ? half - t0 : CH;
             if (layout == PE_ROPE_HALF) {

@@ -337,7 +337,7 @@ static void rope_scalar(float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, 
 static void rope_bit_identical(void **state) {
     (void)state;
     const char *isas[] = {"generic", "avx2", "avx512"};
-    const int64_t Ds[] = {40, 128, 6, 1100};
+    const int64_t Ds[] = {40, 128, 6, 1100, 16, 8}; /* 16, 8: a head's rotated slice is one vector of avx512, avx2 */
     for (size_t di = 0; di < sizeof Ds / sizeof Ds[0]; di++) {
         const int64_t D = Ds[di], nh = 3, n = 300, ld = nh * D + 5;
         const int64_t rds[] = {D, D - 2, 2};

@@ -597,6 +597,24 @@ static void saved_inputs_are_copies(void **state) {
             if (memcmp(kept, q, sizeof(float) * nq) || memcmp(kept + nq, k, sizeof(float) * nk) ||
                 memcmp(kept + nq + nk, v, sizeof(float) * nk))
                 fail_msg("%s [%s]: forward or backward wrote the caller's q, k or v", settings, s->name);
+            /* gradients over arrays the backward reads: dq over dout, dk over k (read in place
+             * under PE_SAVED_INPUTS), dv over v; the same bits as separate arrays */
+            for (int mode = 0; mode < 2; mode++) {
+                float *q2 = malloc(sizeof(float) * nq), *d2 = malloc(sizeof(float) * nq), *k2 = malloc(sizeof(float) * nk),
+                      *v2 = malloc(sizeof(float) * nk), *o2 = malloc(sizeof(float) * nq);
+                memcpy(q2, q, sizeof(float) * nq), memcpy(d2, dout, sizeof(float) * nq);
+                memcpy(k2, k, sizeof(float) * nk), memcpy(v2, v, sizeof(float) * nk);
+                pe_attention_set_run_options(att, &(pe_run_options){.path = path, .saved = mode ? PE_SAVED_INPUTS : PE_SAVED_COPIES});
+                pe_layer_zero_grad(&L);
+                if (pe_attention_forward_qkv(att, &L.w, q2, k2, v2, B, T, Tk, NULL, o2, NULL, NULL, &err) ||
+                    pe_attention_backward_qkv(att, &L.w, d2, d2, k2, v2, &L.g, &err))
+                    fail_msg("%s [%s]: %s", settings, s->name, err.msg);
+                if (memcmp(d2, r[0].dq, sizeof(float) * nq) || memcmp(k2, r[0].dk, sizeof(float) * nk) ||
+                    memcmp(v2, r[0].dv, sizeof(float) * nk) || memcmp(L.block + L.n, r[0].grads, sizeof(float) * L.n))
+                    fail_msg("%s [%s, path %d, saved %d]: gradients written over dout, k and v differ", settings, s->name,
+                             path, mode);
+                free(q2), free(d2), free(k2), free(v2), free(o2);
+            }
             pe_attention_set_run_options(att, &(pe_run_options){.path = path, .saved = PE_SAVED_NONE});
             float *o = malloc(sizeof(float) * nq);
             if (pe_attention_forward_qkv(att, &L.w, q, k, v, B, T, Tk, NULL, o, NULL, NULL, &err)) fail_msg("%s", err.msg);
@@ -611,10 +629,62 @@ static void saved_inputs_are_copies(void **state) {
     }
 }
 
+/* The layer under PE_SAVED_INPUTS reads x in place where nothing rewrites it (no absolute
+ * encoding, no memory): y, dx and every gradient the copies' bits, x unchanged, a dx that
+ * shares x's memory the same dx (the weights' gradients read x first); PE_SAVED_NONE: the same
+ * y and a refused backward. */
+static const char *const LAYER_SAVED[] = {
+    "method=none", "method=rope", "method=alibi", "method=t5 num_buckets=8 max_distance=12", "method=sinusoidal",
+    "method=xl", "method=data_alibi", "method=floater", "method=fire fire_init_L=8",
+};
+
+static void layer_reads_x_in_place(void **state) {
+    const char *settings = *state;
+    const int64_t B = 2, T = 70, H = 2, C = 16, n = B * T * C;
+    const int64_t M = strstr(settings, "method=xl") ? 5 : 0;
+    pe_layer L;
+    pe_err err;
+    pe_attention *att = layer_of(settings, H, C, 1, 11, 128, &L);
+    pe_rng rng = {31};
+    float *x = pe_test_uniform(n, &rng), *dy = pe_test_uniform(n, &rng), *mems = pe_test_uniform(B * (M + 1) * C, &rng);
+    float *kept = malloc(sizeof(float) * n), *y[2], *dx[2], *grads[2];
+    memcpy(kept, x, sizeof(float) * n);
+    for (int mode = 0; mode < 2; mode++) {
+        y[mode] = malloc(sizeof(float) * n), dx[mode] = malloc(sizeof(float) * n), grads[mode] = malloc(sizeof(float) * L.n);
+        pe_attention_set_run_options(att, &(pe_run_options){.saved = mode ? PE_SAVED_INPUTS : PE_SAVED_COPIES});
+        pe_layer_zero_grad(&L);
+        if (pe_attention_layer_forward(att, &L.w, x, M ? mems : NULL, M, B, T, NULL, y[mode], NULL, NULL, &err) ||
+            pe_attention_backward(att, &L.w, dy, dx[mode], &L.g, &err))
+            fail_msg("%s: %s", settings, err.msg);
+        memcpy(grads[mode], L.block + L.n, sizeof(float) * L.n);
+    }
+    if (memcmp(y[0], y[1], sizeof(float) * n) || memcmp(dx[0], dx[1], sizeof(float) * n) ||
+        memcmp(grads[0], grads[1], sizeof(float) * L.n))
+        fail_msg("%s: the layer reading x in place differs from its copy", settings);
+    if (memcmp(kept, x, sizeof(float) * n)) fail_msg("%s: the layer wrote the caller's x", settings);
+    /* dx over x itself */
+    pe_layer_zero_grad(&L);
+    if (pe_attention_layer_forward(att, &L.w, x, M ? mems : NULL, M, B, T, NULL, y[1], NULL, NULL, &err) ||
+        pe_attention_backward(att, &L.w, dy, x, &L.g, &err))
+        fail_msg("%s: %s", settings, err.msg);
+    if (memcmp(x, dx[0], sizeof(float) * n) || memcmp(grads[0], L.block + L.n, sizeof(float) * L.n))
+        fail_msg("%s: a dx sharing x's memory gave another gradient", settings);
+    memcpy(x, kept, sizeof(float) * n);
+    pe_attention_set_run_options(att, &(pe_run_options){.saved = PE_SAVED_NONE});
+    if (pe_attention_layer_forward(att, &L.w, x, M ? mems : NULL, M, B, T, NULL, y[1], NULL, NULL, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(y[0], y[1], sizeof(float) * n);
+    assert_int_equal(pe_attention_backward(att, &L.w, dy, dx[1], &L.g, &err), PE_EINVAL);
+    for (int mode = 0; mode < 2; mode++) free(y[mode]), free(dx[mode]), free(grads[mode]);
+    free(x), free(dy), free(mems), free(kept);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0],
-           NR = sizeof ROTARY / sizeof ROTARY[0], NS = sizeof SAVED / sizeof SAVED[0] };
-    struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + 1];
+           NR = sizeof ROTARY / sizeof ROTARY[0], NS = sizeof SAVED / sizeof SAVED[0],
+           NL = sizeof LAYER_SAVED / sizeof LAYER_SAVED[0] };
+    struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + NL + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
@@ -628,6 +698,8 @@ int main(void) {
         tests[n++] = (struct CMUnitTest){ROTARY[i], rotation_on_caller_buffers, NULL, NULL, (void *)ROTARY[i]};
     for (int i = 0; i < NS; i++)
         tests[n++] = (struct CMUnitTest){SAVED[i], saved_inputs_are_copies, NULL, NULL, (void *)SAVED[i]};
+    for (int i = 0; i < NL; i++)
+        tests[n++] = (struct CMUnitTest){LAYER_SAVED[i], layer_reads_x_in_place, NULL, NULL, (void *)LAYER_SAVED[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
