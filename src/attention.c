@@ -1,5 +1,6 @@
-/* The attention operator's API: the layer and its reverse walk, the projected form, the KV
- * cache's attend, the call's positions and context. Nothing here is method-specific: methods act
+/* The attention operator's API: the layer and its reverse walk, and what the projected form
+ * (projected.c) and the KV cache's attend share with it: buffers, the call's positions and
+ * context, the path. Nothing here is method-specific: methods act
  * only through their hooks.
  *
  * Legend: B batch, T queries, Tk keys (the layer's M memory + T), H heads, Hkv kv heads,
@@ -78,7 +79,7 @@ int pe_attention_params(const pe_attention *a, pe_param_spec *specs) {
 }
 
 /* The attn_mask copy of a call (begin holds the positions). */
-static pe_status reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
+pe_status pe__layer_reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err) {
     if (masked && (size_t)(B * T * Tk) > a->mask_cap) {
         free(a->mask);
         a->mask = malloc((size_t)(B * T * Tk));
@@ -89,8 +90,8 @@ static pe_status reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk,
 }
 
 /* Carves the saved-activation block for (B, T, Tk); M > 0: the layer's memory. */
-static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
-                         int masked, pe_err *err) {
+pe_status pe__layer_reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer,
+                            int masked, pe_err *err) {
     const int64_t C = a->C, Ckv = a->Ckv, H = a->H;
     const int rot = a->m->rotate_forward != NULL, walk = a->m->walk_forward != NULL;
     size_t n = (size_t)(B * T * C) * 2 + (size_t)(B * Tk * Ckv) * 2 + (size_t)(B * H * T * (a->fused ? 1 : Tk)) * 2;
@@ -108,7 +109,7 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
         a->mem_floats = a->mem ? n : 0;
         if (!a->mem) return pe_error(err, PE_ENOMEM, "out of memory for %zu floats of activations", n);
     }
-    pe_status st = reserve_mask(a, B, T, Tk, masked, err);
+    pe_status st = pe__layer_reserve_mask(a, B, T, Tk, masked, err);
     if (st || !n) return st;
     float *p = a->mem;
 #define CARVE(field, count) (a->field = p, p += (count))
@@ -143,7 +144,7 @@ static pe_status reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int6
 /* An output the library hands back must be finite: a NaN or Inf anywhere upstream (an input, a
  * weight, a setting that derived a non-finite table) is an error, not a silent answer. One pass
  * over the output, far below the attention's cost. */
-static pe_status finite_out(const float *x, int64_t n, const char *name, pe_err *err) {
+pe_status pe__finite_out(const float *x, int64_t n, const char *name, pe_err *err) {
     /* NaN and Inf have every exponent bit set: chunks are tested without a branch per element
      * (so the loop vectorises), the element is looked for only in a chunk that has one */
     int64_t i = 0;
@@ -179,14 +180,14 @@ static int transform_only(const pe__method *m) {
 /* The path of a call (pe_run_options.path): the fused one where the method allows it, nothing
  * asks for the (T, Tk) scores or probabilities, no dropout, and (PE_PATH_AUTO) it is the
  * cheaper of the two for this shape. */
-static int use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores) {
+int pe__layer_use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores) {
     if (a->run.path == PE_PATH_REFERENCE || want_scores || a->dropout > 0 || !pe__fused_eligible(a->m)) return 0;
     const int64_t D = a->m->lift_width ? a->m->lift_width(&a->cfg, a->D) : a->D; /* the width it attends at */
     return a->run.path == PE_PATH_FUSED || pe__fused_cheaper(B, a->H, T, Tk, qoff, D, pe__band_of(&a->cfg));
 }
 
 int pe_attention_path(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int want_scores) {
-    return use_fused(a, B, T, Tk, Tk - T, want_scores) ? PE_PATH_FUSED : PE_PATH_REFERENCE;
+    return pe__layer_use_fused(a, B, T, Tk, Tk - T, want_scores) ? PE_PATH_FUSED : PE_PATH_REFERENCE;
 }
 
 int64_t pe_attention_axes(const pe_attention *a, const pe_weights *w) {
@@ -212,8 +213,8 @@ static void fill_positions(int64_t *dst, const int64_t *src, int batched, int64_
  * keys_are_queries: the queries' own); padding entries (past a row's lengths) take the row's
  * first key position, so that no hook reads them and max(positions) is over real tokens. The
  * mask and lengths are copied. Then the context every hook sees, and the method's prepare. */
-static pe_status begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
-                       const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
+pe_status pe__layer_begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
+                          const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err) {
     const int plain = a->pre && transform_only(a->m); /* the method has nothing left to do */
     for (int i = plain ? pe__method_params(a) : 0; i < a->nparams; i++)
         if (!w->param[i] && !a->specs[i].optional)
@@ -308,18 +309,18 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     if (at && at->key_pos) return pe_error(err, PE_EINVAL, "the layer's keys sit at the queries' positions: key_pos must be NULL");
     if (at && (at->q_lens || at->k_lens))
         return pe_error(err, PE_EINVAL, "per-row lengths are for the projected form (pe_attention_forward_qkv)");
-    a->fused = use_fused(a, B, T, M + T, M, scores || probs);
+    a->fused = pe__layer_use_fused(a, B, T, M + T, M, scores || probs);
     a->decode = 0;
     a->layer = 1;
     const int64_t C = a->C, Ckv = a->Ckv, Tk = M + T;
-    pe_status st = reserve(a, B, T, Tk, M, 1, at && at->mask, err);
+    pe_status st = pe__layer_reserve(a, B, T, Tk, M, 1, at && at->mask, err);
     if (st) return st;
     a->M = M;
     /* Transformer-XL's memory is more keys: queries at M + t, keys at 0 .. Tk-1; it reads no
      * positions. Every other layer's keys are its queries. */
     const int memory = (a->m->flags & PE__MEMORY) != 0;
     pe_positions xl_at = {.mask = at ? at->mask : NULL, .mask_batched = at ? at->mask_batched : 0};
-    if ((st = begin(a, w, B, T, Tk, memory ? &xl_at : at, memory ? M : 0, !memory, err))) return st;
+    if ((st = pe__layer_begin(a, w, B, T, Tk, memory ? &xl_at : at, memory ? M : 0, !memory, err))) return st;
     pe__ctx *ctx = &a->ctx;
 
     /* pass 1: x' = x + P[pos], and [mems; x']. Where x passes unchanged and the caller keeps it
@@ -345,7 +346,7 @@ static pe_status forward(pe_attention *a, const pe_weights *w, const float *x, c
     pe__linear_forward(a->vbuf, a->kvin, w->wv, w->bv, B * Tk, C, Ckv);
     if ((st = pe__core_forward(a, scores, probs, err))) return st;
     pe__linear_forward(y, a->o, w->wo, w->bo, B * T, C, C);
-    if ((st = finite_out(y, B * T * C, "y", err))) return st;
+    if ((st = pe__finite_out(y, B * T * C, "y", err))) return st;
     a->have_forward = a->run.saved != PE_SAVED_NONE;
     return PE_OK;
 }
@@ -390,145 +391,14 @@ pe_status pe_attention_layer_forward_ids(pe_attention *a, const pe_weights *w, c
     a->layer = 1;
     a->M = 0;
     a->fused = 0;
-    pe_status st = reserve(a, B, T, T, 0, 1, at && at->mask, err);
+    pe_status st = pe__layer_reserve(a, B, T, T, 0, 1, at && at->mask, err);
     if (st) return st;
     memcpy(a->ids, ids, sizeof(int64_t) * B * T); /* before prepare, which checks them */
-    if ((st = begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)) ||
-        (st = finite_out(y, B * T * a->C, "y", err)) || (st = finite_out(y_imag, B * T * a->C, "y_imag", err)))
+    if ((st = pe__layer_begin(a, w, B, T, T, at, 0, 1, err)) || (st = a->m->walk_forward(&a->ctx, y, y_imag, scores, probs, err)) ||
+        (st = pe__finite_out(y, B * T * a->C, "y", err)) || (st = pe__finite_out(y_imag, B * T * a->C, "y_imag", err)))
         return st;
     a->have_forward = 1;
     return PE_OK;
-}
-
-/* forward_qkv's q, k, v for the core: copies into the layer's buffers (PE_SAVED_COPIES), or
- * the caller's arrays read in place, copied only where the transform stage rewrites them; the
- * caller's q and k are then also the transform's inputs its backward may read (q_in, k_in). */
-static void take_inputs(pe_attention *a, const float *q, const float *k, const float *v) {
-    const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
-    const int kept = a->run.saved != PE_SAVED_COPIES;
-    const unsigned copied = !kept ? PE__TQ | PE__TK | PE__TV : a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
-    a->q = copied & PE__TQ ? memcpy(a->qbuf, q, sizeof(float) * nq) : q;
-    a->k = copied & PE__TK ? memcpy(a->kbuf, k, sizeof(float) * nk) : k;
-    a->v = copied & PE__TV ? memcpy(a->vbuf, v, sizeof(float) * nk) : v;
-    if (kept) a->q_in = q, a->k_in = k;
-}
-
-pe_status pe_attention_forward_qkv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
-                                   const float *v, int64_t B, int64_t T, int64_t Tk, const pe_positions *at,
-                                   float *o, float *scores, float *probs, pe_err *err) {
-    a->have_forward = 0;
-    if ((a->m->flags & PE__INPUT) && !a->pre)
-        return pe_error(err, PE_EINVAL, "method %s acts on the input embedding, not on q and k: it has no projected form",
-                        a->m->name);
-    if (a->m->flags & PE__LAYER_INPUT)
-        return pe_error(err, PE_EINVAL, "method %s computes its terms from the layer input x, which q, k and v do not carry: "
-                        "it has no projected form (run the layer on x)", a->m->name);
-    if (B < 1 || T < 1 || Tk < 1)
-        return pe_error(err, PE_EINVAL, "batch %lld, queries %lld and keys %lld must be >= 1", (long long)B,
-                        (long long)T, (long long)Tk);
-    if (!q || !k || !v || !o) return pe_error(err, PE_EINVAL, "q, k, v and o are required");
-    pe_weights none = {0};
-    if (!w) w = &none;
-    a->fused = use_fused(a, B, T, Tk, Tk - T, scores || probs);
-    /* few queries: the decode kernel (after the core's transform stage), which saves the fused
-     * path's statistics for its backward */
-    a->decode = a->run.path != PE_PATH_REFERENCE && !(scores || probs) && a->dropout == 0 &&
-                pe__decode_eligible(a->m, 1, a->H, a->Hkv, T, at && at->mask);
-    if (a->decode) a->fused = 1;
-    a->layer = 0;
-    a->M = 0;
-    pe_status st = reserve(a, B, T, Tk, 0, 0, at && at->mask, err);
-    if (st || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err))) return st;
-    take_inputs(a, q, k, v);
-    if ((st = pe__core_forward(a, scores, probs, err))) return st;
-    memcpy(o, a->o, sizeof(float) * B * T * a->C);
-    if ((st = finite_out(o, B * T * a->C, "o", err))) return st;
-    a->have_forward = a->run.saved != PE_SAVED_NONE;
-    return PE_OK;
-}
-
-static pe_status attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k, const float *v,
-                           int64_t kv_stride, const float *const *rows, int64_t B, int64_t T, int64_t Tk,
-                           const pe_positions *at, float *o, pe_err *err) {
-    a->have_forward = 0;
-    pe_weights none = {0};
-    if (!w) w = &none;
-    pe_status st;
-    const int masked = at && at->mask;
-    if (a->run.path != PE_PATH_REFERENCE && pe__decode_eligible(a->m, a->pre, a->H, a->Hkv, T, masked)) {
-        a->fused = 1, a->layer = 0, a->M = 0;
-        if ((st = reserve_mask(a, B, T, Tk, masked, err)) || (st = begin(a, w, B, T, Tk, at, Tk - T, 0, err)))
-            return st;
-        if ((st = pe__decode_forward(&a->ctx, a->m, q, k, v, kv_stride, rows, o, NULL, err))) return st;
-        return finite_out(o, B * T * a->C, "o", err);
-    }
-    float *buf = NULL; /* the projected form reads (B, Tk, Ckv) */
-    const int64_t Ckv = a->Ckv;
-    if (rows || (B > 1 && kv_stride != Tk * Ckv)) {
-        if (!(buf = malloc(sizeof(float) * (size_t)(2 * B * Tk * Ckv))))
-            return pe_error(err, PE_ENOMEM, "out of memory for %lld cached keys", (long long)(B * Tk));
-        pe__gather_rows(buf, k, v, kv_stride, rows, B, Tk, Ckv);
-        k = buf, v = buf + B * Tk * Ckv;
-    }
-    st = pe_attention_forward_qkv(a, w, q, k, v, B, T, Tk, at, o, NULL, NULL, err);
-    a->have_forward = 0;
-    free(buf);
-    return st;
-}
-
-pe_status pe__attention_attend_kv(pe_attention *a, const pe_weights *w, const float *q, const float *k,
-                                  const float *v, int64_t kv_stride, const float *const *rows, int64_t B, int64_t T,
-                                  int64_t Tk, const pe_positions *at, int transformed, float *o, pe_err *err) {
-    const double rate = a->dropout; /* a cache decodes: no dropout, and no backward, so its keys are read in place */
-    const int saved = a->run.saved;
-    a->dropout = 0, a->run.saved = PE_SAVED_NONE;
-    a->pre = transformed;
-    pe_status st = attend_kv(a, w, q, k, v, kv_stride, rows, B, T, Tk, at, o, err);
-    a->dropout = rate, a->run.saved = saved;
-    a->pre = 0;
-    return st;
-}
-
-/* Whether [a, a + na) and [b, b + nb) (floats) share memory (b NULL: no) */
-static int overlaps(const float *a, int64_t na, const float *b, int64_t nb) {
-    return b && (uintptr_t)a < (uintptr_t)(b + nb) && (uintptr_t)b < (uintptr_t)(a + na);
-}
-
-pe_status pe_attention_backward_qkv(pe_attention *a, const pe_weights *w, const float *dout, float *dq,
-                                    float *dk, float *dv, pe_grads *g, pe_err *err) {
-    if (!a->have_forward || a->layer)
-        return pe_error(err, PE_EINVAL, "backward_qkv without a forward_qkv");
-    if (!dout) return pe_error(err, PE_EINVAL, "dout is required");
-    pe_grads none = {0};
-    pe_weights wnone = {0};
-    const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
-    /* the core adds into dq, dk, dv: the caller's arrays, zeroed, where nothing the backward
-     * reads (dout, the saved q, k, v and the transform's inputs) nor another of them shares
-     * their memory; else (and for NULL) a scratch copied out at the end */
-    float *given[3] = {dq, dk, dv}, *into[3];
-    const int64_t len[3] = {nq, nk, nk};
-    const float *reads[6] = {dout, a->q, a->k, a->v, a->q_in, a->k_in};
-    const int64_t rlen[6] = {nq, nq, nk, nk, nq, nk};
-    float *work = pe__scratch_get(&a->grad, (size_t)(nq + 2 * nk));
-    if (!work) return pe_error(err, PE_ENOMEM, "out of memory for %lld floats of gradients", (long long)(nq + 2 * nk));
-    for (int i = 0, direct; i < 3; i++) {
-        direct = given[i] != NULL;
-        for (int r = 0; r < 6 && direct; r++) direct = !overlaps(given[i], len[i], reads[r], rlen[r]);
-        for (int o = 0; o < 3 && direct; o++) direct = o == i || !overlaps(given[i], len[i], given[o], len[o]);
-        into[i] = direct ? given[i] : work + (i ? nq + (i - 1) * nk : 0);
-        memset(into[i], 0, sizeof(float) * (size_t)len[i]);
-    }
-    a->ctx.w = w ? w : &wnone;
-    a->ctx.g = g ? g : &none;
-    a->ctx.sinks = pe__sinks_of(a, a->ctx.w), a->ctx.dsinks = pe__dsinks_of(a, a->ctx.g);
-    pe_status st = pe__core_backward(a, dout, into[0], into[1], into[2], err);
-    if (!st && a->m->finish_backward) a->m->finish_backward(&a->ctx);
-    static const char *const name[3] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3 && !st; i++) st = finite_out(into[i], len[i], name[i], err);
-    for (int i = 0; i < 3 && !st; i++)
-        if (given[i] && into[i] != given[i]) memcpy(given[i], into[i], sizeof(float) * (size_t)len[i]);
-    a->ctx.g = NULL;
-    return st;
 }
 
 /* The layer's reverse walk: wo, the core's backward, the projections, the embedding. */
@@ -586,7 +456,7 @@ pe_status pe_attention_backward(pe_attention *a, const pe_weights *w, const floa
     /* pass 1: x' = x + P[pos]; then the tables of prepare */
     if (a->m->embed_backward) a->m->embed_backward(ctx, dxe);
     if (a->m->finish_backward) a->m->finish_backward(ctx);
-    st = finite_out(dxe, B * T * C, "dx", err);
+    st = pe__finite_out(dxe, B * T * C, "dx", err);
     ctx->g = NULL;
     return st;
 }

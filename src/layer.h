@@ -1,5 +1,5 @@
 /* The layer's state, shared by the files of the attention operator: the API and the walks
- * (attention.c), the core (core.c: the transform stage, then an executor), the reference
+ * (attention.c), the projected form (projected.c), the core (core.c: the transform stage, then an executor), the reference
  * executor (exec/reference.c), the rotations on caller buffers (rotation.c). Methods never see
  * it: they see a pe__ctx (internal.h). */
 #ifndef PE_LAYER_H
@@ -68,6 +68,18 @@ static inline const float *pe__sinks_of(const pe_attention *a, const pe_weights 
 static inline float *pe__dsinks_of(const pe_attention *a, const pe_grads *g) {
     return a->cfg.attention_sinks ? g->dparam[a->nparams - 1] : NULL;
 }
+
+/* What the layer (attention.c) and the projected form (projected.c) share: the saved-activation
+ * block for (B, T, Tk) (M > 0: the layer's memory; layer: x' too), the attn_mask's copy, the
+ * call's positions, context and the method's prepare (begin), the path, and the check that an
+ * output is finite (an error naming it otherwise). */
+pe_status pe__layer_reserve(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t M, int layer, int masked,
+                            pe_err *err);
+pe_status pe__layer_reserve_mask(pe_attention *a, int64_t B, int64_t T, int64_t Tk, int masked, pe_err *err);
+pe_status pe__layer_begin(pe_attention *a, const pe_weights *w, int64_t B, int64_t T, int64_t Tk,
+                          const pe_positions *at, int64_t q_default, int keys_are_queries, pe_err *err);
+int pe__layer_use_fused(const pe_attention *a, int64_t B, int64_t T, int64_t Tk, int64_t qoff, int want_scores);
+pe_status pe__finite_out(const float *x, int64_t n, const char *name, pe_err *err);
 
 /* The core over a->q, a->k, a->v as projected (core.c): the transform stage (the rotate hook in
  * place, or a lift), then the call's executor (a->fused: the fused path; else the reference
