@@ -103,7 +103,7 @@ int cli_bench(int argc, char **argv) {
     if (o.readme && o.quick) return cli_fail("bench: --readme with --quick: a smoke run's numbers do not go into a README");
     /* the README's block must be there before the minutes of measuring, not after */
     if (o.readme && cli_readme_block("bench", o.readme, "bench", NULL)) return 2;
-    tr_env_blas_select("bench", argc, argv); /* re-executes with OPENBLAS_CORETYPE when that helps */
+    tr_env_select("bench", argc, argv); /* re-executes with OPENBLAS_CORETYPE, OMP_WAIT_POLICY when that helps */
     bench_malloc_measure(0);
     if (o.threads) {
         bench_run.threads = o.threads;
@@ -125,9 +125,10 @@ int cli_bench(int argc, char **argv) {
         if (!o.torch) fprintf(stderr, "posenc: bench: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n", o.torch_path);
     } else
         o.torch = 0;
-    printf("# posenc bench\n\n%s%s, %d threads, OpenBLAS core %s, fused kernels %s; PyTorch: %s; load average at start %s\n\n",
+    const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset";
+    printf("# posenc bench\n\n%s%s, %d threads, OpenBLAS core %s, OMP_WAIT_POLICY %s, fused kernels %s; PyTorch: %s; load average at start %s\n\n",
            o.quick ? "SMOKE TEST (--quick: small shapes, one repetition; the numbers mean nothing). " : "",
-           cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe_run_kernels(&bench_run),
+           cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", wait, pe_run_kernels(&bench_run),
            o.torch ? tp.info : torch_wanted && want(&o, "train") ? "its own process in the train section" : "not run", load0);
     fflush(stdout);
     rope_res RR;
@@ -163,9 +164,9 @@ int cli_bench(int argc, char **argv) {
     FILE *md = open_memstream(&block, &len);
     if (!md) return cli_fail("bench: out of memory");
     fprintf(md, "Measured by `make bench-readme` (`posenc bench --readme README.md`) on %s, %d threads, OpenBLAS core %s,"
-                " fused kernels %s, PyTorch %s; load average %s at the start and %s at the end: the machine was shared,"
-                " so the ratios (measured side by side in one run) are what counts, not the times.\n\n",
-            cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", pe_run_kernels(&bench_run),
+                " OMP_WAIT_POLICY %s, fused kernels %s, PyTorch %s; load average %s at the start and %s at the end: the"
+                " machine was shared, so the ratios (measured side by side in one run) are what counts, not the times.\n\n",
+            cpu, nth, tr_env_blas_core()[0] ? tr_env_blas_core() : "none", wait, pe_run_kernels(&bench_run),
             tp.info[0] ? tp.info : "not run", load0, load1);
     if (did_rope)
         fprintf(md, "RoPE on q and k [T=4096, H=32, D=128], in place, %d threads: %.2fx the time of a copy of the same bytes"

@@ -410,7 +410,7 @@ int cli_compare(int argc, char **argv) {
         arg_free(&r);
         return rc;
     }
-    tr_env_blas_select("compare", argc, argv);
+    tr_env_select("compare", argc, argv);
 
     cmp_all *a = calloc(1, sizeof *a);
     if (!a) {

@@ -274,7 +274,7 @@ int cli_train(int argc, char **argv) {
         rc = cli_fail("train: this posenc was built without MPI, so it cannot train over the %d processes mpirun (or srun) "
                       "started: rebuild it with Open MPI (Debian: libopenmpi-dev), or run one process", launched);
     }
-    if (!rc) tr_env_blas_select("train", argc, argv); /* may re-execute the tool: before MPI_Init */
+    if (!rc) tr_env_select("train", argc, argv); /* may re-execute the tool: before MPI_Init */
     if (!rc && resume && tr_checkpoint_options(resume, &o, &err)) rc = cli_fail("train: %s", err.msg);
     /* the run's options over the checkpoint's */
     for (int i = 0; !rc && i < r.n_keys; i++)

@@ -45,9 +45,10 @@ const char *tr_env_blas_core(void) {
 #endif
 }
 
-void tr_env_blas_select(const char *command, int argc, char **argv) {
+/* The BLAS core to ask for: NULL when the library's own choice stands (doc/perf.md, item 2) */
+static const char *blas_core_wanted(void) {
 #if defined(PE_BLAS) && defined(__x86_64__) && defined(__GNUC__)
-    if (getenv("OPENBLAS_CORETYPE")) return;
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;
     const char *target = NULL;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -61,15 +62,29 @@ void tr_env_blas_select(const char *command, int argc, char **argv) {
     int old = 0;
     for (int i = 0; OLD[i]; i++) old |= core && !strcasecmp(core, OLD[i]);
     if (target && !strcasecmp(core ? core : "", "Haswell") && !strcmp(target, "SkylakeX")) old = 1;
-    if (!target || !old) return;
+    return target && old ? target : NULL;
+#else
+    return NULL;
+#endif
+}
+
+void tr_env_select(const char *command, int argc, char **argv) {
+#ifdef __linux__
+    const char *core = blas_core_wanted();
+    /* OpenMP's idle threads wait for the next region passively: spinning, libgomp's default, they
+     * take the cores from the OpenBLAS threads of the projections that follow (doc/perf.md, item 3) */
+    const int passive = !getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT");
+    if (!core && !passive) return;
     char **args = calloc((size_t)argc + 3, sizeof(char *));
     if (!args) return;
     args[0] = "posenc", args[1] = (char *)command;
     for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
-    setenv("OPENBLAS_CORETYPE", target, 1);
+    if (core) setenv("OPENBLAS_CORETYPE", core, 1);
+    if (passive) setenv("OMP_WAIT_POLICY", "passive", 1);
     fflush(NULL);
     execv("/proc/self/exe", args);
-    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on with the library's choice */
+    if (core) unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on as the libraries chose */
+    if (passive) unsetenv("OMP_WAIT_POLICY");
     free(args);
 #else
     (void)command, (void)argc, (void)argv;

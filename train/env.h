@@ -10,12 +10,14 @@
  * one thread per run is fastest: a 2-thread region around per-head work costs more in
  * barriers than it saves. */
 void tr_env_setup(int threads);
-/* Debian's OpenBLAS 0.3.21 does not recognise recent Xeons and runs its SSE3 kernels, 2-6x
- * below its own AVX-512 ones (doc/perf.md, item 2). The core type is read once when the library loads,
- * so when OPENBLAS_CORETYPE is unset, the CPU has AVX-512 (or AVX2) and the library chose an
- * older core, this sets the variable and re-executes the tool (/proc/self/exe) as
- * `posenc COMMAND ARGS...`. Returns only when nothing needed changing or exec failed. */
-void tr_env_blas_select(const char *command, int argc, char **argv);
+/* The libraries' settings that are read once, when they load, so a process sets them by
+ * re-executing itself (/proc/self/exe, as `posenc COMMAND ARGS...`); this returns only when
+ * nothing needed changing or exec failed. OPENBLAS_CORETYPE, where unset, the CPU has AVX-512
+ * (or AVX2) and OpenBLAS chose an older core: Debian's 0.3.21 does not recognise recent Xeons
+ * and runs its SSE3 kernels, 2-6x below its own AVX-512 ones (doc/perf.md, item 2).
+ * OMP_WAIT_POLICY=passive, where neither it nor GOMP_SPINCOUNT is set: libgomp's idle threads
+ * otherwise spin after each region and slow OpenBLAS's threads beside them (item 3). */
+void tr_env_select(const char *command, int argc, char **argv);
 /* Flushes denormals in the calling thread only. */
 void tr_env_thread(void);
 /* The BLAS core in use ("" when unknown or without BLAS). */

@@ -28,6 +28,16 @@ if command -v mpirun > /dev/null && ! grep -q 'built without MPI' "$WORK/q.out";
     fi
 fi
 if grep -q '^SMOKE TEST (--quick' "$WORK/q.out"; then ok "bench --quick: labelled a smoke test"; else not_ok "bench --quick: labelled a smoke test" "$(head -n 3 "$WORK/q.out")"; fi
+# OpenMP's idle threads wait passively unless the environment says otherwise (train/env.c, tr_env_select)
+want=passive
+[ -n "${OMP_WAIT_POLICY:-}" ] && want=$OMP_WAIT_POLICY
+[ -z "${OMP_WAIT_POLICY:-}" ] && [ -n "${GOMP_SPINCOUNT:-}" ] && want=unset
+if grep -q "OMP_WAIT_POLICY $want," "$WORK/q.out"; then ok "bench: OMP_WAIT_POLICY $want"; else not_ok "bench: OMP_WAIT_POLICY $want" "$(head -n 3 "$WORK/q.out")"; fi
+if OMP_WAIT_POLICY=active "$POSENC" bench --only gemm --quick --no-torch 2>&1 | grep -q "OMP_WAIT_POLICY active,"; then
+    ok "bench: a given OMP_WAIT_POLICY is kept"
+else
+    not_ok "bench: a given OMP_WAIT_POLICY is kept" "$(OMP_WAIT_POLICY=active "$POSENC" bench --only gemm --quick --no-torch 2>&1 | head -n 3)"
+fi
 # the core section: a row per method, length and causal with its GFLOP/s
 rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (64|256) \| (yes|no) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$WORK/q.out")
 if [ "$rows" = 16 ]; then ok "bench --quick: 16 core rows"; else not_ok "bench --quick: 16 core rows" "$(grep -A 20 '(i) the core' "$WORK/q.out")"; fi
