@@ -4,7 +4,10 @@ in one process so both see the same machine. Prints steps/s of each and `posenc/
 Each thread count runs in a process of its own whose OpenMP and OpenBLAS pools have that many
 threads too (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS), as torch.set_num_threads alone leaves
 posenc's BLAS calls on every core: on a busy machine those idle pools cost either side up to
-14x (seen beside two jobs on 2 cores).
+14x (seen beside two jobs on 2 cores). Its OpenMP threads wait passively (OMP_WAIT_POLICY, unless
+the environment sets it): libgomp's default spinning took the cores from OpenBLAS's threads and
+left both sides slower on 2 threads than on 1 (posenc 6.5-8.1 steps/s against 17-18 passive,
+PyTorch 4.5-4.7 against 7.3-7.7; AMD EPYC, 2 vCPUs; doc/perf.md, item 3).
 
     python3 bench/torch_lm.py [--threads 1,2] [--method rope] [--steps 8] [--rounds 3]
 
@@ -138,6 +141,8 @@ def main():
     if len(counts) > 1 or os.environ.get("OMP_NUM_THREADS") != str(counts[0]):
         for i, th in enumerate(counts):  # a process per count, every pool at that count
             env = dict(os.environ, OMP_NUM_THREADS=str(th), OPENBLAS_NUM_THREADS=str(th))
+            if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+                env["OMP_WAIT_POLICY"] = "passive"  # read by libgomp when it loads: before torch
             argv = [sys.executable, os.path.abspath(__file__), "--threads", str(th), "--method", a.method,
                     "--steps", str(a.steps), "--rounds", str(a.rounds)] + ([] if i == 0 else ["--no-header"])
             if subprocess.run(argv, env=env).returncode:
@@ -153,6 +158,7 @@ def main():
         diff = (ref(ids) - ours(ids)).abs().max().item()
     if not a.no_header:
         print(f"small LM: {L} blocks, width {C}, {H} heads, batch {B} x {T}, method {a.method}, AdamW; "
+              f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
               f"max |logits posenc - torch| = {diff:.2e}", flush=True)
     for th in counts:
         torch.set_num_threads(th)

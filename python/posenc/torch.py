@@ -17,7 +17,8 @@ wherever the method has them, scores and probabilities only with need_weights=Tr
 the T x Tk path), and backward reads what that layer saved in forward (nothing is recomputed;
 a module may be called any number of times before backward, each call keeping its own layer).
 Contiguous float32 tensors are passed to the library as they are, without a copy; the library's
-threads follow torch.get_num_threads(). attend and embed (and complex's two streams) go through
+threads follow torch.get_num_threads() (on more than one, start Python with
+OMP_WAIT_POLICY=passive: libgomp's spinning threads otherwise slow OpenBLAS's, on both sides). attend and embed (and complex's two streams) go through
 the contract's entry point, which recomputes the forward in backward. Tensors must be on the
 CPU; the library computes in float32: float64 inputs are accepted and their results and
 gradients returned in float64, but computed in float32 (torch.autograd.gradcheck at its default

@@ -184,11 +184,14 @@ def test_bench_torch_lm_runs():
     import subprocess
     import sys
     script = os.path.join(ROOT, "bench", "torch_lm.py")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # so it starts its process of 1 thread
     r = subprocess.run([sys.executable, script, "--threads", "1", "--steps", "1", "--rounds", "1"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 2, r.stdout
     diff = float(re.search(r"max \|logits posenc - torch\| = ([0-9.e+-]+)", lines[0]).group(1))
     assert diff < 1e-4, lines[0]
+    want = os.environ.get("OMP_WAIT_POLICY", "unset" if "GOMP_SPINCOUNT" in os.environ else "passive")
+    assert f"OMP_WAIT_POLICY {want};" in lines[0], lines[0]
     assert re.fullmatch(r"threads 1: torch [0-9.]+ steps/s, posenc [0-9.]+ steps/s, posenc/torch = [0-9.]+", lines[1])
