@@ -97,7 +97,7 @@ static const arg_opt TRAIN_OPTS[] = {
     OPT(train_args, "resume", resume, ARG_IN, .meta = "FILE",
         .help = "continue a checkpoint's run (its options, --save and --save-every;\nlater flags override)"),
     OPT(train_args, "threads", threads, ARG_INT, .meta = "N", .lo = 1, .hi = 1024,
-        .help = "BLAS threads (at this size one thread per run is fastest); with --shares K,\nthe shares on N threads at once, a model copy each (the same bits)"),
+        .help = "BLAS threads; with --shares K, the shares on N threads at once, a model\ncopy each (the same bits; at this size the faster use of N threads)"),
     OPT(train_args, "quiet", quiet, ARG_FLAG, .help = "no progress line"),
     OPT(train_args, "shares", shares, ARG_INT, .meta = "K", .lo = 1, .hi = 1024, .def = "1; under mpirun -n N: N",
         .help = "the batch's gradient as K contiguous shares summed in order: the bits of\nmpirun -n K in one process"),

@@ -7,8 +7,7 @@
 /* Sets the thread count of BLAS and of OpenMP regions (the library's fused attention
  * included), and flushes denormals to zero in the calling thread (ALiBi's far logits give
  * denormal exp() values that slow the softmax several times; doc/perf.md, item 1). At this model size
- * one thread per run is fastest: a 2-thread region around per-head work costs more in
- * barriers than it saves. */
+ * the batch's shares use threads better than one product's threads do (doc/perf.md, item 6). */
 void tr_env_setup(int threads);
 /* The libraries' settings that are read once, when they load, so a process sets them by
  * re-executing itself (/proc/self/exe, as `posenc COMMAND ARGS...`); this returns only when
