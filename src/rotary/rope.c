@@ -26,6 +26,15 @@ typedef struct {
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
     double attn;      /* the scaling's attention factor */
     uint8_t *axis;    /* (r/2) the position axis pair t reads (rope_sections), or NULL */
+    /* What the tables were built from. The layer keeps this state between its calls
+     * (PE__PERSIST): a call at the same positions with the same frequencies (every step of a
+     * training run) reuses them, where sin and cos in double cost more than the rotation. */
+    double *cand;        /* (r/2) this call's frequencies, compared with inv_freq */
+    int64_t *built;      /* the positions: the queries' (n A), then the keys' (nk A) unless shared */
+    int64_t n, nk, A;    /* rows of cs and cs_k, axes; n 0: nothing built */
+    int shared;
+    float *cs_kbuf;      /* cs_k's own rows */
+    size_t cap_q, cap_k, cap_built;
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -147,24 +156,42 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 /* pe__rope_table, the exact-angle table, is in fused.c (rows split across threads). */
 
+static void release(pe__ctx *ctx) {
+    rope_state *st = ctx->state;
+    free(st->cs), free(st->cs_kbuf), free(st->inv_freq), free(st->axis), free(st->built);
+    free(st);
+    ctx->state = NULL;
+}
+
+/* buf grown to hold n elements of size sz (its capacity in *cap); 0 when out of memory */
+static int grow(void *pbuf, size_t *cap, size_t n, size_t sz) {
+    void **buf = pbuf;
+    if (n <= *cap && *buf) return 1;
+    void *p = realloc(*buf, (n ? n : 1) * sz);
+    if (!p) return 0;
+    *buf = p, *cap = n;
+    return 1;
+}
+
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
+    int64_t half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, A = ctx->A;
     const int shared = ctx->kpos == ctx->pos, sections = ctx->cfg->rope_sections.n > 0;
     if (sections && ctx->A != axes(ctx->cfg, NULL))
         return pe_error(err, PE_ETENSOR, "tensor 'positions': rope_sections of %d axes needs positions [T, %d] or [B, T, %d]",
                         ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n, ctx->cfg->rope_sections.n);
-    rope_state *st = calloc(1, sizeof *st);
-    if (st) st->inv_freq = malloc(sizeof(double) * 2 * half), st->cs = malloc(sizeof(float) * n * half * 2);
-    if (st && st->inv_freq) st->acc = st->inv_freq + half;
-    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * nk * half * 2);
-    if (st && sections) st->axis = malloc((size_t)half);
-    if (!st || !st->inv_freq || !st->cs || !st->cs_k || (sections && !st->axis)) {
-        if (st && !shared) free(st->cs_k);
-        if (st) free(st->cs), free(st->inv_freq), free(st->axis);
-        free(st);
+    rope_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
+    ctx->state = st;
+    if (st && !st->inv_freq && (st->inv_freq = malloc(sizeof(double) * 3 * half)))
+        st->acc = st->inv_freq + half, st->cand = st->acc + half;
+    if (st && sections && !st->axis && (st->axis = malloc((size_t)half))) pe_rope_pair_axes(ctx->cfg, st->axis);
+    const size_t nbuilt = (size_t)((n + (shared ? 0 : nk)) * A);
+    if (!st || !st->inv_freq || (sections && !st->axis) || !grow(&st->cs, &st->cap_q, (size_t)(n * half * 2), sizeof(float)) ||
+        (!shared && !grow(&st->cs_kbuf, &st->cap_k, (size_t)(nk * half * 2), sizeof(float))) ||
+        !grow(&st->built, &st->cap_built, nbuilt, sizeof(int64_t))) {
+        if (st) release(ctx);
+        ctx->state = NULL;
         return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
-    if (sections) pe_rope_pair_axes(ctx->cfg, st->axis);
     int64_t n_pos = ctx->pos_max + 1;
     st->factor_table = ctx->cfg->rope_scaling != PE_ROPE_LONGROPE ? -1
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
@@ -174,32 +201,32 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (st->factor_table >= 0)
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
                                                   : ctx->cfg->hf_factors[st->factor_table];
-    double attn = st->attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->inv_freq);
-    if (sections && ctx->cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS) per_axis_freqs(ctx->cfg, st->inv_freq);
+    const double attn = pe__rope_freqs(ctx->cfg, n_pos, factors, st->cand);
+    if (sections && ctx->cfg->rope_section_freqs == PE_SECTION_FREQS_PER_AXIS) per_axis_freqs(ctx->cfg, st->cand);
     for (int64_t t = -1; t < half; t++) { /* settings that derive a non-finite table: an error, not NaN outputs */
-        const double v = t < 0 ? attn : st->inv_freq[t];
+        const double v = t < 0 ? attn : st->cand[t];
         if (isfinite(v) && (v > 0 || (t >= 0 && v == 0))) continue; /* a zero frequency does not rotate (p-RoPE) */
         const pe_config *c = ctx->cfg;
-        if (st->cs_k != st->cs) free(st->cs_k);
-        free(st->cs), free(st->inv_freq), free(st->axis), free(st);
+        release(ctx);
         return pe_error(err, PE_EKEY, "key 'rope_scaling': these settings give %s %g (rope_base %g, rope_factor %g%s)",
                         t < 0 ? "an attention factor" : "a frequency", v, c->rope_base, c->rope_factor,
                         factors ? ", the LongRoPE factors" : "");
     }
-    pe__rope_table(ctx->run, st->cs, ctx->pos, ctx->A, st->axis, n, st->inv_freq, half, attn);
-    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, ctx->A, st->axis, nk, st->inv_freq, half, attn);
-    ctx->state = st;
+    st->cs_k = shared ? st->cs : st->cs_kbuf;
+    const int same = st->n == n && st->nk == nk && st->A == A && st->shared == shared &&
+                     !memcmp(&st->attn, &attn, sizeof attn) && !memcmp(st->inv_freq, st->cand, sizeof(double) * half) &&
+                     !memcmp(st->built, ctx->pos, sizeof(int64_t) * (size_t)(n * A)) &&
+                     (shared || !memcmp(st->built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A)));
+    if (same) return PE_OK;
+    st->n = st->nk = 0; /* nothing valid while it is rebuilt */
+    memcpy(st->inv_freq, st->cand, sizeof(double) * half);
+    st->attn = attn;
+    pe__rope_table(ctx->run, st->cs, ctx->pos, A, st->axis, n, st->inv_freq, half, attn);
+    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, A, st->axis, nk, st->inv_freq, half, attn);
+    memcpy(st->built, ctx->pos, sizeof(int64_t) * (size_t)(n * A));
+    if (!shared) memcpy(st->built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A));
+    st->n = n, st->nk = nk, st->A = A, st->shared = shared;
     return PE_OK;
-}
-
-static void release(pe__ctx *ctx) {
-    rope_state *st = ctx->state;
-    if (st->cs_k != st->cs) free(st->cs_k);
-    free(st->cs);
-    free(st->inv_freq);
-    free(st->axis);
-    free(st);
-    ctx->state = NULL;
 }
 
 /* The rotation itself, pe__rope_rotate, is the SIMD kernel of exec/kernels.c (threads: exec/run.c). */
@@ -348,7 +375,7 @@ const pe__method pe__method_rope = {
             "original_max_position_embeddings max_position_embeddings beta_fast beta_slow mscale "
             "mscale_all_dim attention_factor yarn_truncate low_freq_factor high_freq_factor rope_sections "
             "rope_section_layout rope_section_freqs llama_4_scaling_beta rope_proportion rope_values hf_config hf_layer hf_assume",
-    .flags = PE__GQA | PE__FUSED,
+    .flags = PE__GQA | PE__FUSED | PE__PERSIST,
     .defaults = defaults,
     .check = check,
     .params = params,

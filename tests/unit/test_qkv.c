@@ -680,11 +680,60 @@ static void layer_reads_x_in_place(void **state) {
     pe_attention_free(att);
 }
 
+/* rope keeps its cos/sin tables between a layer's calls and reuses them when positions and
+ * frequencies are the same: every call of one layer, through positions that change, repeat,
+ * change the frequencies (dynamic NTK past its length, LongRoPE's learned factors) and the
+ * keys' own positions, gives a fresh layer's bits, forward and backward. */
+static const char *const ROPE_REUSE[] = {
+    "method=rope", "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=8",
+    "method=rope rope_scaling=longrope original_max_position_embeddings=8 max_position_embeddings=32",
+    "method=rope rope_sections=2,2 rope_section_layout=interleaved",
+};
+
+static void rope_table_reuse(void **state) {
+    const char *settings = *state;
+    const qshape s = {"reuse", 2, 6, 6, 2, 0, 8, 1, 0};
+    const int64_t C = s.H * s.D, n = s.B * s.T * C, A = strstr(settings, "rope_sections") ? 2 : 1;
+    pe_layer L, F;
+    pe_err err;
+    pe_attention *att = qshape_layer(settings, &s, 64, 3, &L);
+    pe_rng rng = {41};
+    float *q = pe_test_uniform(n, &rng), *k = pe_test_uniform(n, &rng), *v = pe_test_uniform(n, &rng);
+    float *dout = pe_test_uniform(n, &rng);
+    /* positions of each call: 0.., shifted, the first again, past max_position_embeddings, keys apart */
+    int64_t pos[5][2 * 6 * 2], kpos[2 * 6 * 2];
+    for (int64_t e = 0; e < s.B * s.T * A; e++) {
+        const int64_t t = e / A % s.T;
+        pos[0][e] = t, pos[1][e] = t + 3, pos[2][e] = t, pos[3][e] = 5 * t + 1, pos[4][e] = t, kpos[e] = t + e % 2;
+    }
+    for (int call = 0; call < 6; call++) {
+        const int c = call < 5 ? call : 4;
+        if (call == 5 && L.w.param[0]) ((float *)L.w.param[0])[0] *= 1.5f; /* LongRoPE: a factor moved by a step */
+        pe_positions at = {.pos = pos[c], .pos_batched = 1, .axes = (int)A, .key_pos = c == 4 ? kpos : NULL,
+                           .key_pos_batched = 1};
+        qrun r[2];
+        qkv_run(att, &L, &s, q, k, v, &at, dout, NULL, &r[0]);
+        pe_attention *fresh = qshape_layer(settings, &s, 64, 3, &F);
+        for (size_t i = 0; i < L.n; i++) F.block[i] = L.block[i]; /* the same weights */
+        qkv_run(fresh, &F, &s, q, k, v, &at, dout, NULL, &r[1]);
+        if (memcmp(r[0].o, r[1].o, sizeof(float) * n) || memcmp(r[0].dq, r[1].dq, sizeof(float) * n) ||
+            memcmp(r[0].dk, r[1].dk, sizeof(float) * n) || memcmp(r[0].grads, r[1].grads, sizeof(float) * L.n))
+            fail_msg("%s: call %d differs from a fresh layer's", settings, call);
+        qrun_free(&r[0]), qrun_free(&r[1]);
+        pe_layer_free(&F);
+        pe_attention_free(fresh);
+    }
+    (void)err;
+    free(q), free(k), free(v), free(dout);
+    pe_layer_free(&L);
+    pe_attention_free(att);
+}
+
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0],
            NR = sizeof ROTARY / sizeof ROTARY[0], NS = sizeof SAVED / sizeof SAVED[0],
-           NL = sizeof LAYER_SAVED / sizeof LAYER_SAVED[0] };
-    struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + NL + 1];
+           NL = sizeof LAYER_SAVED / sizeof LAYER_SAVED[0], NU = sizeof ROPE_REUSE / sizeof ROPE_REUSE[0] };
+    struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + NL + NU + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
         tests[n++] = (struct CMUnitTest){METHODS[i], layer_is_projections_plus_qkv, NULL, NULL, (void *)METHODS[i]};
@@ -700,6 +749,8 @@ int main(void) {
         tests[n++] = (struct CMUnitTest){SAVED[i], saved_inputs_are_copies, NULL, NULL, (void *)SAVED[i]};
     for (int i = 0; i < NL; i++)
         tests[n++] = (struct CMUnitTest){LAYER_SAVED[i], layer_reads_x_in_place, NULL, NULL, (void *)LAYER_SAVED[i]};
+    for (int i = 0; i < NU; i++)
+        tests[n++] = (struct CMUnitTest){ROPE_REUSE[i], rope_table_reuse, NULL, NULL, (void *)ROPE_REUSE[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
