@@ -224,7 +224,10 @@ class _LayerFn(torch.autograd.Function):
         params = {n: t for n, t in params.items() if t is not None}
         B, T = (x.shape[0], x.shape[1]) if x.dim() == 3 else (1, x.shape[0])
         M = 0 if mems is None else mems.shape[-2]
-        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads())
+        # as _QkvFn: the library reads x in place again in backward (pe_run_options.saved; x32
+        # stays in ctx.keep, x is saved so that an in-place change is caught), or keeps nothing
+        saved = _lib.SAVED_INPUTS if any(ctx.needs_input_grad) else _lib.SAVED_NONE
+        call = _lib.Call(spec.cfg, spec.C, torch.get_num_threads(), saved)
         if dropout > 0:
             call.dropout(dropout, _dropout_seed())
         w, keep = _weights(spec, layer, method, params)
@@ -240,7 +243,7 @@ class _LayerFn(torch.autograd.Function):
         ctx.call, ctx.spec, ctx.w, ctx.keep = call, spec, w, (keep, keep_at, x32, m32)  # the layer reads them again
         ctx.layer, ctx.params, ctx.named, ctx.dtype = layer, params, list(zip(names, tensors[8:])), x.dtype
         ctx.x_grad = x.requires_grad
-        ctx.save_for_backward(*[t for t in tensors if t is not None])  # in-place changes are caught
+        ctx.save_for_backward(x, *[t for t in tensors if t is not None])  # in-place changes are caught
         out = y if x.dtype == torch.float32 else y.to(x.dtype)
         if probs is None:
             return out, torch.empty(0)

@@ -102,6 +102,24 @@ def test_inputs_changed_in_place_before_backward():
     assert q.grad is not None and torch.isfinite(q.grad).all()
 
 
+def test_layer_input_changed_in_place_before_backward():
+    # the layer reads x again in backward (saved = PE_SAVED_INPUTS): a change in place between
+    # forward and backward is refused; under torch.no_grad it keeps nothing, and y is the same
+    torch.manual_seed(2)
+    att = pt.Attention(16, 2, "rope", causal=True)
+    x = torch.randn(2, 7, 16)
+    y = att(x)
+    x.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    x = torch.randn(2, 7, 16, requires_grad=True)
+    y = att(x)
+    with torch.no_grad():
+        assert torch.equal(att(x), y.detach())
+    y.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
 def test_no_grad_attention_equals_the_graded_one():
     # under torch.no_grad the library keeps nothing for a backward (saved = PE_SAVED_NONE): the
     # same output
