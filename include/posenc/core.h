@@ -428,7 +428,8 @@ pe_status pe_attention_forward(pe_attention *att, const pe_weights *w, const flo
 pe_status pe_attention_set_dropout(pe_attention *att, double p, uint64_t seed, pe_err *err);
 
 /* Backward of the last forward.
- *   dy (B, T, C); dx (B, T, C) or NULL, overwritten; g: accumulated (+=), NULL entries skipped. */
+ *   dy (B, T, C); dx (B, T, C) or NULL, overwritten; g: accumulated (+=), NULL entries skipped.
+ * After an error (a gradient that is not finite) dx and g hold no meaningful values. */
 pe_status pe_attention_backward(pe_attention *att, const pe_weights *w, const float *dy, float *dx,
                                 pe_grads *g, pe_err *err);
 
@@ -476,7 +477,8 @@ pe_status pe_attention_forward_paged(pe_attention *att, const pe_weights *w, con
                                      const int32_t *block_table, int64_t max_blocks, int64_t B, int64_t T,
                                      const pe_positions *at, int rotated, float *o, pe_err *err);
 /* Backward of the last forward_qkv: dout (B, T, H*D); dq (B, T, H*D), dk, dv (B, Tk, Hkv*D)
- * overwritten (each may be NULL); g->dparam accumulated (+=), the projections' entries unused. */
+ * overwritten (each may be NULL); g->dparam accumulated (+=), the projections' entries unused.
+ * After an error (a gradient that is not finite) they hold no meaningful values. */
 pe_status pe_attention_backward_qkv(pe_attention *att, const pe_weights *w, const float *dout,
                                     float *dq, float *dk, float *dv, pe_grads *g, pe_err *err);
 
