@@ -81,8 +81,12 @@ void tr_env_select(const char *command, int argc, char **argv) {
     for (int i = 0; i < argc; i++) args[i + 2] = argv[i];
     if (core) setenv("OPENBLAS_CORETYPE", core, 1);
     if (passive) setenv("OMP_WAIT_POLICY", "passive", 1);
+    /* the binary by its own path, so that the process keeps its name (ps, top, perf), not "exe" */
+    char self[4096];
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) self[len] = 0;
     fflush(NULL);
-    execv("/proc/self/exe", args);
+    execv(len > 0 ? self : "/proc/self/exe", args);
     if (core) unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on as the libraries chose */
     if (passive) unsetenv("OMP_WAIT_POLICY");
     free(args);

@@ -10,7 +10,7 @@
  * the batch's shares use threads better than one product's threads do (doc/perf.md, item 6). */
 void tr_env_setup(int threads);
 /* The libraries' settings that are read once, when they load, so a process sets them by
- * re-executing itself (/proc/self/exe, as `posenc COMMAND ARGS...`); this returns only when
+ * re-executing itself (the binary /proc/self/exe names, as `posenc COMMAND ARGS...`); this returns only when
  * nothing needed changing or exec failed. OPENBLAS_CORETYPE, where unset, the CPU has AVX-512
  * (or AVX2) and OpenBLAS chose an older core: Debian's 0.3.21 does not recognise recent Xeons
  * and runs its SSE3 kernels, 2-6x below its own AVX-512 ones (doc/perf.md, item 2).
