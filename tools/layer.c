@@ -98,6 +98,42 @@ pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint
     return PE_OK;
 }
 
+/* Draws n values of a method tensor (cols a row, rows = n / cols) from its reference
+ * initialisation (pe_param_spec.init, the library's one description of it; posenc.torch draws
+ * the same with torch's generator); C the layer's width (complex's frequencies). */
+void pe_init_draw(const pe_init *in, int64_t n, int64_t cols, int64_t C, float *p, pe_rng *rng) {
+    const int64_t rows = n / cols;
+    double m[PE_MAX_ROPE_PAIRS];
+    switch (in->kind) {
+    case PE_INIT_UNIFORM:
+        for (int64_t e = 0; e < n; e++) p[e] = (float)(in->a + (in->b - in->a) * pe_rng_uniform(rng));
+        break;
+    case PE_INIT_CONST:
+        for (int64_t e = 0; e < n; e++) p[e] = (float)in->a;
+        break;
+    case PE_INIT_XAVIER: /* fan_in the columns, fan_out the rows */
+        for (int64_t e = 0; e < n; e++) p[e] = (float)(sqrt(2.0 / (double)(rows + cols)) * pe_rng_normal(rng));
+        break;
+    case PE_INIT_LINEAR:
+        for (int64_t e = 0; e < n; e++) p[e] = (float)((2 * pe_rng_uniform(rng) - 1) / sqrt(in->a));
+        break;
+    case PE_INIT_ALIBI_SLOPES: /* optional tensors are absent in the trainer; for completeness */
+        pe_alibi_slopes(m, n < PE_MAX_ROPE_PAIRS ? n : PE_MAX_ROPE_PAIRS);
+        for (int64_t e = 0; e < n && e < PE_MAX_ROPE_PAIRS; e++) p[e] = (float)m[e];
+        break;
+    case PE_INIT_EYE_NORMAL: /* the identity on each [cols, cols] block, plus noise */
+        for (int64_t e = 0; e < n; e++)
+            p[e] = (float)((e % (cols * cols)) / cols == e % cols ? 1.0 : 0.0) + (float)(in->a * pe_rng_normal(rng));
+        break;
+    case PE_INIT_COMPLEX_FREQ:
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t d = 0; d < cols; d++) p[r * cols + d] = (float)pow(10000.0, -2.0 * (double)(d / 2) / (double)C);
+        break;
+    default:
+        for (int64_t e = 0; e < n; e++) p[e] = (float)(in->a * pe_rng_normal(rng));
+    }
+}
+
 void pe_layer_zero_grad(pe_layer *L) { memset(L->block + L->n, 0, sizeof(float) * L->n); }
 
 void pe_layer_free(pe_layer *L) {

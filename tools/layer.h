@@ -27,6 +27,9 @@ typedef struct pe_layer {
  * rows get `rows` rows. */
 pe_status pe_layer_init(pe_layer *L, const pe_attention *att, int64_t rows, uint64_t seed, pe_err *err);
 void pe_layer_zero_grad(pe_layer *L);
+/* Draws n values of a method tensor (cols a row) from its reference initialisation
+ * (pe_param_spec.init), as posenc train and posenc.torch do; C: the layer's width. */
+void pe_init_draw(const pe_init *in, int64_t n, int64_t cols, int64_t C, float *p, pe_rng *rng);
 void pe_layer_free(pe_layer *L);
 
 /* Every float tensor of the layer: name, data, gradient, element count. Returns the count. */

@@ -87,42 +87,6 @@ static pe_status add_method_tensors(tr_model *m, pe_attention *att, const char *
     return PE_OK;
 }
 
-/* Draws a method tensor from its reference initialisation (pe_init, the library's one
- * description of it; posenc.torch draws the same with torch's generator). */
-static void init_method_tensor(const tr_tensor *t, int64_t C, float *p, pe_rng *rng) {
-    const pe_init *in = &t->init;
-    const int64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->numel, rows = t->numel / cols;
-    double m[PE_MAX_ROPE_PAIRS];
-    switch (in->kind) {
-    case PE_INIT_UNIFORM:
-        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(in->a + (in->b - in->a) * pe_rng_uniform(rng));
-        break;
-    case PE_INIT_CONST:
-        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)in->a;
-        break;
-    case PE_INIT_XAVIER: /* fan_in the columns, fan_out the rows */
-        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(sqrt(2.0 / (double)(rows + cols)) * pe_rng_normal(rng));
-        break;
-    case PE_INIT_LINEAR:
-        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)((2 * pe_rng_uniform(rng) - 1) / sqrt(in->a));
-        break;
-    case PE_INIT_ALIBI_SLOPES: /* optional tensors are absent in the trainer; for completeness */
-        pe_alibi_slopes(m, t->numel < PE_MAX_ROPE_PAIRS ? t->numel : PE_MAX_ROPE_PAIRS);
-        for (int64_t e = 0; e < t->numel && e < PE_MAX_ROPE_PAIRS; e++) p[e] = (float)m[e];
-        break;
-    case PE_INIT_EYE_NORMAL: /* the identity on each [cols, cols] block, plus noise */
-        for (int64_t e = 0; e < t->numel; e++)
-            p[e] = (float)((e % (cols * cols)) / cols == e % cols ? 1.0 : 0.0) + (float)(in->a * pe_rng_normal(rng));
-        break;
-    case PE_INIT_COMPLEX_FREQ:
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t d = 0; d < cols; d++) p[r * cols + d] = (float)pow(10000.0, -2.0 * (double)(d / 2) / (double)C);
-        break;
-    default:
-        for (int64_t e = 0; e < t->numel; e++) p[e] = (float)(in->a * pe_rng_normal(rng));
-    }
-}
-
 static void init_values(tr_model *m, uint64_t seed) {
     pe_rng rng = {seed};
     for (int i = 0; i < m->nt; i++) {
@@ -138,7 +102,7 @@ static void init_values(tr_model *m, uint64_t seed) {
              * N(0, 1) made one seed of three reach NaN logits at 8x the training length) */
             if (!strcmp(base, "pos_table") && m->place == TR_PLACE_INPUT) ti.init = (pe_init){PE_INIT_NORMAL, 0.5, 0};
             if (!strcmp(base, "floater_b0")) ti.init = (pe_init){PE_INIT_CONST, 0, 0};
-            init_method_tensor(&ti, m->cfg.C, p, &rng);
+            pe_init_draw(&ti.init, ti.numel, ti.ndim >= 2 ? ti.shape[ti.ndim - 1] : ti.numel, m->cfg.C, p, &rng);
             continue;
         }
         int kind_one = !strcmp(base, "weight") && t->ndim == 1; /* LayerNorm gains */

@@ -41,6 +41,15 @@ fi
 # the core section: a row per method, length and causal with its GFLOP/s
 rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (64|256) \| (yes|no) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$WORK/q.out")
 if [ "$rows" = 16 ]; then ok "bench --quick: 16 core rows"; else not_ok "bench --quick: 16 core rows" "$(grep -A 20 '(i) the core' "$WORK/q.out")"; fi
+# the attn section: FLOATER from its reference initialisation (the test layer's uniform tensors
+# leave its ODE non-finite), complex (token ids, no x) says so in its rows
+if "$POSENC" bench --only attn --length 64 --reps 1 --methods floater,complex --no-torch > "$WORK/fc.out" 2>&1 &&
+    [ "$(grep -cE '^\| floater \| 64 \| (yes|no) \| (fused|T x T) \| [0-9.]+ \|' "$WORK/fc.out")" = 2 ] &&
+    [ "$(grep -c '^| complex | 64 | .* | reads token ids, not x' "$WORK/fc.out")" = 2 ]; then
+    ok "bench attn: floater timed, complex says it reads token ids"
+else
+    not_ok "bench attn: floater timed, complex says it reads token ids" "$(tail -n 12 "$WORK/fc.out")"
+fi
 # a method without a projected form says so in its row
 if "$POSENC" bench --only core --quick --methods sinusoidal --causal no --no-torch > "$WORK/s.out" 2>&1 &&
     grep -qE '^\| sinusoidal \| 64 \| no \| no projected form \|' "$WORK/s.out"; then
