@@ -47,11 +47,15 @@ static void loadavg(char *buf, size_t n) {
     if (f) fclose(f);
 }
 
+/* The comma-separated items of s into out; -1 past max items (or a list too long to hold) */
 static int parse_list(const char *s, const char **out, int max) {
-    static char buf[512];
-    snprintf(buf, sizeof buf, "%s", s);
+    static char buf[1024];
+    if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) return -1;
     int n = 0;
-    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) out[n++] = t;
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (n == max) return -1;
+        out[n++] = t;
+    }
     return n;
 }
 
@@ -84,7 +88,7 @@ int cli_bench(int argc, char **argv) {
         if ((o.nT = arg_int_list("bench", "--length", a.lengths, 1, 1 << 17, l, MAXL)) < 0) return 2;
         for (int t = 0; t < o.nT; t++) o.T[t] = l[t];
     }
-    o.nm = parse_list(a.methods, o.methods, MAXL);
+    if ((o.nm = parse_list(a.methods, o.methods, MAXM)) < 0) return cli_fail("bench: --methods: at most %d methods", MAXM);
     for (int m = 0, k; m < o.nm; m++)
         if (arg_method("bench", "--methods", o.methods[m], &k)) return 2;
     if (!strcmp(a.causal, "yes")) o.causal[0] = 1, o.ncausal = 1;
@@ -133,13 +137,13 @@ int cli_bench(int argc, char **argv) {
     fflush(stdout);
     rope_res RR;
     memset(&RR, 0, sizeof RR);
-    arow rows[MAXL * MAXL * 2];
+    arow rows[MAXL * MAXM * 2];
     int nrows = 0;
     double den[4][2];
     gemm_res G;
     int did_rope = 0, did_den = 0, did_gemm = 0, did_dec = 0, ntrain = 0, train_threads = 1;
     decode_res dec[4];
-    trow train[2 * MAXL];
+    trow train[2 * MAXM];
     char train_info[256] = "";
     if (!rc && want(&o, "rope")) rc = bench_rope(&o, &tp, &RR), did_rope = !rc;
     if (!rc && want(&o, "attn")) rc = bench_attn(&o, &tp, rows, &nrows);

@@ -8,14 +8,14 @@
 
 #include "posenc.h"
 
-enum { MAXL = 8 };
+enum { MAXL = 8, MAXM = 32 }; /* lengths, methods */
 
 /* The run's settings. The shapes of the sections with fixed shapes are here so that --quick
  * (a smoke run of every section, seconds in all) can shrink them. */
 typedef struct bopts {
     int64_t T[MAXL];
     int nT;
-    const char *methods[MAXL];
+    const char *methods[MAXM];
     int nm;
     int causal[2], ncausal;
     int reps, threads, torch, reference, quick;

@@ -50,6 +50,15 @@ if "$POSENC" bench --only attn --length 64 --reps 1 --methods floater,complex --
 else
     not_ok "bench attn: floater timed, complex says it reads token ids" "$(tail -n 12 "$WORK/fc.out")"
 fi
+# more methods than the bench holds: refused, not silently cut (it ran the first 8 once)
+many=$(printf 'none,%.0s' $(seq 33)); many=${many%,}
+if "$POSENC" bench --only attn --quick --no-torch --methods "$many" > "$WORK/many.out" 2> "$WORK/many.err"; then
+    not_ok "bench: 33 methods are refused" "exit 0"
+elif [ $? = 2 ] && grep -q 'at most 32 methods' "$WORK/many.err" && [ ! -s "$WORK/many.out" ]; then
+    ok "bench: 33 methods are refused"
+else
+    not_ok "bench: 33 methods are refused" "$(cat "$WORK/many.err")"
+fi
 # a method without a projected form says so in its row
 if "$POSENC" bench --only core --quick --methods sinusoidal --causal no --no-torch > "$WORK/s.out" 2>&1 &&
     grep -qE '^\| sinusoidal \| 64 \| no \| no projected form \|' "$WORK/s.out"; then
