@@ -391,6 +391,9 @@ static void KN(backward)(const pe__fjob *j) {
  * row, all its kv heads, loaded once), the method's bias (score_mod) per head, the band (causal, window), the online
  * softmax, then acc += p v with each value row loaded once. Keys are walked in memory order:
  * memory-bound by design. */
+#ifndef PF_ROWS
+#define PF_ROWS 8 /* paged keys: prefetched this many rows ahead (a row may open another block) */
+#endif
 static void KN(decode)(const pe__djob *j) {
     const int64_t D = j->D, dp = j->dp, T = j->T, Rg = j->Rg, G = j->Hkv, R = G * Rg, Dv = D / VEC * VEC;
     const int64_t nq = j->group * T; /* real rows of a kv head */
@@ -412,6 +415,8 @@ static void KN(decode)(const pe__djob *j) {
         const int64_t nj = jend - j0 < PE_BC ? jend - j0 : PE_BC;
         for (int64_t c = 0; c < nj; c++) {
             const float *kr = j->krows ? j->krows[j0 + c] : j->k + (j0 + c) * j->ldk;
+            if (j->krows && j0 + c + PF_ROWS < jend) /* paged: the row a few keys on, maybe in another block */
+                for (int64_t e = 0; e < G * D; e += 64 / (int64_t)sizeof(float)) __builtin_prefetch(j->krows[j0 + c + PF_ROWS] + e);
             for (int64_t g = 0; g < G; g++)
                 for (int64_t x0 = 0; x0 < Rg; x0 += 4) { /* four rows per pass over the head's key */
                     const float *kg = kr + g * D, *q0 = qs + (g * Rg + x0) * dp;
@@ -446,6 +451,8 @@ static void KN(decode)(const pe__djob *j) {
         online_softmax(s, R, m, l, acc, dp, j->lo);
         for (int64_t c = 0; c < nj; c++) { /* acc += p v, the value row in memory order */
             const float *vr = j->vrows ? j->vrows[j0 + c] : j->v + (j0 + c) * j->ldk;
+            if (j->vrows && j0 + c + PF_ROWS < jend)
+                for (int64_t e = 0; e < G * D; e += 64 / (int64_t)sizeof(float)) __builtin_prefetch(j->vrows[j0 + c + PF_ROWS] + e);
             for (int64_t g = 0; g < G; g++) {
                 const float *vg = vr + g * D;
                 for (int64_t x = 0; x < nq; x++) {
