@@ -24,22 +24,20 @@ static pe_status bench_layer(const char *method, int causal, pe_attention **att,
     return st ? st : pe_attention_init(att, &cfg, 512, err);
 }
 
-/* Whether the method refuses causal=false (cope): its full rows say so instead of failing. */
-static int causal_only(const char *method) {
-    pe_method_info mi;
+/* What pe_method_describe says of the method (zeros for an unknown name). */
+static pe_method_info describe(const char *method) {
+    pe_method_info mi = {0};
     pe_err err;
     const int m = pe_method_from_name(method);
-    return m >= 0 && !pe_method_describe(m, &mi, &err) && mi.causal_only;
+    if (m < 0 || pe_method_describe(m, &mi, &err)) memset(&mi, 0, sizeof mi);
+    return mi;
 }
 
+/* Whether the method refuses causal=false (cope): its full rows say so instead of failing. */
+static int causal_only(const char *method) { return describe(method).causal_only; }
+
 /* Whether the method reads token ids rather than x (complex): its rows say so instead of failing. */
-static int reads_ids(const char *method) {
-    pe_attention *att;
-    pe_err err;
-    const int ids = !bench_layer(method, 1, &att, &err) && pe_attention_is_complex(att);
-    pe_attention_free(att);
-    return ids;
-}
+static int reads_ids(const char *method) { return describe(method).token_ids; }
 
 /* What PE_PATH_AUTO picks for the attn section's shape: "fused" or "T x T". */
 static const char *auto_path(const char *method, int64_t T, int causal) {

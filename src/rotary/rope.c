@@ -19,8 +19,8 @@
 enum { SHORT_FACTOR, LONG_FACTOR };
 
 typedef struct {
-    float *cs;        /* (B*T, r/2, 2) cos, sin of the queries; attention factor included */
-    float *cs_k;      /* (B*Tk, r/2, 2) of the keys: cs itself when keys sit at the queries' positions */
+    float *cs;        /* (B*T, r/2, 2) cos, sin of the queries; attention factor included (in tab_q) */
+    float *cs_k;      /* (B*Tk, r/2, 2) of the keys (in tab_k): cs itself when keys sit at the queries' positions */
     double *inv_freq; /* (r/2) */
     double *acc;      /* (r/2) LongRoPE's factor gradient, summed by rotate_backward */
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
@@ -30,11 +30,11 @@ typedef struct {
      * (PE__PERSIST): a call at the same positions with the same frequencies (every step of a
      * training run) reuses them, where sin and cos in double cost more than the rotation. */
     double *cand;        /* (r/2) this call's frequencies, compared with inv_freq */
-    int64_t *built;      /* the positions: the queries' (n A), then the keys' (nk A) unless shared */
     int64_t n, nk, A;    /* rows of cs and cs_k, axes; n 0: nothing built */
     int shared;
-    float *cs_kbuf;      /* cs_k's own rows */
-    size_t cap_q, cap_k, cap_built;
+    /* the tables' memory, and the positions they were built at (int64: the queries' n A, then the
+     * keys' nk A unless shared), each kept and grown as the layer's other scratch */
+    pe__scratch tab_q, tab_k, built;
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -158,19 +158,9 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 static void release(pe__ctx *ctx) {
     rope_state *st = ctx->state;
-    free(st->cs), free(st->cs_kbuf), free(st->inv_freq), free(st->axis), free(st->built);
+    free(st->tab_q.p), free(st->tab_k.p), free(st->built.p), free(st->inv_freq), free(st->axis);
     free(st);
     ctx->state = NULL;
-}
-
-/* buf grown to hold n elements of size sz (its capacity in *cap); 0 when out of memory */
-static int grow(void *pbuf, size_t *cap, size_t n, size_t sz) {
-    void **buf = pbuf;
-    if (n <= *cap && *buf) return 1;
-    void *p = realloc(*buf, (n ? n : 1) * sz);
-    if (!p) return 0;
-    *buf = p, *cap = n;
-    return 1;
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
@@ -185,11 +175,11 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
         st->acc = st->inv_freq + half, st->cand = st->acc + half;
     if (st && sections && !st->axis && (st->axis = malloc((size_t)half))) pe_rope_pair_axes(ctx->cfg, st->axis);
     const size_t nbuilt = (size_t)((n + (shared ? 0 : nk)) * A);
-    if (!st || !st->inv_freq || (sections && !st->axis) || !grow(&st->cs, &st->cap_q, (size_t)(n * half * 2), sizeof(float)) ||
-        (!shared && !grow(&st->cs_kbuf, &st->cap_k, (size_t)(nk * half * 2), sizeof(float))) ||
-        !grow(&st->built, &st->cap_built, nbuilt, sizeof(int64_t))) {
+    if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(nk * half * 2));
+    int64_t *built = st ? (int64_t *)pe__scratch_get(&st->built, 2 * nbuilt) : NULL; /* int64 in float slots */
+    if (!st || !st->inv_freq || (sections && !st->axis) || !st->cs || !st->cs_k || !built) {
         if (st) release(ctx);
-        ctx->state = NULL;
         return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
     int64_t n_pos = ctx->pos_max + 1;
@@ -212,19 +202,18 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                         t < 0 ? "an attention factor" : "a frequency", v, c->rope_base, c->rope_factor,
                         factors ? ", the LongRoPE factors" : "");
     }
-    st->cs_k = shared ? st->cs : st->cs_kbuf;
     const int same = st->n == n && st->nk == nk && st->A == A && st->shared == shared &&
                      !memcmp(&st->attn, &attn, sizeof attn) && !memcmp(st->inv_freq, st->cand, sizeof(double) * half) &&
-                     !memcmp(st->built, ctx->pos, sizeof(int64_t) * (size_t)(n * A)) &&
-                     (shared || !memcmp(st->built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A)));
+                     !memcmp(built, ctx->pos, sizeof(int64_t) * (size_t)(n * A)) &&
+                     (shared || !memcmp(built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A)));
     if (same) return PE_OK;
     st->n = st->nk = 0; /* nothing valid while it is rebuilt */
     memcpy(st->inv_freq, st->cand, sizeof(double) * half);
     st->attn = attn;
     pe__rope_table(ctx->run, st->cs, ctx->pos, A, st->axis, n, st->inv_freq, half, attn);
     if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, A, st->axis, nk, st->inv_freq, half, attn);
-    memcpy(st->built, ctx->pos, sizeof(int64_t) * (size_t)(n * A));
-    if (!shared) memcpy(st->built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A));
+    memcpy(built, ctx->pos, sizeof(int64_t) * (size_t)(n * A));
+    if (!shared) memcpy(built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A));
     st->n = n, st->nk = nk, st->A = A, st->shared = shared;
     return PE_OK;
 }
