@@ -490,6 +490,15 @@ static inline double pe__rope_dangle(const float *x_in, const float *dy, int64_t
     return -(double)dy[e1] * y2 + (double)dy[e2] * y1;
 }
 
+/* Vector maths at the kernels' width (exec/vmath.h), for the methods' per-token stages:
+ * s, c = sin, cos of n angles in double (within 3e-16 of libm's; libm's past |x| = 2^30), and
+ * sp, sig = softplus(x) and its derivative sigmoid(x) in float (PyTorch's softplus, threshold
+ * 20; a few ulp); outputs may be NULL, and c may be x itself. The kernels the run's isa names. */
+typedef void (*pe__sincos_fn)(const double *x, double *s, double *c, int64_t n);
+typedef void (*pe__softplus_fn)(const float *x, float *sp, float *sig, int64_t n);
+pe__sincos_fn pe__sincos_kernel(const pe_run_options *run);
+pe__softplus_fn pe__softplus_kernel(const pe_run_options *run);
+
 /* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(p * inv_freq) * attn,
  * angles and cos/sin in double, rounded once to float. Position r has A axes at pos + r A; pair
  * t reads axis axis[t] (axis NULL: axis 0). */

@@ -101,6 +101,8 @@ typedef struct pe__kernels {
     void (*decode)(const pe__djob *j);
     /* the reference executor's row softmax: pe__softmax_forward with exp below lo 0 */
     void (*softmax)(const float *s, float *p, int64_t n, int64_t m, float sink, float lo);
+    pe__sincos_fn sincos;     /* vmath.h */
+    pe__softplus_fn softplus;
 } pe__kernels;
 
 /* The kernels for isa ("avx512", "avx2", "generic"), or the best the CPU runs when isa is

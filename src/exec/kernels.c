@@ -48,10 +48,10 @@
 #undef PE_KPASS
 
 const pe__kernels *pe__kernels_pick(const char *isa) {
-    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1, decode_1, softmax_1};
+    static const pe__kernels generic = {"generic", forward_1, backward_1, rope_1, mm_acc_1, decode_1, softmax_1, sincos_1, softplus_1};
 #ifdef PE_KX86
-    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512, decode_512, softmax_512};
-    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256, decode_256, softmax_256};
+    static const pe__kernels k512 = {"avx512", forward_512, backward_512, rope_512, mm_acc_512, decode_512, softmax_512, sincos_512, softplus_512};
+    static const pe__kernels k256 = {"avx2", forward_256, backward_256, rope_256, mm_acc_256, decode_256, softmax_256, sincos_256, softplus_256};
     __builtin_cpu_init();
     int has256 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int has512 = has256 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
@@ -581,5 +581,6 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
     }
 }
 
+#include "vmath.h" /* sin and cos in double, softplus: the methods' per-token stages */
 #include "simd_end.h"
 #endif

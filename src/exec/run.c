@@ -78,19 +78,25 @@ void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld,
     }
 }
 
-/* One row of rope's table: pair t at pos[axis[t]] (axis NULL: pos[0]) */
-static void rope_row(float *cs, const int64_t *pos, const uint8_t *axis, const double *inv_freq, int64_t half,
-                     double attn) {
-    for (int64_t t = 0; t < half; t++) {
-        double angle = (double)pos[axis ? axis[t] : 0] * inv_freq[t];
-        cs[t * 2 + 0] = (float)(cos(angle) * attn);
-        cs[t * 2 + 1] = (float)(sin(angle) * attn);
+pe__sincos_fn pe__sincos_kernel(const pe_run_options *run) { return pe__kernels_pick(pe__isa_of(run))->sincos; }
+pe__softplus_fn pe__softplus_kernel(const pe_run_options *run) { return pe__kernels_pick(pe__isa_of(run))->softplus; }
+
+/* One row of rope's table: pair t at pos[axis[t]] (axis NULL: pos[0]), 64 pairs at a time */
+static void rope_row(pe__sincos_fn sc, float *cs, const int64_t *pos, const uint8_t *axis, const double *inv_freq,
+                     int64_t half, double attn) {
+    enum { CH = 64 };
+    double angle[CH], s[CH], c[CH];
+    for (int64_t t0 = 0; t0 < half; t0 += CH) {
+        const int64_t n = half - t0 < CH ? half - t0 : CH;
+        for (int64_t t = 0; t < n; t++) angle[t] = (double)pos[axis ? axis[t0 + t] : 0] * inv_freq[t0 + t];
+        sc(angle, s, c, n);
+        for (int64_t t = 0; t < n; t++)
+            cs[(t0 + t) * 2 + 0] = (float)(c[t] * attn), cs[(t0 + t) * 2 + 1] = (float)(s[t] * attn);
     }
 }
 
 /* The exact-angle table of rope (declared in internal.h): angle and cos/sin in double,
- * rounded once to float; the rows split across threads (one sincos is ~20 ns, the table of
- * 4096 positions x 64 pairs took half as long as rotating q and k). A batch's rows share their
+ * rounded once to float; the rows split across threads. A batch's rows share their
  * positions, so where the call's range of positions is shorter than its rows, each position's
  * row is computed once and the rows copy it. */
 void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
@@ -101,12 +107,13 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
     const uint64_t span = (uint64_t)hi - (uint64_t)lo; /* wraps for no range shorter than the rows */
     float *tab = A == 1 && span < (uint64_t)(n - 1) ? malloc(sizeof(float) * (size_t)((span + 1) * half * 2)) : NULL;
     const int64_t rows = tab ? (int64_t)span + 1 : n;
-    const int nth = pe__run_threads(run, (double)rows * half * 256); /* sin and cos in double */
+    const int nth = pe__run_threads(run, (double)rows * half * 32); /* sin and cos in double */
+    const pe__sincos_fn sc = pe__sincos_kernel(run);
     PE_OMP(omp parallel for num_threads(nth) schedule(static))
     for (int64_t i = 0; i < rows; i++) {
         const int64_t p = lo + i;
-        if (tab) rope_row(tab + i * half * 2, &p, NULL, inv_freq, half, attn);
-        else rope_row(cs + i * half * 2, pos + i * A, axis, inv_freq, half, attn);
+        if (tab) rope_row(sc, tab + i * half * 2, &p, NULL, inv_freq, half, attn);
+        else rope_row(sc, cs + i * half * 2, pos + i * A, axis, inv_freq, half, attn);
     }
     if (!tab) return;
     for (int64_t i = 0; i < n; i++) memcpy(cs + i * half * 2, tab + (pos[i] - lo) * half * 2, sizeof(float) * half * 2);

@@ -11,12 +11,15 @@
  * The transformed vectors are R + D wide, so PoPE is a lift, not a rotate hook (which keeps q and
  * k D wide): every head's q' (T, R + D) and k' (Tk, R + D), a key per query head (its bias), over
  * which either executor attends with the plain score s = scale q' k'^T (pe__method.lift_width;
- * the lift is PoPE's only implementation of its maths). Angles and their cosines are formed in
- * double from exact positions and rounded once. The backward: from dq', dk' of the executor,
- * per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise
- * k, and ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the
- * clamp keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). softplus is PyTorch's
- * (x past 20: x itself, derivative 1). */
+ * the lift is PoPE's only implementation of its maths). The phases' cos and sin are rope's
+ * exact-angle table (angles in double from exact positions, rounded once; one table for queries
+ * and keys at the same positions), and a key's bias turns its phase by a rotation in float,
+ * (cos, sin)(p w + delta) = (c cos delta - s sin delta, s cos delta + c sin delta), so the table
+ * is not rebuilt per head. softplus and sigmoid are the kernels' vector ones (PyTorch's
+ * softplus: x past 20 is x itself, derivative 1). The backward: from dq', dk' of the executor,
+ * per frequency dq_d = sigmoid(q_d) (dq'_c cos + dq'_s sin), likewise k, and
+ * ddelta[h, d] += sum_j sp(k_jd) (dk'_s cos - dk'_c sin), passed to pope_bias where the clamp
+ * keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). */
 #include <math.h>
 
 #include "../internal.h"
@@ -26,7 +29,9 @@ enum { BIAS };
 typedef struct {
     double *w;   /* (R) frequencies */
     float *cs;   /* (B*T, R, 2) cos, sin of the queries' phases */
-    float *kcs;  /* (H, Tk, R, 2) cos, sin of one row's key phases per query head, bias included */
+    float *cs_k; /* (B*Tk, R, 2) of the keys' phases without their bias, or cs at the queries' positions */
+    float *rot;  /* (H, R, 2) cos, sin of query head h's key bias delta[h, d] */
+    float *buf;  /* (Hkv, 2R) a row's softplus and sigmoid, per kv head (one thread each) */
     double *dph; /* (H, R) one (b, h)'s gradient of its key phases, per head */
 } pope_state;
 
@@ -54,97 +59,89 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 1;
 }
 
-static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    const int64_t R = ctx->cfg->rotary_dim, n = ctx->B * ctx->T;
-    pope_state *st = calloc(1, sizeof *st);
-    if (st) st->w = malloc(sizeof(double) * (size_t)R);
-    if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
-    if (st) st->kcs = malloc(sizeof(float) * (size_t)(ctx->H * ctx->Tk * R * 2));
-    if (st) st->dph = malloc(sizeof(double) * (size_t)(ctx->H * R));
-    if (!st || !st->w || !st->cs || !st->kcs || !st->dph) {
-        if (st) free(st->w), free(st->cs), free(st->kcs), free(st->dph);
-        free(st);
-        return pe_error(err, PE_ENOMEM, "out of memory for the pope tables");
-    }
-    for (int64_t d = 0; d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t d = 0; d < R; d++) {
-            const double a = (double)ctx->pos[r] * st->w[d];
-            st->cs[(r * R + d) * 2] = (float)cos(a), st->cs[(r * R + d) * 2 + 1] = (float)sin(a);
-        }
-    ctx->state = st;
-    return PE_OK;
-}
-
 static void release(pe__ctx *ctx) {
     pope_state *st = ctx->state;
-    free(st->w), free(st->cs), free(st->kcs), free(st->dph), free(st);
+    if (st->cs_k != st->cs) free(st->cs_k);
+    free(st->w), free(st->cs), free(st->rot), free(st->buf), free(st->dph), free(st);
     ctx->state = NULL;
 }
 
-/* PyTorch's softplus (beta 1, threshold 20) and its derivative */
-static inline double softplus(double x) { return x > 20 ? x : log1p(exp(x)); }
-static inline double softplus_grad(double x) { return x > 20 ? 1 : 1 / (1 + exp(-x)); }
-
 static inline double clamp_bias(double b) { return b < -2 * PE_PI ? -2 * PE_PI : b > 0 ? 0 : b; }
 
-/* The key phases of row b for query head h into head h's st->kcs, which it returns */
-static const float *key_table(const pe__ctx *ctx, const pope_state *st, int64_t b, int64_t h) {
-    const int64_t R = ctx->cfg->rotary_dim;
-    const int64_t *kpos = ctx->kpos + b * ctx->Tk;
-    const float *bias = ctx->w->param[BIAS] + h * R;
-    float *kcs = st->kcs + h * ctx->Tk * R * 2;
-    for (int64_t j = 0; j < ctx->Tk; j++)
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    const int64_t R = ctx->cfg->rotary_dim, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, H = ctx->H;
+    const int shared = ctx->kpos == ctx->pos;
+    pope_state *st = calloc(1, sizeof *st);
+    ctx->state = st;
+    if (st) st->w = malloc(sizeof(double) * (size_t)R);
+    if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
+    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(nk * R * 2));
+    if (st) st->rot = malloc(sizeof(float) * (size_t)(H * R * 2));
+    if (st) st->buf = malloc(sizeof(float) * (size_t)(ctx->Hkv * R * 2));
+    if (st) st->dph = malloc(sizeof(double) * (size_t)(H * R));
+    if (!st || !st->w || !st->cs || !st->cs_k || !st->rot || !st->buf || !st->dph) {
+        if (st) release(ctx);
+        return pe_error(err, PE_ENOMEM, "out of memory for the pope tables");
+    }
+    for (int64_t d = 0; d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
+    pe__rope_table(ctx->run, st->cs, ctx->pos, 1, NULL, n, st->w, R, 1.0);
+    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, 1, NULL, nk, st->w, R, 1.0);
+    const float *bias = ctx->w->param[BIAS];
+    for (int64_t e = 0; e < H * R; e++) {
+        const double delta = clamp_bias(bias[e]);
+        st->rot[2 * e] = (float)cos(delta), st->rot[2 * e + 1] = (float)sin(delta);
+    }
+    return PE_OK;
+}
+
+/* One row's lift: y (2R) = m_d (c_d, s_d), the phase (c, s) turned by rot's (cos, sin) when
+ * rot is given (keys) */
+PE_TILE_SIMD static void polar_row(const float *m, const float *cs, const float *rot, float *y, int64_t R) {
+    if (rot)
         for (int64_t d = 0; d < R; d++) {
-            const double a = (double)kpos[j] * st->w[d] + clamp_bias(bias[d]);
-            kcs[(j * R + d) * 2] = (float)cos(a), kcs[(j * R + d) * 2 + 1] = (float)sin(a);
+            const float c = cs[2 * d] * rot[2 * d] - cs[2 * d + 1] * rot[2 * d + 1];
+            const float s = cs[2 * d + 1] * rot[2 * d] + cs[2 * d] * rot[2 * d + 1];
+            y[2 * d] = m[d] * c, y[2 * d + 1] = m[d] * s;
         }
-    return kcs;
+    else
+        for (int64_t d = 0; d < R; d++) y[2 * d] = m[d] * cs[2 * d], y[2 * d + 1] = m[d] * cs[2 * d + 1];
 }
 
 /* n rows x (row stride ld) -> y (n, W; row stride ldy): (sp(x_d) cos, sp(x_d) sin) per d < R,
- * then x_d for d >= R */
-static void polar(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs, float *y,
-                  int64_t ldy) {
+ * the phases cs (n, R, 2) turned by rot (or NULL), then x_d for d >= R; buf: R floats */
+static void polar(pe__softplus_fn softplus, float *buf, int64_t n, int64_t R, int64_t D, const float *x, int64_t ld,
+                  const float *cs, const float *rot, float *y, int64_t ldy) {
     for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * ld, *c = cs + r * R * 2;
+        const float *xr = x + r * ld;
         float *yr = y + r * ldy;
-        for (int64_t d = 0; d < R; d++) {
-            const float m = (float)softplus(xr[d]);
-            yr[2 * d] = m * c[2 * d], yr[2 * d + 1] = m * c[2 * d + 1];
-        }
-        for (int64_t d = R; d < D; d++) yr[R + d] = xr[d];
+        softplus(xr, buf, NULL, R);
+        polar_row(buf, cs + r * R * 2, rot, yr, R);
+        memcpy(yr + 2 * R, xr + R, sizeof(float) * (size_t)(D - R));
     }
 }
 
 /* dx (+=) of n rows from dy (n, W; row stride ldy), the gradient of y = polar(x); dphase (R) +=
- * the phases' gradient (keys), or NULL */
-static void polar_backward(int64_t n, int64_t R, int64_t D, const float *x, int64_t ld, const float *cs,
-                           const float *dy, int64_t ldy, float *dx, double *dphase) {
+ * the phases' gradient (keys), or NULL; buf: 2R floats */
+static void polar_backward(pe__softplus_fn softplus, float *buf, int64_t n, int64_t R, int64_t D, const float *x,
+                           int64_t ld, const float *cs, const float *rot, const float *dy, int64_t ldy, float *dx,
+                           double *dphase) {
+    float *sp = buf, *sig = buf + R;
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * ld, *c = cs + r * R * 2, *g = dy + r * ldy;
         float *dxr = dx + r * ld;
+        softplus(xr, dphase ? sp : NULL, sig, R);
         for (int64_t d = 0; d < R; d++) {
-            const double gc = g[2 * d], gs = g[2 * d + 1], co = c[2 * d], si = c[2 * d + 1];
-            dxr[d] += (float)(softplus_grad(xr[d]) * (gc * co + gs * si));
-            if (dphase) dphase[d] += (double)(float)softplus(xr[d]) * (gs * co - gc * si);
+            float co = c[2 * d], si = c[2 * d + 1];
+            if (rot) {
+                const float t = co * rot[2 * d] - si * rot[2 * d + 1];
+                si = si * rot[2 * d] + co * rot[2 * d + 1], co = t;
+            }
+            const float gc = g[2 * d], gs = g[2 * d + 1];
+            dxr[d] += sig[d] * (gc * co + gs * si);
+            if (dphase) dphase[d] += (double)sp[d] * ((double)gs * co - (double)gc * si);
         }
         for (int64_t d = R; d < D; d++) dxr[d] += g[R + d];
     }
-}
-
-/* dk (+=) of one (b, h)'s keys from dk' (Tk, W; row stride ldy), kcs their phases, and
- * pope_bias[h] += the phases' gradient where the clamp keeps it */
-static void key_backward(pe__ctx *ctx, const pope_state *st, int64_t h, const float *kcs, const float *k,
-                         const float *dky, int64_t ldy, float *dk) {
-    const int64_t R = ctx->cfg->rotary_dim;
-    float *dbias = ctx->g->dparam[BIAS];
-    double *dphase = dbias ? st->dph + h * R : NULL;
-    if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
-    polar_backward(ctx->Tk, R, ctx->D, k, ctx->Ckv, kcs, dky, ldy, dk, dphase);
-    const float *bias = ctx->w->param[BIAS] + h * R;
-    for (int64_t d = 0; dphase && d < R; d++)
-        if (bias[d] >= -2 * PE_PI && bias[d] <= 0) dbias[h * R + d] += (float)dphase[d];
 }
 
 /* The lift: every (b, h)'s q' and k' (a key per query head: its bias), and back. Split by kv head g across threads: one thread forms the
@@ -163,27 +160,34 @@ typedef struct lift_job {
 static void lift_group(void *arg, int64_t g) {
     const lift_job *j = arg;
     pe__ctx *ctx = j->ctx;
-    const pope_state *st = ctx->state;
+    pope_state *st = ctx->state;
     const int64_t T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, R = ctx->cfg->rotary_dim, W = R + D;
     const int64_t group = H / ctx->Hkv, C = ctx->C, Ckv = ctx->Ckv;
+    const pe__softplus_fn softplus = pe__softplus_kernel(ctx->run);
+    float *buf = st->buf + g * 2 * R, *dbias = ctx->g ? ctx->g->dparam[BIAS] : NULL;
+    const float *bias = ctx->w->param[BIAS];
     for (int64_t b = 0; b < ctx->B; b++)
         for (int64_t h = g * group; h < (g + 1) * group; h++) {
             const int64_t qo = b * T * C + h * D, ko = b * Tk * Ckv + g * D, wq = b * T * H * W + h * W,
                           wk = b * Tk * H * W + h * W;
-            const float *cq = st->cs + b * T * R * 2, *kcs = key_table(ctx, st, b, h);
+            const float *cq = st->cs + b * T * R * 2, *ck = st->cs_k + b * Tk * R * 2, *rot = st->rot + h * R * 2;
             if (j->qw) {
-                polar(T, R, D, j->q + qo, C, cq, j->qw + wq, H * W);
-                polar(Tk, R, D, j->k + ko, Ckv, kcs, j->kw + wk, H * W);
-            } else {
-                polar_backward(T, R, D, j->q + qo, C, cq, j->dqw + wq, H * W, j->dq + qo, NULL);
-                key_backward(ctx, st, h, kcs, j->k + ko, j->dkw + wk, H * W, j->dk + ko);
+                polar(softplus, buf, T, R, D, j->q + qo, C, cq, NULL, j->qw + wq, H * W);
+                polar(softplus, buf, Tk, R, D, j->k + ko, Ckv, ck, rot, j->kw + wk, H * W);
+                continue;
             }
+            polar_backward(softplus, buf, T, R, D, j->q + qo, C, cq, NULL, j->dqw + wq, H * W, j->dq + qo, NULL);
+            double *dphase = dbias ? st->dph + h * R : NULL; /* pope_bias[h] += where the clamp keeps it */
+            if (dphase) memset(dphase, 0, sizeof(double) * (size_t)R);
+            polar_backward(softplus, buf, Tk, R, D, j->k + ko, Ckv, ck, rot, j->dkw + wk, H * W, j->dk + ko, dphase);
+            for (int64_t d = 0; dphase && d < R; d++)
+                if (bias[h * R + d] >= -2 * PE_PI && bias[h * R + d] <= 0) dbias[h * R + d] += (float)dphase[d];
         }
 }
 
-/* a softplus and a sine and cosine in double per element: weigh them as ~64 multiply-adds */
+/* a vector softplus (or sigmoid) and a turned phase per element: weigh them as ~16 multiply-adds */
 static double lift_work(const pe__ctx *ctx) {
-    return 64.0 * (double)ctx->B * ctx->H * (ctx->T + ctx->Tk) * ctx->cfg->rotary_dim;
+    return 16.0 * (double)ctx->B * ctx->H * (ctx->T + ctx->Tk) * ctx->cfg->rotary_dim;
 }
 
 static void lift_forward(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw) {

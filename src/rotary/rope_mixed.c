@@ -44,18 +44,39 @@ static int64_t axes(const pe_config *cfg, const pe_weights *w) {
     return w->param[0] && w->param_rows[0] > 0 ? w->param_rows[0] : 1;
 }
 
-/* cs (H, n, half, 2) for n rows of A positions each */
-static void table(const pe__ctx *ctx, const int64_t *pos, int64_t n, float *cs) {
+/* cs (H, n, half, 2) for n rows of A positions each: the angles in double, the kernels' sin
+ * and cos (exec/vmath.h), rounded once; split across threads by head */
+typedef struct table_job {
+    const pe__ctx *ctx;
+    const int64_t *pos;
+    int64_t n;
+    float *cs;
+} table_job;
+
+static void table_head(void *arg, int64_t h) {
+    enum { CH = 64 };
+    const table_job *j = arg;
+    const pe__ctx *ctx = j->ctx;
     const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, A = ctx->A;
     const float *f = ctx->w->param[0];
-    for (int64_t h = 0; h < H; h++)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t t = 0; t < half; t++) {
-                double angle = 0;
-                for (int64_t a = 0; a < A; a++) angle += (double)pos[r * A + a] * (double)f[(a * H + h) * half + t];
-                float *e = cs + ((h * n + r) * half + t) * 2;
-                e[0] = (float)cos(angle), e[1] = (float)sin(angle);
+    const pe__sincos_fn sincos = pe__sincos_kernel(ctx->run);
+    double angle[CH], s[CH], c[CH];
+    for (int64_t r = 0; r < j->n; r++)
+        for (int64_t t0 = 0; t0 < half; t0 += CH) {
+            const int64_t m = half - t0 < CH ? half - t0 : CH;
+            for (int64_t t = 0; t < m; t++) {
+                angle[t] = 0;
+                for (int64_t a = 0; a < A; a++) angle[t] += (double)j->pos[r * A + a] * (double)f[(a * H + h) * half + t0 + t];
             }
+            sincos(angle, s, c, m);
+            float *e = j->cs + ((h * j->n + r) * half + t0) * 2;
+            for (int64_t t = 0; t < m; t++) e[2 * t] = (float)c[t], e[2 * t + 1] = (float)s[t];
+        }
+}
+
+static void table(const pe__ctx *ctx, const int64_t *pos, int64_t n, float *cs) {
+    table_job j = {ctx, pos, n, cs};
+    pe__parallel_for(ctx->run, 32.0 * ctx->H * n * (ctx->cfg->rotary_dim / 2), ctx->H, table_head, &j);
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
