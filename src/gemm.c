@@ -27,6 +27,25 @@ void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
 #endif
 }
 
+void pe__dgemm(int trans_a, int accumulate, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+               const double *b, int64_t ldb, double *c, int64_t ldc) {
+    if (m == 0 || n == 0) return;
+#ifdef PE_BLAS
+    cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0, a,
+                (int)lda, b, (int)ldb, accumulate ? 1.0 : 0.0, c, (int)ldc);
+#else
+    for (int64_t i = 0; i < m; i++) {
+        double *ci = c + i * ldc;
+        if (!accumulate)
+            for (int64_t j = 0; j < n; j++) ci[j] = 0;
+        for (int64_t l = 0; l < k; l++) {
+            const double av = trans_a ? a[l * lda + i] : a[i * lda + l];
+            for (int64_t j = 0; j < n; j++) ci[j] += av * b[l * ldb + j];
+        }
+    }
+#endif
+}
+
 void pe__linear_forward(float *y, const float *x, const float *w, const float *b, int64_t n, int64_t in,
                         int64_t out) {
     /* y starts as the bias rows and the product is added to it: one pass over y where a zeroed

@@ -324,6 +324,9 @@ void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q,
 void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
+/* The same in double, alpha 1 and beta 0 or 1 (accumulate): C (+)= op(A) B (FoPE's tables) */
+void pe__dgemm(int trans_a, int accumulate, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
+               const double *b, int64_t ldb, double *c, int64_t ldc);
 
 /* Row-wise softmax of s (n rows, m columns) into p; -inf entries give 0. sink: a logit in every
  * row's sum with no column of its own (attention_sinks), -INFINITY for none. */

@@ -9,12 +9,13 @@
  * in the training length is zeroed), or every pair. With fope_cos = fope_sin = the identity it
  * is RoPE on the kept pairs, which is where the tensors start (plus N(0, 0.02)).
  *
- * Each row's (c, s) per kv head is a table like rope's, built in double from the float
- * tensors and rounded once; the transformation is rope's kernel with that table (its
- * transpose, sin negated, is the backward's), one kv head's group of heads at a time. The
- * tensors' gradients: for y = M(c, s) x, dL/dc = dy1 x1 + dy2 x2 and dL/ds = dy2 x1 - dy1 x2
- * per pair, summed over the group's heads and over q and k, then dfope_cos[h, u, d] +=
- * cos(p w_u) dL/dc[p, h, d] (fope_sin with sin). */
+ * Each row's (c, s) per kv head (one for all heads without fope_sep_head) is a table like
+ * rope's, built in double from the float tensors and rounded once; the transformation is rope's
+ * kernel with that table (its transpose, sin negated, is the backward's), one kv head's group
+ * of heads at a time. The tensors' gradients: for y = M(c, s) x, dL/dc = dy1 x1 + dy2 x2 and
+ * dL/ds = dy2 x1 - dy1 x2 per pair, summed over the heads that share a table and over q and k,
+ * then dfope_cos[h, u, d] += cos(p w_u) dL/dc[p, h, d] (fope_sin with sin). The rows' cos and
+ * sin (p w_u) are kept from forward for backward. */
 #include <math.h>
 
 #include "../internal.h"
@@ -22,10 +23,13 @@
 enum { COS, SIN };
 
 typedef struct {
-    float *cs;    /* (Hc, B*T, D/2, 2) c, s of the queries, Hc = Hkv (one per kv head) */
+    float *cs;    /* (Hc, B*T, D/2, 2) c, s of the queries, Hc tables (kv_heads, or 1: tables()) */
     float *cs_k;  /* (Hc, B*Tk, D/2, 2) of the keys, or cs when the keys are the queries */
+    double *cw;   /* (B*T, 2F) cos(p w_u), then sin(p w_u), of the queries' positions */
+    double *cw_k; /* (B*Tk, 2F) of the keys', or cw */
     double *w;    /* (F) the kept frequencies */
-    double *g;    /* (2, Hkv, n or nk, F) dL/dc, dL/ds per row and kv head, summed by backward */
+    double *g;    /* (2, Hc, n or nk, F) dL/dc, dL/ds per row and table, summed by backward */
+    double *f;    /* (2, Hc, F, F) fope_cos, fope_sin in double */
 } fope_state;
 
 /* F: the pairs that carry a Fourier series */
@@ -62,60 +66,75 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
     return 2;
 }
 
-/* cs (Hkv, n, D/2, 2) for n rows at pos */
-static void table(const pe__ctx *ctx, const fope_state *st, const int64_t *pos, int64_t n, float *cs) {
-    const int64_t half = ctx->D / 2, F = n_freq(ctx->cfg, ctx->D), Hc = ctx->cfg->fope_sep_head ? ctx->Hkv : 1;
-    const float *fc = ctx->w->param[COS], *fs = ctx->w->param[SIN];
-    double *cw = malloc(sizeof(double) * (size_t)(2 * F)), *sw = cw ? cw + F : NULL;
-    for (int64_t r = 0; r < n && cw; r++) {
-        for (int64_t u = 0; u < F; u++) cw[u] = cos((double)pos[r] * st->w[u]), sw[u] = sin((double)pos[r] * st->w[u]);
-        for (int64_t h = 0; h < ctx->Hkv; h++) {
-            const int64_t hc = Hc > 1 ? h : 0;
-            float *e = cs + (h * n + r) * half * 2;
-            for (int64_t d = 0; d < half; d++) {
-                double c = d < F ? 0 : 1, s = 0;
-                for (int64_t u = 0; u < F && d < F; u++)
-                    c += cw[u] * (double)fc[(hc * F + u) * F + d], s += sw[u] * (double)fs[(hc * F + u) * F + d];
-                e[2 * d] = (float)c, e[2 * d + 1] = (float)s;
-            }
+/* the tables: one per kv head with fope_sep_head, else one for all */
+static int64_t tables(const pe__ctx *ctx) { return ctx->cfg->fope_sep_head ? ctx->Hkv : 1; }
+
+/* cw (n, 2F) = cos, sin (p w_u) of n rows at pos, then cs (Hc, n, D/2, 2): table hc's (c, s)
+ * = (cw fope_cos[hc], sw fope_sin[hc]) per row (products in double), (1, 0) past F */
+static void table(const pe__ctx *ctx, const fope_state *st, const int64_t *pos, int64_t n, double *cw, float *cs) {
+    const int64_t F = n_freq(ctx->cfg, ctx->D), half = ctx->D / 2, Hc = tables(ctx);
+    const pe__sincos_fn sincos = pe__sincos_kernel(ctx->run);
+    for (int64_t r = 0; r < n; r++) {
+        double *a = cw + r * 2 * F;
+        for (int64_t u = 0; u < F; u++) a[u] = (double)pos[r] * st->w[u];
+        sincos(a, a + F, a, F); /* in place: the sines go to the second half first */
+    }
+    double *c = st->g, *s = c + n * F; /* backward's scratch, free until then */
+    for (int64_t hc = 0; hc < Hc; hc++) {
+        pe__dgemm(0, 0, n, F, F, cw, 2 * F, st->f + hc * F * F, F, c, F);
+        pe__dgemm(0, 0, n, F, F, cw + F, 2 * F, st->f + (Hc + hc) * F * F, F, s, F);
+        for (int64_t r = 0; r < n; r++) {
+            float *e = cs + (hc * n + r) * half * 2;
+            for (int64_t d = 0; d < half; d++)
+                e[2 * d] = d < F ? (float)c[r * F + d] : 1.0f, e[2 * d + 1] = d < F ? (float)s[r * F + d] : 0.0f;
         }
     }
-    free(cw);
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     ctx->transforms = PE__TQ | PE__TK;
     const int64_t half = ctx->D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, F = n_freq(ctx->cfg, ctx->D);
+    const int64_t Hc = tables(ctx);
     const int shared = ctx->kpos == ctx->pos;
     const size_t rows = (size_t)(n > nk ? n : nk);
     fope_state *st = calloc(1, sizeof *st);
-    if (st) st->cs = malloc(sizeof(float) * (size_t)(ctx->Hkv * n * half * 2));
-    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(ctx->Hkv * nk * half * 2));
+    if (st) st->cs = malloc(sizeof(float) * (size_t)(Hc * n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(Hc * nk * half * 2));
+    if (st) st->cw = malloc(sizeof(double) * (size_t)(n * 2 * F));
+    if (st) st->cw_k = shared ? st->cw : malloc(sizeof(double) * (size_t)(nk * 2 * F));
     if (st) st->w = malloc(sizeof(double) * (size_t)F);
-    if (st) st->g = malloc(sizeof(double) * 2 * (size_t)ctx->Hkv * rows * (size_t)F);
-    if (!st || !st->cs || !st->cs_k || !st->w || !st->g) {
-        if (st && !shared) free(st->cs_k);
-        if (st) free(st->cs), free(st->w), free(st->g);
+    if (st) st->g = malloc(sizeof(double) * 2 * (size_t)Hc * rows * (size_t)F);
+    if (st) st->f = malloc(sizeof(double) * (size_t)(2 * Hc * F * F));
+    if (!st || !st->cs || !st->cs_k || !st->cw || !st->cw_k || !st->w || !st->g || !st->f) {
+        if (st && !shared) free(st->cs_k), free(st->cw_k);
+        if (st) free(st->cs), free(st->cw), free(st->w), free(st->g), free(st->f);
         free(st);
         return pe_error(err, PE_ENOMEM, "out of memory for the fope tables");
     }
     for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
-    table(ctx, st, ctx->pos, n, st->cs);
-    if (!shared) table(ctx, st, ctx->kpos, nk, st->cs_k);
+    for (int64_t e = 0; e < Hc * F * F; e++)
+        st->f[e] = ctx->w->param[COS][e], st->f[Hc * F * F + e] = ctx->w->param[SIN][e];
+    table(ctx, st, ctx->pos, n, st->cw, st->cs);
+    if (!shared) table(ctx, st, ctx->kpos, nk, st->cw_k, st->cs_k);
     ctx->state = st;
     return PE_OK;
 }
 
 static void release(pe__ctx *ctx) {
     fope_state *st = ctx->state;
-    if (st->cs_k != st->cs) free(st->cs_k);
-    free(st->cs), free(st->w), free(st->g), free(st);
+    if (st->cs_k != st->cs) free(st->cs_k), free(st->cw_k);
+    free(st->cs), free(st->cw), free(st->w), free(st->g), free(st->f), free(st);
     ctx->state = NULL;
 }
 
-/* n rows (stride ld) of nh heads per kv head, each kv head's group by its table; sign -1: back */
+/* n rows (stride ld) of nh heads per kv head, each kv head's group by its table (all heads at
+ * once by one table without fope_sep_head); sign -1: back */
 static void transform(const pe__ctx *ctx, float *x, int64_t n, int64_t ld, int64_t nh, const float *cs, float sign) {
     const int64_t D = ctx->D;
+    if (tables(ctx) == 1) {
+        pe__rope_rotate(ctx->run, x, n, ld, nh * ctx->Hkv, D, D, PE_ROPE_HALF, cs, sign);
+        return;
+    }
     for (int64_t h = 0; h < ctx->Hkv; h++)
         pe__rope_rotate(ctx->run, x + h * nh * D, n, ld, nh, D, D, PE_ROPE_HALF, cs + h * n * (D / 2) * 2, sign);
 }
@@ -127,34 +146,31 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     if (k) transform(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, 1, st->cs_k, 1.0f);
 }
 
-/* The tensors' gradients from n rows at pos: x_in before the transformation, dy after */
-static void coef_grad(pe__ctx *ctx, const fope_state *st, const int64_t *pos, int64_t n, const float *x_in,
+/* The tensors' gradients from n rows: cw their cos, sin (p w_u), x_in before the
+ * transformation, dy after */
+static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int64_t n, const float *x_in,
                       const float *dy, int64_t ld, int64_t nh) {
-    const int64_t D = ctx->D, half = D / 2, F = n_freq(ctx->cfg, D), Hkv = ctx->Hkv;
-    const int64_t Hc = ctx->cfg->fope_sep_head ? Hkv : 1;
-    double *gc = st->g, *gs = st->g + Hkv * n * F; /* (Hkv, n, F) each */
-    for (int64_t h = 0; h < Hkv; h++)
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t d = 0; d < F; d++) {
-                double dc = 0, ds = 0;
-                for (int64_t j = 0; j < nh; j++) {
-                    const int64_t a = r * ld + (h * nh + j) * D + d, b = a + half;
-                    dc += (double)dy[a] * x_in[a] + (double)dy[b] * x_in[b];
-                    ds += (double)dy[b] * x_in[a] - (double)dy[a] * x_in[b];
-                }
-                gc[(h * n + r) * F + d] = dc, gs[(h * n + r) * F + d] = ds;
-            }
-    float *dfc = ctx->g->dparam[COS], *dfs = ctx->g->dparam[SIN];
-    double *acc = calloc((size_t)(2 * F * F + 2 * F), sizeof(double)), *cw = acc ? acc + 2 * F * F : NULL;
-    for (int64_t h = 0; h < Hkv && acc; h++) {
-        const int64_t hc = Hc > 1 ? h : 0;
-        memset(acc, 0, sizeof(double) * (size_t)(2 * F * F));
+    const int64_t D = ctx->D, half = D / 2, F = n_freq(ctx->cfg, D), Hkv = ctx->Hkv, Hc = tables(ctx);
+    const int64_t per = Hkv / Hc; /* the kv heads of a table */
+    double *gc = st->g, *gs = st->g + Hc * n * F; /* (Hc, n, F) each */
+    for (int64_t hc = 0; hc < Hc; hc++)
         for (int64_t r = 0; r < n; r++) {
-            for (int64_t u = 0; u < F; u++) cw[u] = cos((double)pos[r] * st->w[u]), cw[F + u] = sin((double)pos[r] * st->w[u]);
-            const double *grc = gc + (h * n + r) * F, *grs = gs + (h * n + r) * F;
-            for (int64_t u = 0; u < F; u++)
-                for (int64_t d = 0; d < F; d++) acc[u * F + d] += cw[u] * grc[d], acc[F * F + u * F + d] += cw[F + u] * grs[d];
+            double *dc = gc + (hc * n + r) * F, *ds = gs + (hc * n + r) * F;
+            for (int64_t d = 0; d < F; d++) dc[d] = 0, ds[d] = 0;
+            for (int64_t j = 0; j < per * nh; j++) { /* the table's heads in order */
+                const float *x1 = x_in + r * ld + (hc * per * nh + j) * D, *x2 = x1 + half;
+                const float *g1 = dy + r * ld + (hc * per * nh + j) * D, *g2 = g1 + half;
+                for (int64_t d = 0; d < F; d++) {
+                    dc[d] += (double)g1[d] * x1[d] + (double)g2[d] * x2[d];
+                    ds[d] += (double)g2[d] * x1[d] - (double)g1[d] * x2[d];
+                }
+            }
         }
+    float *dfc = ctx->g->dparam[COS], *dfs = ctx->g->dparam[SIN];
+    double *acc = malloc(sizeof(double) * (size_t)(2 * F * F));
+    for (int64_t hc = 0; hc < Hc && acc; hc++) { /* acc = cw^T gc, then sw^T gs, over the rows */
+        pe__dgemm(1, 0, F, F, n, cw, 2 * F, gc + hc * n * F, F, acc, F);
+        pe__dgemm(1, 0, F, F, n, cw + F, 2 * F, gs + hc * n * F, F, acc + F * F, F);
         for (int64_t e = 0; e < F * F; e++) {
             if (dfc) dfc[hc * F * F + e] += (float)acc[e];
             if (dfs) dfs[hc * F * F + e] += (float)acc[F * F + e];
@@ -170,8 +186,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     const fope_state *st = ctx->state;
     const int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, group = ctx->H / ctx->Hkv;
     if (ctx->g->dparam[COS] || ctx->g->dparam[SIN]) {
-        coef_grad(ctx, st, ctx->pos, n, q_in, dq, ctx->C, group);
-        coef_grad(ctx, st, ctx->kpos, nk, k_in, dk, ctx->Ckv, 1);
+        coef_grad(ctx, st, st->cw, n, q_in, dq, ctx->C, group);
+        coef_grad(ctx, st, st->cw_k, nk, k_in, dk, ctx->Ckv, 1);
     }
     transform(ctx, dq, n, ctx->C, group, st->cs, -1.0f);
     transform(ctx, dk, nk, ctx->Ckv, 1, st->cs_k, -1.0f);
