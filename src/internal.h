@@ -222,7 +222,6 @@ typedef struct pe__method {
     void (*output_forward)(pe__ctx *ctx, float *o);
     void (*output_backward)(pe__ctx *ctx, float *dout);
 
-
     /* The transform stage of a method whose vectors change width: a score that is the plain
      * product of lifted vectors, s = scale q'.k' with q', k' of width W = lift_width (PoPE:
      * magnitude times cos and sin per frequency). lift_forward writes every head's, qw
@@ -278,7 +277,6 @@ typedef struct pe__method {
                                int64_t ldd, float *dp, int64_t lddp);
     int64_t (*tile_scratch)(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols);
 
-
     /* A layer with a walk of its own (PE__COMPLEX: token ids, a second, imaginary stream):
      * the core set the context and ran prepare; walk_forward does the rest of the layer
      * (y and y_im (B, T, C); scores, probs (B, H, T, Tk) or NULL) keeping what its backward
@@ -324,7 +322,7 @@ void pe__score_dot_backward(const pe__ctx *ctx, const float *ds, const float *q,
 void pe__gemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
-/* The same in double, alpha 1 and beta 0 or 1 (accumulate): C (+)= op(A) B (FoPE's tables) */
+/* In double: C (+)= op(A) B (FoPE's tables) */
 void pe__dgemm(int trans_a, int accumulate, int64_t m, int64_t n, int64_t k, const double *a, int64_t lda,
                const double *b, int64_t ldb, double *c, int64_t ldc);
 
@@ -493,10 +491,9 @@ static inline double pe__rope_dangle(const float *x_in, const float *dy, int64_t
     return -(double)dy[e1] * y2 + (double)dy[e2] * y1;
 }
 
-/* Vector maths at the kernels' width (exec/vmath.h), for the methods' per-token stages:
- * s, c = sin, cos of n angles in double (within 3e-16 of libm's; libm's past |x| = 2^30), and
- * sp, sig = softplus(x) and its derivative sigmoid(x) in float (PyTorch's softplus, threshold
- * 20; a few ulp); outputs may be NULL, and c may be x itself. The kernels the run's isa names. */
+/* The kernels' vector maths (exec/vmath.h) of the run's isa: s, c = sin, cos of n angles in
+ * double (within 3e-16 of libm's); sp, sig = PyTorch's softplus and its sigmoid in float (a
+ * few ulp). Outputs may be NULL; c may be x. */
 typedef void (*pe__sincos_fn)(const double *x, double *s, double *c, int64_t n);
 typedef void (*pe__softplus_fn)(const float *x, float *sp, float *sig, int64_t n);
 pe__sincos_fn pe__sincos_kernel(const pe_run_options *run);
@@ -514,9 +511,8 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
 void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
 
-/* fn(arg, i) for every i in 0 .. n-1, split across the run's threads (none for less than about
- * 2^22 multiply-adds of work, or inside another parallel region); static schedule: each i on one
- * thread (exec/run.c) */
+/* fn(arg, i) for every i in 0 .. n-1 across the run's threads (one below about 2^22 multiply-adds
+ * of work, or inside another parallel region); static schedule, each i on one thread (exec/run.c) */
 void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
 /* The fused attention path (exec/fused.c): tiled, online softmax, no (T, Tk) buffer; backward
  * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved

@@ -25,24 +25,15 @@ static inline void KN(sincos_vec)(vd x, vd *s, vd *c) {
     vd r = KN(fmadd_pd)(-k, magic + 0x1.921fb54442d18p+0, x); /* pi/2 = P1 + P2 */
     r = KN(fmadd_pd)(-k, magic + 0x1.1a62633145c07p-54, r);
     const vd z = r * r;
-    vd ps = magic + 1.0 / 355687428096000.0; /* 1/17! ... -1/3! */
-    ps = KN(fmadd_pd)(ps, z, magic - 1.0 / 1307674368000.0);
-    ps = KN(fmadd_pd)(ps, z, magic + 1.0 / 6227020800.0);
-    ps = KN(fmadd_pd)(ps, z, magic - 1.0 / 39916800.0);
-    ps = KN(fmadd_pd)(ps, z, magic + 1.0 / 362880.0);
-    ps = KN(fmadd_pd)(ps, z, magic - 1.0 / 5040.0);
-    ps = KN(fmadd_pd)(ps, z, magic + 1.0 / 120.0);
-    ps = KN(fmadd_pd)(ps, z, magic - 1.0 / 6.0);
+    static const double inv_fact[17] = {/* 1 / n! for n = 2 .. 18 */
+        1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800,
+        1.0 / 39916800, 1.0 / 479001600, 1.0 / 6227020800.0, 1.0 / 87178291200.0, 1.0 / 1307674368000.0,
+        1.0 / 20922789888000.0, 1.0 / 355687428096000.0, 1.0 / 6402373705728000.0};
+    /* sin r = r + r z ps(z), ps's z^i (-1)^(i+1) / (2i + 3)!; cos r = 1 - z pc(z), pc's z^i (-1)^i / (2i + 2)! */
+    vd ps = magic + inv_fact[15], pc = magic + inv_fact[16];
+    for (int i = 6; i >= 0; i--) ps = KN(fmadd_pd)(ps, z, magic + (i % 2 ? 1 : -1) * inv_fact[2 * i + 1]);
+    for (int i = 7; i >= 0; i--) pc = KN(fmadd_pd)(pc, z, magic + (i % 2 ? -1 : 1) * inv_fact[2 * i]);
     const vd sr = KN(fmadd_pd)(ps * z, r, r);
-    vd pc = magic + 1.0 / 6402373705728000.0; /* 1/18! ... -1/2! */
-    pc = KN(fmadd_pd)(pc, z, magic - 1.0 / 20922789888000.0);
-    pc = KN(fmadd_pd)(pc, z, magic + 1.0 / 87178291200.0);
-    pc = KN(fmadd_pd)(pc, z, magic - 1.0 / 479001600.0);
-    pc = KN(fmadd_pd)(pc, z, magic + 1.0 / 3628800.0);
-    pc = KN(fmadd_pd)(pc, z, magic - 1.0 / 40320.0);
-    pc = KN(fmadd_pd)(pc, z, magic + 1.0 / 720.0);
-    pc = KN(fmadd_pd)(pc, z, magic - 1.0 / 24.0);
-    pc = KN(fmadd_pd)(pc, z, magic + 0.5);
     const vd cr = KN(fmadd_pd)(-pc, z, one);
     const vl q = (vl)t & 3, odd = -(q & 1), sign = (vl)magic + INT64_MIN; /* the quadrant; the sign bit */
     const vl si = ((vl)sr & ~odd) | ((vl)cr & odd), co = ((vl)cr & ~odd) | ((vl)sr & odd);
