@@ -25,7 +25,7 @@
  *
  * Storage: (B, cap, Ckv) for k and v and (B, cap, A) positions, cap doubling up to max_tokens, so
  * growth copies each token O(1) times. */
-#include "internal.h"
+#include "rotary/rotary.h"
 
 struct pe_kv_cache {
     pe_attention *att;   /* the caller's layer */

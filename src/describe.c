@@ -2,6 +2,7 @@
  * whether a layer takes a range of positions, a relative method's table row, RoPE's frequencies.
  * The trainer, the CLI and posenc's Python read these instead of the library's internals. */
 #include "layer.h"
+#include "rotary/rotary.h"
 
 _Static_assert(sizeof(pe_method_info) == PE_METHOD_INFO_BYTES, "pe_method_info's fields outgrew PE_METHOD_INFO_BYTES");
 

@@ -61,6 +61,15 @@ typedef struct pe__scratch {
 } pe__scratch;
 /* n floats of sc (not zeroed), grown if needed; NULL when out of memory (exec/run.c) */
 float *pe__scratch_get(pe__scratch *sc, size_t n);
+/* What a kept table was built from: whether the bytes of parts, in order, are those *key holds
+ * from the last build. When not, key takes them and the caller rebuilds (pe__inputs_forget if
+ * that fails); 0 when memory runs out, every time. (exec/run.c) */
+typedef struct pe__bytes {
+    const void *p;
+    size_t n;
+} pe__bytes;
+int pe__inputs_same(pe__scratch *key, const pe__bytes *parts, int n);
+void pe__inputs_forget(pe__scratch *key);
 
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
@@ -471,26 +480,6 @@ static inline void pe__axpy(float *y, float a, const float *x, int64_t n) {
 void pe__sinusoidal_row(double *row, double p, int64_t C, int layout, double base);
 void pe__sinusoidal_pairs(double *sc, double p, int64_t C, int layout, double base, int64_t t0, int64_t n);
 
-/* RoPE frequencies for a configuration (rotary/rope_scaling.c): fills inv_freq[rotary_dim/2]
- * in double and returns the attention factor that multiplies cos and sin. n_pos is
- * max(positions) + 1 (dynamic NTK, the LongRoPE switch); factors is the LongRoPE factor table
- * the positions select (pe__rope_longrope_uses_long), NULL otherwise. */
-double pe__rope_freqs(const pe_config *cfg, int64_t n_pos, const float *factors, double *inv_freq);
-int pe__rope_longrope_uses_long(const pe_config *cfg, int64_t n_pos);
-/* Pair t of a head in a RoPE layout: its first element at offset *first, the second *step
- * after it ((t, t + rd/2) half, (2t, 2t+1) interleaved). */
-static inline void pe__rope_pair(int layout, int64_t rd, int64_t t, int64_t *first, int64_t *step) {
-    *first = layout == PE_ROPE_HALF ? t : 2 * t, *step = layout == PE_ROPE_HALF ? rd / 2 : 1;
-}
-/* dL/dangle of one rotated pair y = R(angle) x_in (cs: its cos, sin, any common scale) with
- * upstream gradient dy at elements e1, e2: dy1/dangle = -y2, dy2/dangle = y1. Used by the
- * rotary methods whose angles carry parameters (LongRoPE's factors, rope_mixed's frequencies). */
-static inline double pe__rope_dangle(const float *x_in, const float *dy, int64_t e1, int64_t e2, const float *cs) {
-    const double y1 = (double)x_in[e1] * cs[0] - (double)x_in[e2] * cs[1];
-    const double y2 = (double)x_in[e2] * cs[0] + (double)x_in[e1] * cs[1];
-    return -(double)dy[e1] * y2 + (double)dy[e2] * y1;
-}
-
 /* The kernels' vector maths (exec/vmath.h) of the run's isa: s, c = sin, cos of n angles in
  * double (within 3e-16 of libm's); sp, sig = PyTorch's softplus and its sigmoid in float (a
  * few ulp). Outputs may be NULL; c may be x. */
@@ -498,18 +487,6 @@ typedef void (*pe__sincos_fn)(const double *x, double *s, double *c, int64_t n);
 typedef void (*pe__softplus_fn)(const float *x, float *sp, float *sig, int64_t n);
 pe__sincos_fn pe__sincos_kernel(const pe_run_options *run);
 pe__softplus_fn pe__softplus_kernel(const pe_run_options *run);
-
-/* The exact-angle table of n positions: cs (n, half, 2) = (cos, sin)(p * inv_freq) * attn,
- * angles and cos/sin in double, rounded once to float. Position r has A axes at pos + r A; pair
- * t reads axis axis[t] (axis NULL: axis 0). */
-void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, int64_t A, const uint8_t *axis,
-                    int64_t n, const double *inv_freq, int64_t half, double attn);
-
-/* Rotates the first rd dims of each of nh heads (D wide) of n rows (row stride ld) by the
- * per-row table cs (n, rd/2, 2) = (cos, sin), already scaled; sin_sign -1 rotates back
- * (the backward of a rotation is the rotation by -theta). SIMD and threads (exec/run.c). */
-void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
-                     int layout, const float *cs, float sin_sign);
 
 /* fn(arg, i) for every i in 0 .. n-1 across the run's threads (one below about 2^22 multiply-adds
  * of work, or inside another parallel region); static schedule, each i on one thread (exec/run.c) */

@@ -2,6 +2,7 @@
  * that the caller holds (an engine's cache, a context shift), and a table applied by the
  * caller's choice (pe_rotary_apply). */
 #include "layer.h"
+#include "rotary/rotary.h"
 
 /* The rotary table of n rows at positions pos, in a context of its own (the layer's saved
  * forward is left alone): *cs, *rd, *layout from the method's rotary_table hook. The caller

@@ -7,7 +7,7 @@
 #ifndef PE_FUSED_H
 #define PE_FUSED_H
 
-#include "../internal.h"
+#include "../rotary/rotary.h" /* the rotation kernel of rope.c and the vector maths of vmath.h */
 
 enum { PE_BR = 64, PE_BC = 64, PE_DALIGN = 16 };
 

@@ -22,7 +22,7 @@
  * keeps it (-2 pi <= bias <= 0, ends included: PyTorch's clamp). */
 #include <math.h>
 
-#include "../internal.h"
+#include "../rotary/rotary.h"
 
 enum { BIAS };
 
@@ -33,6 +33,9 @@ typedef struct {
     float *rot;  /* (H, R, 2) cos, sin of query head h's key bias delta[h, d] */
     float *buf;  /* (Hkv, 2R) a row's softplus and sigmoid, per kv head (one thread each) */
     double *dph; /* (H, R) one (b, h)'s gradient of its key phases, per head */
+    /* kept between the layer's calls (PE__PERSIST): the phase tables' memory, and the
+     * positions they were built at */
+    pe__scratch tab_q, tab_k, built;
 } pope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -61,8 +64,8 @@ static int params(const pe_config *cfg, int64_t H, int64_t D, pe_param_spec *s) 
 
 static void release(pe__ctx *ctx) {
     pope_state *st = ctx->state;
-    if (st->cs_k != st->cs) free(st->cs_k);
-    free(st->w), free(st->cs), free(st->rot), free(st->buf), free(st->dph), free(st);
+    free(st->tab_q.p), free(st->tab_k.p), free(st->built.p), free(st->w), free(st->rot), free(st->buf), free(st->dph);
+    free(st);
     ctx->state = NULL;
 }
 
@@ -71,26 +74,34 @@ static inline double clamp_bias(double b) { return b < -2 * PE_PI ? -2 * PE_PI :
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t R = ctx->cfg->rotary_dim, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, H = ctx->H;
     const int shared = ctx->kpos == ctx->pos;
-    pope_state *st = calloc(1, sizeof *st);
+    pope_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
     ctx->state = st;
-    if (st) st->w = malloc(sizeof(double) * (size_t)R);
-    if (st) st->cs = malloc(sizeof(float) * (size_t)(n * R * 2));
-    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(nk * R * 2));
-    if (st) st->rot = malloc(sizeof(float) * (size_t)(H * R * 2));
-    if (st) st->buf = malloc(sizeof(float) * (size_t)(ctx->Hkv * R * 2));
-    if (st) st->dph = malloc(sizeof(double) * (size_t)(H * R));
+    if (st && !st->w) { /* what depends on the layer's shape alone */
+        st->w = malloc(sizeof(double) * (size_t)R);
+        st->rot = malloc(sizeof(float) * (size_t)(H * R * 2));
+        st->buf = malloc(sizeof(float) * (size_t)(ctx->Hkv * R * 2));
+        st->dph = malloc(sizeof(double) * (size_t)(H * R));
+        for (int64_t d = 0; st->w && d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
+    }
+    if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(n * R * 2));
+    if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(nk * R * 2));
     if (!st || !st->w || !st->cs || !st->cs_k || !st->rot || !st->buf || !st->dph) {
         if (st) release(ctx);
         return pe_error(err, PE_ENOMEM, "out of memory for the pope tables");
     }
-    for (int64_t d = 0; d < R; d++) st->w[d] = pow(ctx->cfg->rope_base, -(double)d / (double)R);
-    pe__rope_table(ctx->run, st->cs, ctx->pos, 1, NULL, n, st->w, R, 1.0);
-    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, 1, NULL, nk, st->w, R, 1.0);
     const float *bias = ctx->w->param[BIAS];
     for (int64_t e = 0; e < H * R; e++) {
         const double delta = clamp_bias(bias[e]);
         st->rot[2 * e] = (float)cos(delta), st->rot[2 * e + 1] = (float)sin(delta);
     }
+    const pe__bytes from[] = {{&n, sizeof n},
+                              {&nk, sizeof nk},
+                              {&shared, sizeof shared},
+                              {ctx->pos, sizeof(int64_t) * (size_t)n},
+                              {ctx->kpos, shared ? 0 : sizeof(int64_t) * (size_t)nk}};
+    if (pe__inputs_same(&st->built, from, 5)) return PE_OK;
+    pe__rope_table(ctx->run, st->cs, ctx->pos, 1, NULL, n, st->w, R, 1.0);
+    if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, 1, NULL, nk, st->w, R, 1.0);
     return PE_OK;
 }
 
@@ -206,7 +217,7 @@ const pe__method pe__method_pope = {
     .reference = "Gopalakrishnan et al. 2025, polar coordinate position embedding (lucidrains/PoPE-pytorch)",
     .family = PE_FAMILY_RELATIVE,
     .keys = "rope_base rotary_dim pope_bias_uniform_init",
-    .flags = PE__GQA | PE__FUSED,
+    .flags = PE__GQA | PE__FUSED | PE__PERSIST,
     .defaults = defaults,
     .check = check,
     .params = params,

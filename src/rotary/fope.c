@@ -18,7 +18,7 @@
  * sin (p w_u) are kept from forward for backward. */
 #include <math.h>
 
-#include "../internal.h"
+#include "rotary.h"
 
 enum { COS, SIN };
 
@@ -30,6 +30,9 @@ typedef struct {
     double *w;    /* (F) the kept frequencies */
     double *g;    /* (2, Hc, n or nk, F) dL/dc, dL/ds per row and table, summed by backward */
     double *f;    /* (2, Hc, F, F) fope_cos, fope_sin in double */
+    /* kept between the layer's calls (PE__PERSIST): the memory of the above, and what the
+     * tables were built from (the same positions and tensors reuse them) */
+    pe__scratch tab_q, tab_k, rows_q, rows_k, grad, built;
 } fope_state;
 
 /* F: the pairs that carry a Fourier series */
@@ -91,40 +94,45 @@ static void table(const pe__ctx *ctx, const fope_state *st, const int64_t *pos, 
     }
 }
 
+static void release(pe__ctx *ctx) {
+    fope_state *st = ctx->state;
+    free(st->tab_q.p), free(st->tab_k.p), free(st->rows_q.p), free(st->rows_k.p), free(st->grad.p), free(st->built.p);
+    free(st->w), free(st);
+    ctx->state = NULL;
+}
+
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     ctx->transforms = PE__TQ | PE__TK;
     const int64_t half = ctx->D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, F = n_freq(ctx->cfg, ctx->D);
     const int64_t Hc = tables(ctx);
     const int shared = ctx->kpos == ctx->pos;
-    const size_t rows = (size_t)(n > nk ? n : nk);
-    fope_state *st = calloc(1, sizeof *st);
-    if (st) st->cs = malloc(sizeof(float) * (size_t)(Hc * n * half * 2));
-    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(Hc * nk * half * 2));
-    if (st) st->cw = malloc(sizeof(double) * (size_t)(n * 2 * F));
-    if (st) st->cw_k = shared ? st->cw : malloc(sizeof(double) * (size_t)(nk * 2 * F));
-    if (st) st->w = malloc(sizeof(double) * (size_t)F);
-    if (st) st->g = malloc(sizeof(double) * 2 * (size_t)Hc * rows * (size_t)F);
-    if (st) st->f = malloc(sizeof(double) * (size_t)(2 * Hc * F * F));
-    if (!st || !st->cs || !st->cs_k || !st->cw || !st->cw_k || !st->w || !st->g || !st->f) {
-        if (st && !shared) free(st->cs_k), free(st->cw_k);
-        if (st) free(st->cs), free(st->cw), free(st->w), free(st->g), free(st->f);
-        free(st);
+    const int64_t rows = n > nk ? n : nk;
+    fope_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
+    ctx->state = st;
+    if (st && !st->w && (st->w = malloc(sizeof(double) * (size_t)(F + 2 * Hc * F * F)))) st->f = st->w + F;
+    if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(Hc * n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(Hc * nk * half * 2));
+    if (st) st->cw = (double *)pe__scratch_get(&st->rows_q, (size_t)(2 * n * 2 * F)); /* doubles in float slots */
+    if (st) st->cw_k = shared ? st->cw : (double *)pe__scratch_get(&st->rows_k, (size_t)(2 * nk * 2 * F));
+    if (st) st->g = (double *)pe__scratch_get(&st->grad, (size_t)(2 * 2 * Hc * rows * F));
+    if (!st || !st->w || !st->cs || !st->cs_k || !st->cw || !st->cw_k || !st->g) {
+        if (st) release(ctx);
         return pe_error(err, PE_ENOMEM, "out of memory for the fope tables");
     }
+    const pe__bytes from[] = {{&n, sizeof n},
+                              {&nk, sizeof nk},
+                              {&shared, sizeof shared},
+                              {ctx->w->param[COS], sizeof(float) * (size_t)(Hc * F * F)},
+                              {ctx->w->param[SIN], sizeof(float) * (size_t)(Hc * F * F)},
+                              {ctx->pos, sizeof(int64_t) * (size_t)n},
+                              {ctx->kpos, shared ? 0 : sizeof(int64_t) * (size_t)nk}};
+    if (pe__inputs_same(&st->built, from, 7)) return PE_OK;
     for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
     for (int64_t e = 0; e < Hc * F * F; e++)
         st->f[e] = ctx->w->param[COS][e], st->f[Hc * F * F + e] = ctx->w->param[SIN][e];
     table(ctx, st, ctx->pos, n, st->cw, st->cs);
     if (!shared) table(ctx, st, ctx->kpos, nk, st->cw_k, st->cs_k);
-    ctx->state = st;
     return PE_OK;
-}
-
-static void release(pe__ctx *ctx) {
-    fope_state *st = ctx->state;
-    if (st->cs_k != st->cs) free(st->cs_k), free(st->cw_k);
-    free(st->cs), free(st->cw), free(st->w), free(st->g), free(st->f), free(st);
-    ctx->state = NULL;
 }
 
 /* n rows (stride ld) of nh heads per kv head, each kv head's group by its table (all heads at
@@ -198,7 +206,7 @@ const pe__method pe__method_fope = {
     .reference = "Hua et al. 2024, Fourier Position Embedding (the form of vLLM rotary_embedding/fope.py)",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_base fope_num_freq fope_sep_head max_position_embeddings",
-    .flags = PE__GQA | PE__FUSED,
+    .flags = PE__GQA | PE__FUSED | PE__PERSIST,
     .check = check,
     .params = params,
     .prepare = prepare,

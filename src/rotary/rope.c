@@ -14,7 +14,7 @@
  * position 10^6 matches a float64 reference (forming p * theta in float32, as many
  * implementations do, is off by ~0.06 rad there). The cos/sin table is built once per call
  * for the tokens' positions and shared by q, k and the backward. */
-#include "../internal.h"
+#include "rotary.h"
 
 enum { SHORT_FACTOR, LONG_FACTOR };
 
@@ -26,15 +26,12 @@ typedef struct {
     int factor_table; /* LongRoPE: the table the positions select (SHORT_ or LONG_FACTOR), else -1 */
     double attn;      /* the scaling's attention factor */
     uint8_t *axis;    /* (r/2) the position axis pair t reads (rope_sections), or NULL */
-    /* What the tables were built from. The layer keeps this state between its calls
-     * (PE__PERSIST): a call at the same positions with the same frequencies (every step of a
-     * training run) reuses them, where sin and cos in double cost more than the rotation. */
-    double *cand;        /* (r/2) this call's frequencies, compared with inv_freq */
-    int64_t n, nk, A;    /* rows of cs and cs_k, axes; n 0: nothing built */
-    int shared;
-    /* the tables' memory, and the positions they were built at (int64: the queries' n A, then the
-     * keys' nk A unless shared), each kept and grown as the layer's other scratch */
-    pe__scratch tab_q, tab_k, built;
+    /* The layer keeps this state between its calls (PE__PERSIST): a call at the same positions
+     * with the same frequencies (every step of a training run) reuses the tables, where sin and
+     * cos in double cost more than the rotation. */
+    double *cand;                /* (r/2) this call's frequencies */
+    pe__scratch tab_q, tab_k;    /* the tables' memory, kept and grown as the layer's other scratch */
+    pe__scratch built;           /* what they were built from (pe__inputs_same) */
 } rope_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -174,11 +171,9 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     if (st && !st->inv_freq && (st->inv_freq = malloc(sizeof(double) * 3 * half)))
         st->acc = st->inv_freq + half, st->cand = st->acc + half;
     if (st && sections && !st->axis && (st->axis = malloc((size_t)half))) pe_rope_pair_axes(ctx->cfg, st->axis);
-    const size_t nbuilt = (size_t)((n + (shared ? 0 : nk)) * A);
     if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(n * half * 2));
     if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(nk * half * 2));
-    int64_t *built = st ? (int64_t *)pe__scratch_get(&st->built, 2 * nbuilt) : NULL; /* int64 in float slots */
-    if (!st || !st->inv_freq || (sections && !st->axis) || !st->cs || !st->cs_k || !built) {
+    if (!st || !st->inv_freq || (sections && !st->axis) || !st->cs || !st->cs_k) {
         if (st) release(ctx);
         return pe_error(err, PE_ENOMEM, "out of memory for the rope table");
     }
@@ -202,19 +197,19 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                         t < 0 ? "an attention factor" : "a frequency", v, c->rope_base, c->rope_factor,
                         factors ? ", the LongRoPE factors" : "");
     }
-    const int same = st->n == n && st->nk == nk && st->A == A && st->shared == shared &&
-                     !memcmp(&st->attn, &attn, sizeof attn) && !memcmp(st->inv_freq, st->cand, sizeof(double) * half) &&
-                     !memcmp(built, ctx->pos, sizeof(int64_t) * (size_t)(n * A)) &&
-                     (shared || !memcmp(built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A)));
-    if (same) return PE_OK;
-    st->n = st->nk = 0; /* nothing valid while it is rebuilt */
+    const pe__bytes from[] = {{&n, sizeof n},
+                              {&nk, sizeof nk},
+                              {&A, sizeof A},
+                              {&shared, sizeof shared},
+                              {&attn, sizeof attn},
+                              {st->cand, sizeof(double) * (size_t)half},
+                              {ctx->pos, sizeof(int64_t) * (size_t)(n * A)},
+                              {ctx->kpos, shared ? 0 : sizeof(int64_t) * (size_t)(nk * A)}};
+    if (pe__inputs_same(&st->built, from, 8)) return PE_OK;
     memcpy(st->inv_freq, st->cand, sizeof(double) * half);
     st->attn = attn;
     pe__rope_table(ctx->run, st->cs, ctx->pos, A, st->axis, n, st->inv_freq, half, attn);
     if (!shared) pe__rope_table(ctx->run, st->cs_k, ctx->kpos, A, st->axis, nk, st->inv_freq, half, attn);
-    memcpy(built, ctx->pos, sizeof(int64_t) * (size_t)(n * A));
-    if (!shared) memcpy(built + n * A, ctx->kpos, sizeof(int64_t) * (size_t)(nk * A));
-    st->n = n, st->nk = nk, st->A = A, st->shared = shared;
     return PE_OK;
 }
 

@@ -11,12 +11,15 @@
  * one axis of every position adds the same phase to every q and k of a pair, which no score
  * sees, so the sum of dL/dangle is 0 and the shift by min p only keeps large positions from
  * cancelling. */
-#include "../internal.h"
+#include "rotary.h"
 
 typedef struct {
     float *cs;   /* (H, B*T, r/2, 2) per head: cos, sin of the queries */
     float *cs_k; /* (H, B*Tk, r/2, 2) of the keys, or cs when the keys are the queries */
     double *acc; /* (A, H, r/2) the gradient, summed by rotate_backward */
+    /* kept between the layer's calls (PE__PERSIST): the tables' memory and the gradient's, and
+     * what the tables were built from (the same positions and rope_freqs reuse them) */
+    pe__scratch tab_q, tab_k, grad, built;
 } mixed_state;
 
 static void defaults(pe_config *cfg, int64_t H, int64_t D) {
@@ -79,31 +82,36 @@ static void table(const pe__ctx *ctx, const int64_t *pos, int64_t n, float *cs) 
     pe__parallel_for(ctx->run, 32.0 * ctx->H * n * (ctx->cfg->rotary_dim / 2), ctx->H, table_head, &j);
 }
 
-static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    ctx->transforms = PE__TQ | PE__TK;
-    const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
-    const int shared = ctx->kpos == ctx->pos;
-    mixed_state *st = calloc(1, sizeof *st);
-    if (st) st->cs = malloc(sizeof(float) * (size_t)(H * n * half * 2));
-    if (st) st->cs_k = shared ? st->cs : malloc(sizeof(float) * (size_t)(H * nk * half * 2));
-    if (st) st->acc = malloc(sizeof(double) * (size_t)(ctx->A * H * half));
-    if (!st || !st->cs || !st->cs_k || !st->acc) {
-        if (st && !shared) free(st->cs_k);
-        if (st) free(st->cs), free(st->acc);
-        free(st);
-        return pe_error(err, PE_ENOMEM, "out of memory for the rope_mixed tables");
-    }
-    table(ctx, ctx->pos, n, st->cs);
-    if (!shared) table(ctx, ctx->kpos, nk, st->cs_k);
-    ctx->state = st;
-    return PE_OK;
-}
-
 static void release(pe__ctx *ctx) {
     mixed_state *st = ctx->state;
-    if (st->cs_k != st->cs) free(st->cs_k);
-    free(st->cs), free(st->acc), free(st);
+    free(st->tab_q.p), free(st->tab_k.p), free(st->grad.p), free(st->built.p), free(st);
     ctx->state = NULL;
+}
+
+static pe_status prepare(pe__ctx *ctx, pe_err *err) {
+    ctx->transforms = PE__TQ | PE__TK;
+    const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, A = ctx->A;
+    const int shared = ctx->kpos == ctx->pos;
+    mixed_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
+    ctx->state = st;
+    if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(H * n * half * 2));
+    if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(H * nk * half * 2));
+    if (st) st->acc = (double *)pe__scratch_get(&st->grad, (size_t)(2 * A * H * half));
+    if (!st || !st->cs || !st->cs_k || !st->acc) {
+        if (st) release(ctx);
+        return pe_error(err, PE_ENOMEM, "out of memory for the rope_mixed tables");
+    }
+    const pe__bytes from[] = {{&n, sizeof n},
+                              {&nk, sizeof nk},
+                              {&A, sizeof A},
+                              {&shared, sizeof shared},
+                              {ctx->w->param[0], sizeof(float) * (size_t)(A * H * half)},
+                              {ctx->pos, sizeof(int64_t) * (size_t)(n * A)},
+                              {ctx->kpos, shared ? 0 : sizeof(int64_t) * (size_t)(nk * A)}};
+    if (pe__inputs_same(&st->built, from, 7)) return PE_OK;
+    table(ctx, ctx->pos, n, st->cs);
+    if (!shared) table(ctx, ctx->kpos, nk, st->cs_k);
+    return PE_OK;
 }
 
 /* Every head of n rows (stride ld) by its own table; sign -1: back. */
@@ -157,7 +165,7 @@ const pe__method pe__method_rope_mixed = {
     .reference = "Heo et al. 2024, RoPE-Mixed (naver-ai/rope-vit)",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_layout rotary_dim",
-    .flags = PE__FUSED,
+    .flags = PE__FUSED | PE__PERSIST,
     /* rope-vit's compute_mixed_cis: frequencies per axis of image patches (x, y); on one axis it
      * is rope with learned frequencies */
     .axes_min = 2,

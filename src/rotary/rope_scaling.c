@@ -18,7 +18,7 @@
  *             rotation) for the rest: Gemma 4's p-RoPE, whose r is the whole head, so the
  *             rotating pairs keep the full head's frequencies (_compute_proportional_rope_parameters)
  */
-#include "../internal.h"
+#include "rotary.h"
 
 typedef double (*rope_init_fn)(const pe_config *cfg, int64_t n_pos, const float *factors,
                                double *inv_freq);

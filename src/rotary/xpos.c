@@ -12,13 +12,16 @@
  * kernel is rope's pe__rope_rotate. */
 #include <float.h>
 
-#include "../internal.h"
+#include "rotary.h"
 
 typedef struct {
     float *cs_q; /* (B*T, D/2, 2) cos, sin times z_t^(c/B) at the query positions */
     float *cs_k; /* (B*Tk, D/2, 2) times z_t^(-c/B) at the key positions */
     double *inv_freq, *z; /* (D/2) each */
     int64_t centre;
+    /* kept between the layer's calls (PE__PERSIST): the tables' memory, and the positions they
+     * were built at (a call at the same positions reuses them, as rope's) */
+    pe__scratch tab_q, tab_k, built;
 } xpos_state;
 
 static double zeta(const pe_config *cfg, int64_t t, int64_t D) {
@@ -45,29 +48,43 @@ static pe_status check(const pe_config *cfg, int64_t H, int64_t D, pe_err *err) 
     return PE_OK;
 }
 
-/* One side's table: cs (n, D/2, 2) = (cos, sin)(p theta) z^(sign c/B) for n positions. */
+/* One side's table: cs (n, D/2, 2) = (cos, sin)(p theta) z^(sign c/B) for n positions (the
+ * kernels' sin and cos, 64 pairs at a time; the factor's power once per pair). */
 static pe_status side(const pe__ctx *ctx, const int64_t *pos, int64_t n, double sign, int64_t centre,
                       const double *inv_freq, const double *z, float *cs, pe_err *err) {
+    enum { CH = 64 };
     const pe_config *cfg = ctx->cfg;
     const int64_t half = ctx->D / 2;
+    const pe__sincos_fn sincos = pe__sincos_kernel(ctx->run);
+    double angle[CH], sn[CH], cn[CH];
     for (int64_t r = 0; r < n; r++) {
-        double p = (double)pos[r], power = (double)(pos[r] - centre) / cfg->xpos_scale_base;
-        for (int64_t t = 0; t < half; t++) {
-            double sq = pow(z[t], power), sk = pow(z[t], -power);
-            /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
-             * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
-            if (!(sq >= FLT_MIN && sq <= FLT_MAX && sk >= FLT_MIN && sk <= FLT_MAX))
-                return pe_error(err, PE_ETENSOR,
-                                "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
-                                "z^(c/B) = %g of position %lld outside float range",
-                                (unsigned long long)((uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min),
-                                cfg->xpos_scale_base, sq, (long long)pos[r]);
-            double angle = p * inv_freq[t], f = sign > 0 ? sq : sk;
-            cs[(r * half + t) * 2 + 0] = (float)(cos(angle) * f);
-            cs[(r * half + t) * 2 + 1] = (float)(sin(angle) * f);
+        const double p = (double)pos[r], power = (double)(pos[r] - centre) / cfg->xpos_scale_base;
+        for (int64_t t0 = 0; t0 < half; t0 += CH) {
+            const int64_t m = half - t0 < CH ? half - t0 : CH;
+            for (int64_t t = 0; t < m; t++) angle[t] = p * inv_freq[t0 + t];
+            sincos(angle, sn, cn, m);
+            for (int64_t t = 0; t < m; t++) {
+                const double f = pow(z[t0 + t], sign > 0 ? power : -power), other = 1 / f;
+                /* both sides must stay normal floats, or q.k becomes 0 * inf; past this the
+                 * score itself, z^(-(p_j - p_i)/B) for a key after the query, leaves float range */
+                if (!(f >= FLT_MIN && f <= FLT_MAX && other >= FLT_MIN && other <= FLT_MAX))
+                    return pe_error(err, PE_ETENSOR,
+                                    "tensor 'positions': span %llu over xpos_scale_base %g puts the xpos scale "
+                                    "z^(c/B) = %g of position %lld outside float range",
+                                    (unsigned long long)((uint64_t)ctx->pos_max - (uint64_t)ctx->pos_min),
+                                    cfg->xpos_scale_base, sign > 0 ? f : other, (long long)pos[r]);
+                cs[(r * half + t0 + t) * 2 + 0] = (float)(cn[t] * f);
+                cs[(r * half + t0 + t) * 2 + 1] = (float)(sn[t] * f);
+            }
         }
     }
     return PE_OK;
+}
+
+static void release(pe__ctx *ctx) {
+    xpos_state *st = ctx->state;
+    free(st->tab_q.p), free(st->tab_k.p), free(st->built.p), free(st->inv_freq), free(st);
+    ctx->state = NULL;
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
@@ -75,17 +92,18 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     ctx->reads_inputs = 0; /* rotate_backward needs the gradients alone */
     ctx->transforms = PE__TQ | PE__TK;
     int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
-    xpos_state *st = calloc(1, sizeof *st);
-    double *inv_freq = malloc(sizeof(double) * half), *z = malloc(sizeof(double) * half);
-    if (st) st->cs_q = malloc(sizeof(float) * n * half * 2), st->cs_k = malloc(sizeof(float) * nk * half * 2);
-    if (!st || !inv_freq || !z || !st->cs_q || !st->cs_k) {
-        if (st) free(st->cs_q), free(st->cs_k);
-        free(st), free(inv_freq), free(z);
+    xpos_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
+    ctx->state = st;
+    if (st && !st->inv_freq && (st->inv_freq = malloc(sizeof(double) * 2 * half))) st->z = st->inv_freq + half;
+    if (st) st->cs_q = pe__scratch_get(&st->tab_q, (size_t)(n * half * 2));
+    if (st) st->cs_k = pe__scratch_get(&st->tab_k, (size_t)(nk * half * 2));
+    if (!st || !st->inv_freq || !st->cs_q || !st->cs_k) {
+        if (st) release(ctx);
         return pe_error(err, PE_ENOMEM, "out of memory for the xpos tables");
     }
     for (int64_t t = 0; t < half; t++) {
-        inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
-        z[t] = zeta(cfg, t, D);
+        st->inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
+        st->z[t] = zeta(cfg, t, D);
     }
     /* Scores see only c_i - c_j, so any centre gives the same outputs; the midpoint
      * floor((min + max + 1) / 2) of queries and keys together equals the reference's
@@ -93,21 +111,17 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
      * close to 1 as possible: far positions (10^5 with B = 512) stay within float range.
      * (midpoint: no overflow) */
     const int64_t centre = midpoint(ctx->pos_min, ctx->pos_max);
-    pe_status s = side(ctx, ctx->pos, n, 1, centre, inv_freq, z, st->cs_q, err);
-    if (!s) s = side(ctx, ctx->kpos, nk, -1, centre, inv_freq, z, st->cs_k, err);
-    if (s) {
-        free(st->cs_q), free(st->cs_k), free(st), free(inv_freq), free(z);
-        return s;
-    }
-    st->inv_freq = inv_freq, st->z = z, st->centre = centre;
-    ctx->state = st;
-    return PE_OK;
-}
-
-static void release(pe__ctx *ctx) {
-    xpos_state *st = ctx->state;
-    free(st->cs_q), free(st->cs_k), free(st->inv_freq), free(st->z), free(st);
-    ctx->state = NULL;
+    const pe__bytes from[] = {{&n, sizeof n},
+                              {&nk, sizeof nk},
+                              {&centre, sizeof centre},
+                              {ctx->pos, sizeof(int64_t) * (size_t)n},
+                              {ctx->kpos, sizeof(int64_t) * (size_t)nk}};
+    st->centre = centre;
+    if (pe__inputs_same(&st->built, from, 5)) return PE_OK;
+    pe_status s = side(ctx, ctx->pos, n, 1, centre, st->inv_freq, st->z, st->cs_q, err);
+    if (!s) s = side(ctx, ctx->kpos, nk, -1, centre, st->inv_freq, st->z, st->cs_k, err);
+    if (s) release(ctx);
+    return s;
 }
 
 /* Pair t at position p: the angle p theta_t and the scale z_t^(+-(p - c)/B) of q or k. */
@@ -158,7 +172,7 @@ const pe__method pe__method_xpos = {
     .reference = "Sun et al. 2023, xPos (torchscale, lucidrains/rotary-embedding-torch)",
     .family = PE_FAMILY_ROTARY,
     .keys = "rope_base xpos_scale_base xpos_gamma",
-    .flags = PE__GQA | PE__FUSED,
+    .flags = PE__GQA | PE__FUSED | PE__PERSIST,
     .check = check,
     .prepare = prepare,
     .release = release,

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "internal.h"
+#include "rotary/rotary.h"
 
 /* The scenarios of m_rope.HF_SCENARIOS, in order, with each model's heads and head_dim. */
 static const struct { const char *config; int64_t heads, head_dim; } SCENARIOS[] = {

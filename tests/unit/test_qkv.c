@@ -680,17 +680,20 @@ static void layer_reads_x_in_place(void **state) {
     pe_attention_free(att);
 }
 
-/* rope keeps its cos/sin tables between a layer's calls and reuses them when positions and
- * frequencies are the same: every call of one layer, through positions that change, repeat,
- * change the frequencies (dynamic NTK past its length, LongRoPE's learned factors) and the
- * keys' own positions, gives a fresh layer's bits, forward and backward. */
-static const char *const ROPE_REUSE[] = {
+/* The rotary methods keep their tables between a layer's calls (PE__PERSIST) and reuse them
+ * when what they were built from is the same: every call of one layer, through positions that
+ * change, repeat, change the frequencies (dynamic NTK past its length, LongRoPE's learned
+ * factors), the keys' own positions and (last) the method's first tensor, gives a fresh layer's
+ * bits, forward and backward. */
+static const char *const TABLE_REUSE[] = {
     "method=rope", "method=rope rope_scaling=dynamic rope_factor=2 max_position_embeddings=8",
     "method=rope rope_scaling=longrope original_max_position_embeddings=8 max_position_embeddings=32",
     "method=rope rope_sections=2,2 rope_section_layout=interleaved",
+    "method=xpos xpos_scale_base=16", "method=rope_mixed", "method=fope", "method=fope fope_sep_head=false",
+    "method=pope pope_bias_uniform_init=true",
 };
 
-static void rope_table_reuse(void **state) {
+static void table_reuse(void **state) {
     const char *settings = *state;
     const qshape s = {"reuse", 2, 6, 6, 2, 0, 8, 1, 0};
     const int64_t C = s.H * s.D, n = s.B * s.T * C, A = strstr(settings, "rope_sections") ? 2 : 1;
@@ -708,7 +711,7 @@ static void rope_table_reuse(void **state) {
     }
     for (int call = 0; call < 6; call++) {
         const int c = call < 5 ? call : 4;
-        if (call == 5 && L.w.param[0]) ((float *)L.w.param[0])[0] *= 1.5f; /* LongRoPE: a factor moved by a step */
+        if (call == 5 && L.w.param[0]) ((float *)L.w.param[0])[0] *= 1.5f; /* a tensor moved by a step */
         pe_positions at = {.pos = pos[c], .pos_batched = 1, .axes = (int)A, .key_pos = c == 4 ? kpos : NULL,
                            .key_pos_batched = 1};
         qrun r[2];
@@ -732,7 +735,7 @@ static void rope_table_reuse(void **state) {
 int main(void) {
     enum { NM = sizeof METHODS / sizeof METHODS[0], NF = sizeof FUSED / sizeof FUSED[0], NP = sizeof PADDED / sizeof PADDED[0],
            NR = sizeof ROTARY / sizeof ROTARY[0], NS = sizeof SAVED / sizeof SAVED[0],
-           NL = sizeof LAYER_SAVED / sizeof LAYER_SAVED[0], NU = sizeof ROPE_REUSE / sizeof ROPE_REUSE[0] };
+           NL = sizeof LAYER_SAVED / sizeof LAYER_SAVED[0], NU = sizeof TABLE_REUSE / sizeof TABLE_REUSE[0] };
     struct CMUnitTest tests[2 * NM + NF + NP + NR + NS + NL + NU + 1];
     int n = 0;
     for (int i = 0; i < NM; i++)
@@ -750,7 +753,7 @@ int main(void) {
     for (int i = 0; i < NL; i++)
         tests[n++] = (struct CMUnitTest){LAYER_SAVED[i], layer_reads_x_in_place, NULL, NULL, (void *)LAYER_SAVED[i]};
     for (int i = 0; i < NU; i++)
-        tests[n++] = (struct CMUnitTest){ROPE_REUSE[i], rope_table_reuse, NULL, NULL, (void *)ROPE_REUSE[i]};
+        tests[n++] = (struct CMUnitTest){TABLE_REUSE[i], table_reuse, NULL, NULL, (void *)TABLE_REUSE[i]};
     tests[n++] = (struct CMUnitTest){"refusals", refusals, NULL, NULL, NULL};
     return _cmocka_run_group_tests("qkv", tests, n, NULL, NULL);
 }
