@@ -129,19 +129,37 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     if (k) rotate_heads(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, st->cs_k, 1.0f);
 }
 
-/* acc[a, h, t] += dL/dangle (p[a] - min p) over n rows: x_in before the rotation, dy after */
+/* dL/dangle (pe__rope_dangle, the same products) of pairs t0 .. t0 + m - 1 of one head's row:
+ * x before the rotation, g after, c its table row */
+PE_TILE_SIMD static void dangle_row(const float *x, const float *g, const float *c, int64_t half, int layout, int64_t t0,
+                                    int64_t m, double *out) {
+    const int64_t step = layout == PE_ROPE_HALF ? half : 1, stride = layout == PE_ROPE_HALF ? 1 : 2;
+    for (int64_t t = 0; t < m; t++) {
+        const int64_t e1 = (t0 + t) * stride, e2 = e1 + step;
+        const double c0 = c[2 * (t0 + t)], s0 = c[2 * (t0 + t) + 1];
+        const double y1 = (double)x[e1] * c0 - (double)x[e2] * s0, y2 = (double)x[e2] * c0 + (double)x[e1] * s0;
+        out[t] = -(double)g[e1] * y2 + (double)g[e2] * y1;
+    }
+}
+
+/* acc[a, h, t] += dL/dangle (p[a] - min p) over n rows: x_in before the rotation, dy after;
+ * each entry's sum in row order */
 static void freq_grad(const pe__ctx *ctx, const float *cs, const int64_t *pos, int64_t n, const float *x_in,
                       const float *dy, int64_t ld, double *acc) {
-    const int64_t H = ctx->H, D = ctx->D, rd = ctx->cfg->rotary_dim, half = rd / 2, A = ctx->A;
+    enum { CH = 64 };
+    const int64_t H = ctx->H, D = ctx->D, half = ctx->cfg->rotary_dim / 2, A = ctx->A;
+    double da[CH];
     for (int64_t h = 0; h < H; h++)
         for (int64_t i = 0; i < n; i++)
-            for (int64_t t = 0; t < half; t++) {
-                int64_t first, step;
-                pe__rope_pair(ctx->cfg->rope_layout, rd, t, &first, &step);
-                const int64_t e1 = i * ld + h * D + first;
-                const double dangle = pe__rope_dangle(x_in, dy, e1, e1 + step, cs + ((h * n + i) * half + t) * 2);
-                for (int64_t a = 0; a < A; a++)
-                    acc[(a * H + h) * half + t] += dangle * (double)(pos[i * A + a] - ctx->pos_min);
+            for (int64_t t0 = 0; t0 < half; t0 += CH) {
+                const int64_t m = half - t0 < CH ? half - t0 : CH;
+                dangle_row(x_in + i * ld + h * D, dy + i * ld + h * D, cs + (h * n + i) * half * 2, half,
+                           ctx->cfg->rope_layout, t0, m, da);
+                for (int64_t a = 0; a < A; a++) {
+                    const double p = (double)(pos[i * A + a] - ctx->pos_min);
+                    double *ac = acc + (a * H + h) * half + t0;
+                    for (int64_t t = 0; t < m; t++) ac[t] += da[t] * p;
+                }
             }
 }
 
