@@ -187,72 +187,95 @@ int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
 /* ---- (i) the core alone: the projected form over q, k, v, no projections ------------------- */
 
 /* Forward and backward of the projected form on the fused path (the core an engine calls):
- * B=1, H=8, D=64, T queries against T keys; median ms of reps after a warm-up. */
-static int core_measure(const char *method, int64_t T, int causal, int reps, double *f, double *b, const char **why) {
+ * B=1, H=8, D=64, T queries against T keys, for each of the n causal settings; the settings'
+ * calls alternate, so a ratio between them sees the same state of the machine (its load moves
+ * whole runs by 10-25%). Median ms of reps after a warm-up; why: a setting the method has no
+ * core for. */
+static int core_measure(const char *method, int64_t T, int n, const int *causal, int reps, double *f, double *b,
+                        const char **why) {
     const int64_t C = 512;
     pe_err err;
-    pe_attention *att;
-    *why = NULL;
-    if (bench_layer(method, causal, &att, &err)) return cli_fail("bench: core: %s: %s", method, err.msg);
-    pe_layer L;
-    if (pe_layer_init(&L, att, T + 1, 3, &err)) {
-        pe_attention_free(att);
-        return cli_fail("bench: core: %s: %s", method, err.msg);
+    pe_attention *att[2] = {NULL, NULL};
+    pe_layer L[2];
+    int rc = 0, made = 0;
+    for (; made < n && !rc; made++) {
+        why[made] = NULL, f[made] = b[made] = NAN;
+        if (bench_layer(method, causal[made], &att[made], &err) || pe_layer_init(&L[made], att[made], T + 1, 3, &err)) {
+            pe_attention_free(att[made]);
+            rc = cli_fail("bench: core: %s: %s", method, err.msg);
+            break;
+        }
+        pe_run_options run = bench_run;
+        run.path = PE_PATH_FUSED, run.saved = PE_SAVED_INPUTS; /* as posenc.torch calls it: no copies of q, k, v */
+        pe_attention_set_run_options(att[made], &run);
     }
-    pe_run_options run = bench_run;
-    run.path = PE_PATH_FUSED, run.saved = PE_SAVED_INPUTS; /* as posenc.torch calls it: no copies of q, k, v */
-    pe_attention_set_run_options(att, &run);
     float *q = bench_rand(T * C, 31), *k = bench_rand(T * C, 32), *v = bench_rand(T * C, 33), *dout = bench_rand(T * C, 34);
     float *out = malloc(sizeof(float) * (size_t)(4 * T * C));
-    if (!q || !k || !v || !dout || !out) return cli_fail("bench: out of memory");
-    double fv[32], bv[32];
-    int rc = 0;
-    for (int r = -1; r < reps && !rc; r++) {
-        double t0 = bench_now();
-        rc = pe_attention_forward_qkv(att, &L.w, q, k, v, 1, T, T, NULL, out, NULL, NULL, &err);
-        double t1 = bench_now();
-        if (!rc) rc = pe_attention_backward_qkv(att, &L.w, dout, out + T * C, out + 2 * T * C, out + 3 * T * C, &L.g, &err);
-        if (r >= 0) fv[r] = t1 - t0, bv[r] = bench_now() - t1;
-    }
-    if (rc == PE_EINVAL && strstr(err.msg, "projected form")) /* an input-embedding method: no core of its own */
-        *why = "no projected form", rc = 0;
-    else if (rc)
-        fprintf(stderr, "posenc: bench: core: %s: %s\n", method, err.msg);
-    else
-        *f = bench_median(fv, reps) * 1e3, *b = bench_median(bv, reps) * 1e3;
+    if (!rc && (!q || !k || !v || !dout || !out)) rc = cli_fail("bench: out of memory");
+    double fv[2][32], bv[2][32];
+    int failed[2] = {0, 0};
+    for (int r = -1; r < reps && !rc; r++)
+        for (int c = 0; c < n && !rc; c++) {
+            if (failed[c]) continue;
+            double t0 = bench_now();
+            pe_status st = pe_attention_forward_qkv(att[c], &L[c].w, q, k, v, 1, T, T, NULL, out, NULL, NULL, &err);
+            double t1 = bench_now();
+            if (!st) st = pe_attention_backward_qkv(att[c], &L[c].w, dout, out + T * C, out + 2 * T * C, out + 3 * T * C, &L[c].g, &err);
+            if (st == PE_EINVAL && strstr(err.msg, "projected form")) /* an input-embedding method: no core of its own */
+                why[c] = "no projected form", failed[c] = 1;
+            else if (st)
+                fprintf(stderr, "posenc: bench: core: %s: %s\n", method, err.msg), rc = 1;
+            else if (r >= 0)
+                fv[c][r] = t1 - t0, bv[c][r] = bench_now() - t1;
+        }
+    for (int c = 0; c < n && !rc; c++)
+        if (!failed[c]) f[c] = bench_median(fv[c], reps) * 1e3, b[c] = bench_median(bv[c], reps) * 1e3;
     free(q), free(k), free(v), free(dout), free(out);
-    pe_layer_free(&L);
-    pe_attention_free(att);
-    return rc ? 1 : 0;
+    for (int c = 0; c < made && c < n; c++) pe_layer_free(&L[c]), pe_attention_free(att[c]);
+    return rc;
 }
 
 int bench_core(const bopts *o) {
     printf("## (i) the core alone: projected form (pe_attention_forward_qkv / backward_qkv, no projections), fused"
            " path, q, k, v read in place (saved = PE_SAVED_INPUTS), H=8, D=64, batch 1, T queries against T keys, median"
-           " of %d after a warm-up\n\n", o->reps);
-    printf("| method | T | causal | fwd ms | bwd ms | fwd GFLOP/s | bwd GFLOP/s |\n| --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
+           " of %d after a warm-up, the causal settings' calls alternating\n\n", o->reps);
+    printf("| method | T | causal | fwd ms | bwd ms | fwd GFLOP/s | bwd GFLOP/s | full over causal (fwd / bwd) |\n"
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n");
     for (int ti = 0; ti < o->nT; ti++)
-        for (int mi = 0; mi < o->nm; mi++)
-            for (int ci = 0; ci < o->ncausal; ci++) {
-                const int64_t T = o->T[ti];
-                const int causal = o->causal[ci], reps = T >= 8192 ? 1 : o->reps;
-                double f = NAN, b = NAN;
-                const char *why = !causal && causal_only(o->methods[mi]) ? "causal only" : NULL;
-                if (!why && core_measure(o->methods[mi], T, causal, reps, &f, &b, &why)) return 1;
-                printf("| %s | %lld | %s |", o->methods[mi], (long long)T, causal ? "yes" : "no");
-                if (why) {
-                    printf(" %s | | | |\n", why);
+        for (int mi = 0; mi < o->nm; mi++) {
+            const int64_t T = o->T[ti];
+            const int reps = T >= 8192 ? 1 : o->reps;
+            int causal[2], n = 0;
+            const char *why[2] = {NULL, NULL};
+            double f[2] = {NAN, NAN}, b[2] = {NAN, NAN};
+            for (int ci = 0; ci < o->ncausal; ci++)
+                if (o->causal[ci] || !causal_only(o->methods[mi])) causal[n++] = o->causal[ci];
+            if (n && core_measure(o->methods[mi], T, n, causal, reps, f, b, why)) return 1;
+            for (int ci = 0, c = 0; ci < o->ncausal; ci++) {
+                printf("| %s | %lld | %s |", o->methods[mi], (long long)T, o->causal[ci] ? "yes" : "no");
+                if (!o->causal[ci] && causal_only(o->methods[mi])) {
+                    printf(" causal only | | | | |\n");
+                    continue;
+                }
+                if (why[c]) {
+                    printf(" %s | | | | |\n", why[c++]);
                     continue;
                 }
                 /* the visible (query, key) pairs: all of them, or the lower triangle */
-                const double pairs = causal ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;
+                const double pairs = o->causal[ci] ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;
                 const double fl = 4.0 * pairs * 64 * 8;
-                printf(" %.2f | %.2f | %.1f | %.1f |\n", f, b, fl / (f * 1e-3) / 1e9, 2.5 * fl / (b * 1e-3) / 1e9);
-                fflush(stdout);
-                bench_gap();
+                printf(" %.2f | %.2f | %.1f | %.1f |", f[c], b[c], fl / (f[c] * 1e-3) / 1e9, 2.5 * fl / (b[c] * 1e-3) / 1e9);
+                if (o->causal[ci] && n == 2) printf(" %.2f / %.2f |\n", f[1 - c] / f[c], b[1 - c] / b[c]);
+                else printf(" |\n");
+                c++;
             }
+            fflush(stdout);
+            bench_gap();
+        }
     printf("\nFlops count the visible (query, key) pairs: 4 D H per pair forward (q k^T and p v), 10 D H backward (s"
-           " recomputed, dv, dp, dq, dk); exp, softmax, the method's terms and packing are not counted.\n\n");
+           " recomputed, dv, dp, dq, dk); exp, softmax, the method's terms and packing are not counted. Full over causal:"
+           " the ratio of the two settings' medians, their calls alternating (causal attention visits about half the"
+           " tiles: at most about 2x).\n\n");
     return 0;
 }
 
