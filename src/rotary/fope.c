@@ -28,7 +28,7 @@ typedef struct {
     double *cw;   /* (B*T, 2F) cos(p w_u), then sin(p w_u), of the queries' positions */
     double *cw_k; /* (B*Tk, 2F) of the keys', or cw */
     double *w;    /* (F) the kept frequencies */
-    double *g;    /* (2, Hc, n or nk, F) dL/dc, dL/ds per row and table, summed by backward */
+    double *g;    /* (2, n or nk, Hc, F) dL/dc, dL/ds per row and table, summed by backward */
     double *f;    /* (2, Hc, F, F) fope_cos, fope_sin in double */
     /* kept between the layer's calls (PE__PERSIST): the memory of the above, and what the
      * tables were built from (the same positions and tensors reuse them) */
@@ -154,17 +154,16 @@ static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     if (k) transform(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, 1, st->cs_k, 1.0f);
 }
 
-/* The tensors' gradients from n rows: cw their cos, sin (p w_u), x_in before the
- * transformation, dy after */
-static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int64_t n, const float *x_in,
-                      const float *dy, int64_t ld, int64_t nh) {
-    const int64_t D = ctx->D, half = D / 2, F = n_freq(ctx->cfg, D), Hkv = ctx->Hkv, Hc = tables(ctx);
-    const int64_t per = Hkv / Hc; /* the kv heads of a table */
-    double *gc = st->g, *gs = st->g + Hc * n * F; /* (Hc, n, F) each */
-    for (int64_t hc = 0; hc < Hc; hc++)
-        for (int64_t r = 0; r < n; r++) {
-            double *dc = gc + (hc * n + r) * F, *ds = gs + (hc * n + r) * F;
-            for (int64_t d = 0; d < F; d++) dc[d] = 0, ds[d] = 0;
+/* dL/dc, dL/ds of n rows into st->g (n, Hc, F) each, or added to them: x_in before the
+ * transformation, dy after, each table's heads summed in order */
+static void row_grads(const pe__ctx *ctx, const fope_state *st, int64_t n, const float *x_in, const float *dy, int64_t ld,
+                      int64_t nh, int add) {
+    const int64_t D = ctx->D, half = D / 2, F = n_freq(ctx->cfg, D), Hc = tables(ctx), per = ctx->Hkv / Hc;
+    double *gc = st->g, *gs = st->g + n * Hc * F;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t hc = 0; hc < Hc; hc++) {
+            double *dc = gc + (r * Hc + hc) * F, *ds = gs + (r * Hc + hc) * F;
+            for (int64_t d = 0; d < F && !add; d++) dc[d] = 0, ds[d] = 0;
             for (int64_t j = 0; j < per * nh; j++) { /* the table's heads in order */
                 const float *x1 = x_in + r * ld + (hc * per * nh + j) * D, *x2 = x1 + half;
                 const float *g1 = dy + r * ld + (hc * per * nh + j) * D, *g2 = g1 + half;
@@ -174,16 +173,23 @@ static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int6
                 }
             }
         }
+}
+
+/* The tensors' gradients from st->g's n rows and their cos, sin (p w_u), cw: dfope_cos[hc] +=
+ * cw^T dL/dc (every table in one product), dfope_sin likewise */
+static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int64_t n) {
+    const int64_t F = n_freq(ctx->cfg, ctx->D), Hc = tables(ctx), W = Hc * F;
     float *dfc = ctx->g->dparam[COS], *dfs = ctx->g->dparam[SIN];
-    double *acc = malloc(sizeof(double) * (size_t)(2 * F * F));
-    for (int64_t hc = 0; hc < Hc && acc; hc++) { /* acc = cw^T gc, then sw^T gs, over the rows */
-        pe__dgemm(1, 0, F, F, n, cw, 2 * F, gc + hc * n * F, F, acc, F);
-        pe__dgemm(1, 0, F, F, n, cw + F, 2 * F, gs + hc * n * F, F, acc + F * F, F);
-        for (int64_t e = 0; e < F * F; e++) {
-            if (dfc) dfc[hc * F * F + e] += (float)acc[e];
-            if (dfs) dfs[hc * F * F + e] += (float)acc[F * F + e];
-        }
-    }
+    double *acc = malloc(sizeof(double) * (size_t)(2 * F * W));
+    if (!acc) return;
+    pe__dgemm(1, 0, F, W, n, cw, 2 * F, st->g, W, acc, W);
+    pe__dgemm(1, 0, F, W, n, cw + F, 2 * F, st->g + n * W, W, acc + F * W, W);
+    for (int64_t hc = 0; hc < Hc; hc++)
+        for (int64_t u = 0; u < F; u++)
+            for (int64_t d = 0; d < F; d++) {
+                if (dfc) dfc[(hc * F + u) * F + d] += (float)acc[u * W + hc * F + d];
+                if (dfs) dfs[(hc * F + u) * F + d] += (float)acc[F * W + u * W + hc * F + d];
+            }
     free(acc);
 }
 
@@ -194,8 +200,11 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
     const fope_state *st = ctx->state;
     const int64_t n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, group = ctx->H / ctx->Hkv;
     if (ctx->g->dparam[COS] || ctx->g->dparam[SIN]) {
-        coef_grad(ctx, st, st->cw, n, q_in, dq, ctx->C, group);
-        coef_grad(ctx, st, st->cw_k, nk, k_in, dk, ctx->Ckv, 1);
+        /* keys at the queries' positions share their rows' cos and sin: one product for both */
+        row_grads(ctx, st, n, q_in, dq, ctx->C, group, 0);
+        if (st->cw_k == st->cw) row_grads(ctx, st, nk, k_in, dk, ctx->Ckv, 1, 1);
+        coef_grad(ctx, st, st->cw, n);
+        if (st->cw_k != st->cw) row_grads(ctx, st, nk, k_in, dk, ctx->Ckv, 1, 0), coef_grad(ctx, st, st->cw_k, nk);
     }
     transform(ctx, dq, n, ctx->C, group, st->cs, -1.0f);
     transform(ctx, dk, nk, ctx->Ckv, 1, st->cs_k, -1.0f);
