@@ -198,7 +198,7 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
-    const int64_t group = H / Hkv, dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC);
+    const int64_t group = H / Hkv, dp = pe__round_up(D, PE_DALIGN), tkp = pe__key_stride(ctx->Tk);
     const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
     const int nth = pe__run_threads(run, (double)B * H * T * ctx->Tk * D);
     int64_t nkb;
@@ -299,7 +299,7 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
-    const int64_t dp = pe__round_up(D, PE_DALIGN), tkp = pe__round_up(ctx->Tk, PE_BC), per = dp * tkp;
+    const int64_t dp = pe__round_up(D, PE_DALIGN), tkp = pe__key_stride(ctx->Tk), per = dp * tkp;
     int nth = pe__run_threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
     int64_t nkb;
     pe_status st;
