@@ -3,8 +3,8 @@
  * instruction set and picked at run time).
  *
  * Legend as internal.h; dp = D rounded up to 16 (packed rows are zero-padded), tkp the packed
- * keys' stride (pe__key_stride: Tk rounded up to PE_BC, and 16). A tile is PE_BR queries x PE_BC
- * keys of one (b, h). */
+ * keys' stride (pe__key_stride: Tk rounded up to PE_BC, 16 more from 1024). A tile is PE_BR
+ * queries x PE_BC keys of one (b, h). */
 #ifndef PE_FUSED_H
 #define PE_FUSED_H
 
@@ -127,10 +127,14 @@ static inline int omp_get_num_threads(void) { return 1; }
 
 extern const pe_run_options pe__run_defaults; /* a zeroed pe_run_options */
 static inline int64_t pe__round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-/* The packed keys' row stride: Tk rounded up to a tile, plus 16 floats. A power-of-two stride
- * (T = 2048: 8 KiB) puts the rows of a tile's transposed keys in the same few sets of L1, which
- * then holds 48 of their 256 lines; one line more spreads them. */
-static inline int64_t pe__key_stride(int64_t Tk) { return pe__round_up(Tk, PE_BC) + 16; }
+/* The packed keys' row stride: Tk rounded up to a tile, plus 16 floats from 1024 keys. A stride
+ * of 4 KiB or a multiple (T = 1024, 2048, 4096) puts the rows of a tile's transposed keys in
+ * the same few sets of L1; one line more spreads them (5-9% of the core at those lengths). Below
+ * it the padding bought nothing and cost the trainer's 64-key rows 5-10% of a step. */
+static inline int64_t pe__key_stride(int64_t Tk) {
+    const int64_t tkp = pe__round_up(Tk, PE_BC);
+    return tkp >= 1024 ? tkp + 16 : tkp;
+}
 /* run->isa, or NULL (the best the CPU runs) */
 const char *pe__isa_of(const pe_run_options *run);
 /* Threads for a call of about `work` multiply-adds: small calls stay on one thread, and so does
