@@ -62,14 +62,13 @@ typedef struct pe__scratch {
 /* n floats of sc (not zeroed), grown if needed; NULL when out of memory (exec/run.c) */
 float *pe__scratch_get(pe__scratch *sc, size_t n);
 /* What a kept table was built from: whether the bytes of parts, in order, are those *key holds
- * from the last build. When not, key takes them and the caller rebuilds (pe__inputs_forget if
- * that fails); 0 when memory runs out, every time. (exec/run.c) */
+ * from the last build. When not, key takes them and the caller rebuilds (or, if that fails,
+ * releases its state with key); 0 every time memory runs out. (exec/run.c) */
 typedef struct pe__bytes {
     const void *p;
     size_t n;
 } pe__bytes;
 int pe__inputs_same(pe__scratch *key, const pe__bytes *parts, int n);
-void pe__inputs_forget(pe__scratch *key);
 
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */

@@ -66,19 +66,15 @@ int pe__inputs_same(pe__scratch *key, const pe__bytes *parts, int n) {
     if (key->p) memcpy(&have, key->p, sizeof have);
     int same = have == total;
     const char *at = key->p ? (const char *)key->p + sizeof have : NULL;
-    for (int i = 0; i < n && same; at += parts[i].n, i++) same = !memcmp(at, parts[i].p, parts[i].n);
+    for (int i = 0; i < n && same; at += parts[i].n, i++) same = !parts[i].n || !memcmp(at, parts[i].p, parts[i].n);
     if (same) return 1;
     char *k = (char *)pe__scratch_get(key, (sizeof have + total + sizeof(float) - 1) / sizeof(float));
     if (!k) return 0;
     memcpy(k, &total, sizeof total);
     size_t off = sizeof total;
-    for (int i = 0; i < n; off += parts[i].n, i++) memcpy(k + off, parts[i].p, parts[i].n);
+    for (int i = 0; i < n; off += parts[i].n, i++)
+        if (parts[i].n) memcpy(k + off, parts[i].p, parts[i].n);
     return 0;
-}
-
-void pe__inputs_forget(pe__scratch *key) {
-    const size_t none = SIZE_MAX;
-    if (key->p) memcpy(key->p, &none, sizeof none);
 }
 
 void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg) {
