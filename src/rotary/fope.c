@@ -30,6 +30,7 @@ typedef struct {
     double *w;    /* (F) the kept frequencies */
     double *g;    /* (2, n or nk, Hc, F) dL/dc, dL/ds per row and table, summed by backward */
     double *f;    /* (2, Hc, F, F) fope_cos, fope_sin in double */
+    double *prod; /* (2, F, Hc F) the coefficients' gradient as coef_grad's products give it */
     /* kept between the layer's calls (PE__PERSIST): the memory of the above, and what the
      * tables were built from (the same positions and tensors reuse them) */
     pe__scratch tab_q, tab_k, rows_q, rows_k, grad, built;
@@ -109,7 +110,10 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const int64_t rows = n > nk ? n : nk;
     fope_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
     ctx->state = st;
-    if (st && !st->w && (st->w = malloc(sizeof(double) * (size_t)(F + 2 * Hc * F * F)))) st->f = st->w + F;
+    if (st && !st->w && (st->w = malloc(sizeof(double) * (size_t)(F + 4 * Hc * F * F)))) { /* the layer's shape alone */
+        st->f = st->w + F, st->prod = st->f + 2 * Hc * F * F;
+        for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
+    }
     if (st) st->cs = pe__scratch_get(&st->tab_q, (size_t)(Hc * n * half * 2));
     if (st) st->cs_k = shared ? st->cs : pe__scratch_get(&st->tab_k, (size_t)(Hc * nk * half * 2));
     if (st) st->cw = (double *)pe__scratch_get(&st->rows_q, (size_t)(2 * n * 2 * F)); /* doubles in float slots */
@@ -127,7 +131,6 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                               {ctx->pos, sizeof(int64_t) * (size_t)n},
                               {ctx->kpos, shared ? 0 : sizeof(int64_t) * (size_t)nk}};
     if (pe__inputs_same(&st->built, from, 7)) return PE_OK;
-    for (int64_t u = 0; u < F; u++) st->w[u] = pow(ctx->cfg->rope_base, -2.0 * (double)u / (double)ctx->D);
     for (int64_t e = 0; e < Hc * F * F; e++)
         st->f[e] = ctx->w->param[COS][e], st->f[Hc * F * F + e] = ctx->w->param[SIN][e];
     table(ctx, st, ctx->pos, n, st->cw, st->cs);
@@ -180,8 +183,7 @@ static void row_grads(const pe__ctx *ctx, const fope_state *st, int64_t n, const
 static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int64_t n) {
     const int64_t F = n_freq(ctx->cfg, ctx->D), Hc = tables(ctx), W = Hc * F;
     float *dfc = ctx->g->dparam[COS], *dfs = ctx->g->dparam[SIN];
-    double *acc = malloc(sizeof(double) * (size_t)(2 * F * W));
-    if (!acc) return;
+    double *acc = st->prod;
     pe__dgemm(1, 0, F, W, n, cw, 2 * F, st->g, W, acc, W);
     pe__dgemm(1, 0, F, W, n, cw + F, 2 * F, st->g + n * W, W, acc + F * W, W);
     for (int64_t hc = 0; hc < Hc; hc++)
@@ -190,7 +192,6 @@ static void coef_grad(pe__ctx *ctx, const fope_state *st, const double *cw, int6
                 if (dfc) dfc[(hc * F + u) * F + d] += (float)acc[u * W + hc * F + d];
                 if (dfs) dfs[(hc * F + u) * F + d] += (float)acc[F * W + u * W + hc * F + d];
             }
-    free(acc);
 }
 
 /* forward was q' = M q, k' = M k, M = [[c, -s], [s, c]] per pair: dq = M^T dq', likewise k,

@@ -94,16 +94,18 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     xpos_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
     ctx->state = st;
-    if (st && !st->inv_freq && (st->inv_freq = malloc(sizeof(double) * 2 * half))) st->z = st->inv_freq + half;
+    if (st && !st->inv_freq && (st->inv_freq = malloc(sizeof(double) * 2 * half))) { /* the layer's shape alone */
+        st->z = st->inv_freq + half;
+        for (int64_t t = 0; t < half; t++) {
+            st->inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
+            st->z[t] = zeta(cfg, t, D);
+        }
+    }
     if (st) st->cs_q = pe__scratch_get(&st->tab_q, (size_t)(n * half * 2));
     if (st) st->cs_k = pe__scratch_get(&st->tab_k, (size_t)(nk * half * 2));
     if (!st || !st->inv_freq || !st->cs_q || !st->cs_k) {
         if (st) release(ctx);
         return pe_error(err, PE_ENOMEM, "out of memory for the xpos tables");
-    }
-    for (int64_t t = 0; t < half; t++) {
-        st->inv_freq[t] = pow(cfg->rope_base, -2.0 * (double)t / (double)D);
-        st->z[t] = zeta(cfg, t, D);
     }
     /* Scores see only c_i - c_j, so any centre gives the same outputs; the midpoint
      * floor((min + max + 1) / 2) of queries and keys together equals the reference's
