@@ -104,6 +104,7 @@ typedef struct trow {
     int64_t B, T, steps;
     double ours, torch;          /* tokens/s, median of the rounds; NAN: not run */
     double gemm_x;               /* posenc's step time over its GEMMs' alone (the bound: 1) */
+    double all_x;                /* the same, the attention's products as GEMMs too (train --profile's second) */
     long long np_ours, np_torch; /* parameters: the same model has the same count */
     char why[160];               /* the trainer refused the method */
 } trow;

@@ -89,22 +89,24 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
            (long long)base.layers, (long long)base.width, (long long)base.heads, (long long)(4 * base.width),
            (long long)task.L, (long long)task.V, info, rounds, rounds == 1 ? "" : "s", warm);
     printf("| method | batch x length | parameters posenc / PyTorch | steps per round | posenc tok/s | PyTorch tok/s |"
-           " posenc / PyTorch | posenc's step x its GEMMs |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+           " posenc / PyTorch | posenc's step x its GEMMs | x all its GEMMs |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+           " ---: |\n");
     fflush(stdout);
     int rc = 0;
     for (int bi = 0; bi < 2 && !rc; bi++) {
         /* the bound: the step's GEMMs alone on its shapes (train --profile's) */
         const double gemms = tr_step_gemm_seconds(BATCH[bi] * task.L, base.layers, base.width, 4 * base.width, task.V, 5);
+        const double attn = tr_step_attention_gemm_seconds(BATCH[bi], task.L, base.heads, base.width / base.heads, base.layers, 5);
         for (int mi = 0; mi < o->nm && !rc; mi++) {
             trow *R = &rows[(*nrows)++];
-            *R = (trow){o->methods[mi], BATCH[bi], task.L, 0, NAN, NAN, NAN, 0, 0, ""};
+            *R = (trow){.method = o->methods[mi], .B = BATCH[bi], .T = task.L, .ours = NAN, .torch = NAN, .gemm_x = NAN, .all_x = NAN};
             tr_options opt = base;
             tr_run run;
             opt.batch = R->B;
             snprintf(opt.method, sizeof opt.method, "%s", R->method);
             if (tr_run_init(&run, &opt, &task, &err)) { /* a method the trainer does not take */
                 snprintf(R->why, sizeof R->why, "%.159s", err.msg);
-                printf("| %s | %lld x %lld | %s | | | | | |\n", R->method, (long long)R->B, (long long)R->T, R->why);
+                printf("| %s | %lld x %lld | %s | | | | | | |\n", R->method, (long long)R->B, (long long)R->T, R->why);
                 fflush(stdout);
                 continue;
             }
@@ -145,7 +147,8 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
             if (isnan(R->torch)) printf(" — | — |");
             else printf(" %.1fk | %.2fx |", R->torch / 1e3, R->ours / R->torch);
             R->gemm_x = (double)(R->B * R->T) / R->ours / gemms;
-            printf(" %.2fx |\n", R->gemm_x);
+            R->all_x = (double)(R->B * R->T) / R->ours / (gemms + attn);
+            printf(" %.2fx | %.2fx |\n", R->gemm_x, R->all_x);
             fflush(stdout);
         }
     }
@@ -168,7 +171,8 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
            " tokens. Methods PyTorch does not have here (bench/torch_train.py: none, rope, alibi, t5) leave its"
            " columns empty. The last column: posenc's step time over the time its GEMMs take alone on the same shapes"
            " (the 4 projections and the MLP of each layer and the tied output, forward and backward; `posenc train"
-           " --profile` prints it too), 1 the bound.\n\n");
+           " --profile` prints it too), 1 the bound; the next, over those and the attention's six products a head as GEMMs"
+           " (q k^T, p v and their backward on every key, as PyTorch eager's bmm).\n\n");
     return 0;
 }
 

@@ -46,6 +46,8 @@ static const struct option {
       "Llama 4's attention-temperature tuning on the none layers of --layers-methods: queries at position p times 1 + attn_scale ln(1 + floor((p + 1) / F)) (Llama 4: F 8192; --attn_scale X, default 0.1; default 0: off)"),
     O("steps", OPT_INT, steps, "N", "optimizer steps (default 1500)"),
     O("batch", OPT_INT, batch, "B", "sequences per step (default 4)"),
+    O("micro-batch", OPT_INT, micro_batch, "N",
+      "sequences per forward and backward pass: a step's gradient is its passes' gradients added in order, so that a pass's activations stay in cache (default 0: as many as make 256 tokens, at least one; methods with memory: the whole batch)"),
     O("dropout", OPT_REAL, dropout, "P",
       "dropout in training of the embedding's output and of each attention's and MLP's output before its residual sum (default 0; Ruoss et al. 2023: 0.1)"),
     O("warmup", OPT_INT, warmup, "N", "linear warm-up steps (default steps / 10)"),
@@ -260,6 +262,7 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
     if (o->layers < 1 || o->layers > 64 || o->width < 2 || o->heads < 1 || o->width % o->heads || o->mlp < 0)
         return pe_error(err, PE_EKEY, "need 1 <= layers <= 64, heads >= 1 and a width that divides by heads");
     if (o->steps < 0 || o->batch < 1) return pe_error(err, PE_EKEY, "need steps >= 0 and batch >= 1");
+    if (o->micro_batch < 0) return pe_error(err, PE_EKEY, "--micro-batch: %lld must be >= 0 (0: the default)", (long long)o->micro_batch);
     if (!(o->lr > 0) || o->min_lr < 0 || o->min_lr > 1 || o->weight_decay < 0 || o->clip < 0 ||
         o->beta1 < 0 || o->beta1 >= 1 || o->beta2 < 0 || o->beta2 >= 1 || !(o->eps > 0))
         return pe_error(err, PE_EKEY, "need lr > 0, 0 <= min-lr <= 1, weight-decay >= 0, clip >= 0, betas in [0, 1), eps > 0");
@@ -276,7 +279,8 @@ pe_status tr_options_check(const tr_options *o, pe_err *err) {
      * the products the run forms from them (parameters, batch and evaluation tokens) */
     static const struct { const char *name; size_t off; int64_t max; } MAX[] = {
         {"width", offsetof(tr_options, width), TR_MAX_WIDTH}, {"mlp", offsetof(tr_options, mlp), TR_MAX_MLP},
-        {"batch", offsetof(tr_options, batch), TR_MAX_BATCH}, {"shape", offsetof(tr_options, shape), TR_MAX_SHAPE},
+        {"batch", offsetof(tr_options, batch), TR_MAX_BATCH}, {"micro-batch", offsetof(tr_options, micro_batch), TR_MAX_BATCH},
+        {"shape", offsetof(tr_options, shape), TR_MAX_SHAPE},
         {"random-positions", offsetof(tr_options, random_positions), TR_MAX_RANDOM_POSITIONS},
         {"steps", offsetof(tr_options, steps), TR_MAX_STEPS}, {"warmup", offsetof(tr_options, warmup), TR_MAX_STEPS},
         {"eval-tokens", offsetof(tr_options, eval_tokens), TR_MAX_EVAL_TOKENS},

@@ -83,6 +83,11 @@ pe_status tr_run_init(tr_run *r, const tr_options *o, const tr_task *task, pe_er
     }
     r->mc = mc;
     if ((st = tr_model_init(&r->model, &mc, r->o.seed, err))) return st;
+    if (r->o.micro_batch && tr_model_has_memory(r->model)) {
+        tr_run_free(r);
+        return pe_error(err, PE_EKEY, "--micro-batch: %s carries memory between segments, one a sequence of the batch: it trains the batch whole",
+                        mc.method);
+    }
     pe_method_info info;
     if (r->o.random_positions && !pe_method_describe(pe_method_from_name(mc.method), &info, NULL) && info.memory) {
         /* Transformer-XL's distances are token indices over [memory; segment], in either layout
@@ -149,22 +154,45 @@ pe_status tr_run_share_threads(tr_run *r, int threads, pe_err *err) {
 /* the masks of the step's dropout: a function of (seed, step), so a resumed run draws them again */
 static uint64_t dropout_key(const tr_run *r) { return r->o.seed * 0x2545f4914f6cdd1dull + (uint64_t)r->step * 0x9e3779b97f4a7c15ull + 0xd1; }
 
+/* Sequences per forward and backward pass (--micro-batch; 0: TR_MICRO_TOKENS tokens' worth, at
+ * least one) among `rows` of T tokens. A method with memory passes its rows at once: its memory
+ * holds every sequence of the batch for the next step. */
+static int64_t micro_rows(const tr_run *r, const tr_model *m, int64_t rows, int64_t T) {
+    int64_t mb = r->o.micro_batch ? r->o.micro_batch : TR_MICRO_TOKENS / T;
+    if (mb < 1 || tr_model_has_memory(m)) mb = rows;
+    return mb < rows ? mb : rows;
+}
+
+/* Rows [r0, r0 + rows) of the step's batch (sequences of T) through model m, micro_rows at a
+ * time: each pass's forward, then its backward, which adds the pass's gradient of the batch's
+ * mean loss (the backward divides by the batch's n scored targets) to m's grads. So a gradient
+ * element is the passes' sums added in pass order, not one sum over the rows: other rounding
+ * than a single pass, the same on every run. Their part of that mean in *part. */
+static pe_status pass_rows(tr_run *r, tr_model *m, int64_t r0, int64_t rows, int64_t T, int64_t n, double *part,
+                           pe_err *err) {
+    const int64_t mb = micro_rows(r, m, rows, T);
+    *part = 0;
+    for (int64_t b0 = r0; b0 < r0 + rows; b0 += mb) {
+        const int64_t nb = r0 + rows - b0 < mb ? r0 + rows - b0 : mb, lo = b0 * T;
+        double l = 0;
+        int64_t count = 0;
+        tr_model_set_dropout(m, r->o.dropout, dropout_key(r), b0);
+        pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, nb, T, 1, &l, &count, err);
+        tr_model_set_count(m, n);
+        if (!st) st = tr_model_backward(m, err);
+        tr_model_set_dropout(m, 0, 0, 0);
+        if (st) return st;
+        *part += n ? l * (double)count / (double)n : 0;
+    }
+    return PE_OK;
+}
+
 /* Share s of the batch (rows sequences of T) through model m: its gradient of the batch's mean
- * loss (the backward divides by the batch's n scored targets) in m's grads, its part of that
- * mean in *part. */
+ * loss in m's grads, its part of that mean in *part. */
 static pe_status one_share(tr_run *r, tr_model *m, int64_t s, int64_t rows, int64_t T, int64_t n, double *part,
                            pe_err *err) {
-    const int64_t lo = s * rows * T;
-    double l = 0;
-    int64_t count = 0;
     tr_model_zero_grad(m);
-    tr_model_set_dropout(m, r->o.dropout, dropout_key(r), s * rows);
-    pe_status st = tr_model_forward(m, r->in + lo, r->tgt + lo, r->pos + lo, rows, T, 1, &l, &count, err);
-    tr_model_set_count(m, n);
-    if (!st) st = tr_model_backward(m, err);
-    tr_model_set_dropout(m, 0, 0, 0);
-    *part = n ? l * (double)count / (double)n : 0;
-    return st;
+    return pass_rows(r, m, s * rows, rows, T, n, part, err);
 }
 
 /* Shares on threads: thread t's copy of the model (the step's parameters) computes shares t,
@@ -258,11 +286,9 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
     pe_status st;
     if (r->shares > 1) st = shares_step(r, B, T, loss, err);
     else {
-        tr_model_zero_grad(m);
-        tr_model_set_dropout(m, o->dropout, dropout_key(r), 0);
-        st = tr_model_forward(m, r->in, r->tgt, r->pos, B, T, 1, loss, NULL, err);
-        if (!st) st = tr_model_backward(m, err);
-        tr_model_set_dropout(m, 0, 0, 0);
+        int64_t n = 0;
+        for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
+        st = one_share(r, m, 0, B, T, n, loss, err);
     }
     if (st) return st;
     tr_clip_grads(tr_model_grads(m), tr_model_size(m), o->clip);

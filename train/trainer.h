@@ -28,6 +28,11 @@
 #define TR_MAX_EVAL_TOKENS (1LL << 32)
 #define TR_MAX_CORPUS (1LL << 32)
 #define TR_MAX_EVAL_MULT 1024
+/* A step's default pass (--micro-batch 0): sequences of about this many tokens in all, whose
+ * activations (2 layers x 64 wide: about 1 MiB) stay in a core's L2 between a layer's forward
+ * and its backward. Tokens, not bytes of a cache: the passes fix the gradient's sums, so they
+ * must be the same on every machine. */
+#define TR_MICRO_TOKENS 256
 
 typedef struct tr_options {
     /* task */
@@ -59,6 +64,7 @@ typedef struct tr_options {
     char key[TR_MAX_KEYS][40], val[TR_MAX_KEYS][64];
     /* training */
     int64_t steps, batch, warmup;
+    int64_t micro_batch; /* sequences per forward and backward pass (0: TR_MICRO_TOKENS tokens' worth) */
     double dropout; /* tr_model_set_dropout's p in training (0: off) */
     double lr, min_lr, weight_decay, clip, beta1, beta2, eps;
     uint64_t seed;

@@ -71,6 +71,7 @@ expect_bad "demo --heads abc" "demo: --heads: 'abc' is not a whole number in 1 .
 expect_bad "demo --length 0" "'0' is not a whole number in 1 .. 4096" "" demo --length 0
 expect_bad "train --length 0" "train: --length: '0' is not a whole number in 1 .. 4096" "" train --length 0 --steps 1
 expect_bad "train --save-every abc" "train: --save-every: 'abc' is not a whole number" "" train --save-every abc
+expect_bad "train --micro-batch with memory" "train: --micro-batch: xl carries memory between segments" "" train --method xl --micro-batch 2 --steps 1
 expect_bad "compare --seeds 17" "compare: --seeds: '17' is not a whole number in 1 .. 16" "" compare --seeds 17
 expect_bad "generate --temperature x" "generate: --temperature: 'x' is not a number in [0, 100]" "" generate --checkpoint x --prompt a --temperature x
 expect_bad "positions --tokens-per-second -1" "is not a number >= 0" "" positions text:3 --tokens-per-second -1

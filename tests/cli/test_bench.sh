@@ -87,8 +87,8 @@ else
     not_ok "bench --only train --no-torch exits 0" "$(tail -n 5 "$WORK/t.err")"
 fi
 # a row per method of --methods (none, rope, alibi, t5) and batch (4, 32), PyTorch's columns empty, the
-# step against its GEMMs alone last
-rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (4|32) x 64 \| [0-9]+ / — \| 2 \| [0-9.]+k \| — \| — \| [0-9.]+x \|$' "$WORK/t.out")
+# step against its GEMMs alone, then with the attention's products too, last
+rows=$(grep -cE '^\| (none|rope|alibi|t5) \| (4|32) x 64 \| [0-9]+ / — \| 2 \| [0-9.]+k \| — \| — \| [0-9.]+x \| [0-9.]+x \|$' "$WORK/t.out")
 if [ "$rows" = 8 ]; then ok "train: 8 rows, no PyTorch"; else not_ok "train: 8 rows, no PyTorch" "$(cat "$WORK/t.out")"; fi
 if [ ! -s "$WORK/t.err" ]; then ok "train --no-torch: nothing on stderr"; else not_ok "train --no-torch: nothing on stderr" "$(cat "$WORK/t.err")"; fi
 if grep -q '^## (h) training: .*1 thread each, OpenBLAS core ' "$WORK/t.out"; then ok "train: header names threads and core"
@@ -97,7 +97,7 @@ else not_ok "train: header names threads and core" "$(grep '(h)' "$WORK/t.out")"
 printf 'above\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nbelow\n' > "$WORK/R.md"
 if "$POSENC" bench --only train --steps 2 --reps 1 --no-torch --methods rope --readme "$WORK/R.md" > /dev/null 2>&1 &&
     [ "$(head -n 1 "$WORK/R.md")" = above ] && [ "$(tail -n 1 "$WORK/R.md")" = below ] && ! grep -q '^old$' "$WORK/R.md" &&
-    [ "$(grep -cE '^\| `rope` \| (4|32) x 64 \| [0-9.]+k \| — \| — \| [0-9.]+x \|$' "$WORK/R.md")" = 2 ]; then
+    [ "$(grep -cE '^\| `rope` \| (4|32) x 64 \| [0-9.]+k \| — \| — \| [0-9.]+x \| [0-9.]+x \|$' "$WORK/R.md")" = 2 ]; then
     ok "bench --readme: the block rewritten, the train rows with the step against its GEMMs"
 else not_ok "bench --readme" "$(cat "$WORK/R.md")"; fi
 

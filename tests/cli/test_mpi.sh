@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh" mpi "${1:-}"
 
 # ---- one process, its shares on threads: the bits of the shares one after another ----------------
-S=(--steps 30 --width 32 --layers 1 --heads 2 --length 32 --batch 12 --eval 1 --eval-tokens 512 --quiet)
+S=(--steps 30 --width 32 --layers 1 --heads 2 --length 32 --batch 12 --micro-batch 3 --eval 1 --eval-tokens 512 --quiet)
 (cd "$WORK" && "$POSENC" train "${S[@]}" --shares 3 --save ck.st > /dev/null 2>&1 && mv ck.st seq.st &&
     "$POSENC" train "${S[@]}" --shares 3 --threads 2 --save ck.st > thr.out 2>&1 && mv ck.st thr.st)
 if cmp -s "$WORK/seq.st" "$WORK/thr.st"; then ok "--shares 3 --threads 2: the bits of --shares 3 on one thread"; else
@@ -34,7 +34,7 @@ fi
 # ("<unknown module>"); the one-process runs here (--shares 2) and in the other tests keep it.
 MPI=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --allow-run-as-root --oversubscribe -n 2)
 # a tiny model: each run takes well under a second of training
-O=(--steps 40 --width 32 --layers 1 --heads 2 --length 32 --batch 8 --eval 1 --eval-tokens 512 --quiet)
+O=(--steps 40 --width 32 --layers 1 --heads 2 --length 32 --batch 8 --micro-batch 3 --eval 1 --eval-tokens 512 --quiet)
 cd "$WORK"
 export POSENC_TEST_MPI_TAG=$WORK # finds this test's ranks among the machine's processes
 rank_pid() { # K: the process id of this test's rank K, once it runs (empty after 10 s)

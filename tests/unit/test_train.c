@@ -1,7 +1,8 @@
 /* The trainer (train/): the model's gradients against finite differences for every method
  * the trainer supports, the model against its PyTorch reference (tests/fixtures/train,
  * written by tests/ref/train_ref.py), the tasks, the optimizer, a trivial task learnt to a
- * loss threshold, a resumed run continuing bit for bit, and hostile checkpoints refused. */
+ * loss threshold, a resumed run continuing bit for bit, a step in micro-batches, and hostile
+ * checkpoints refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -579,13 +580,68 @@ static void test_resume(void **state) {
     resume_case("rope", "copy", (const char *const[]){"layers", "3", "layers-methods", "t5,none,kerple", NULL});
 }
 
+/* A step in micro-batches (--micro-batch): the gradient of the batch's mean loss, up to the
+ * order of its sums, and the same loss, as the whole batch in one pass: passes of 3, 3 and 2
+ * sequences against 8 at once, for an input table (SHAPE), a shared tensor over padded
+ * batches, token ids (complex), a layernormed table (tupe), a schedule and dropout; its
+ * checkpoint resumes bit for bit; a method with memory refuses it. */
+static void micro_case(const char *method, const char *task_name, const char *const *extra) {
+    if (pe_method_from_name(method) < 0) return;
+    tr_run run[2];
+    tr_task task[2];
+    double loss[2] = {0};
+    pe_err err;
+    for (int k = 0; k < 2; k++) {
+        tr_options o;
+        small_options(&o, method);
+        tr_options_set(&o, "task", task_name, &err);
+        tr_options_set(&o, "length", "8", &err);
+        tr_options_set(&o, "micro-batch", k ? "3" : "8", &err);
+        for (int i = 0; extra && extra[i]; i += 2)
+            if (tr_options_set(&o, extra[i], extra[i + 1], &err)) fail_msg("%s", err.msg);
+        if (tr_task_from_options(&task[k], &o, &err) || tr_run_init(&run[k], &o, &task[k], &err)) fail_msg("%s: %s", method, err.msg);
+        if (tr_run_step(&run[k], &loss[k], NULL, &err)) fail_msg("%s: %s", method, err.msg);
+    }
+    const float *g0 = tr_model_grads(run[0].model), *g1 = tr_model_grads(run[1].model);
+    const size_t n = tr_model_size(run[0].model);
+    double big = 0, diff = 0;
+    for (size_t i = 0; i < n; i++) big = fmax(big, fabs(g0[i])), diff = fmax(diff, fabs((double)g0[i] - g1[i]));
+    printf("  micro-batches %-12s %-5s loss %.7f and %.7f, gradients within %.2g of %.2g\n", method, task_name, loss[0],
+           loss[1], diff, big);
+    assert_true(big > 0 && diff <= 1e-5 * big);
+    assert_true(fabs(loss[0] - loss[1]) <= 1e-6 * loss[0]);
+    for (int k = 0; k < 2; k++) tr_run_free(&run[k]), tr_task_free(&task[k]);
+}
+
+static void test_micro_batches(void **state) {
+    (void)state;
+    micro_case("rope", "lm", NULL);
+    micro_case("learned", "lm", (const char *const[]){"shape", "4", NULL});
+    micro_case("t5", "copy", NULL);
+    micro_case("complex", "lm", NULL);
+    micro_case("tupe", "lm", NULL);
+    micro_case("rope", "copy", (const char *const[]){"layers", "3", "layers-methods", "t5,none,kerple", NULL});
+    micro_case("alibi", "lm", (const char *const[]){"dropout", "0.1", NULL});
+    resume_case("alibi", "copy", (const char *const[]){"micro-batch", "3", NULL});
+    tr_options o;
+    small_options(&o, "xl");
+    pe_err err;
+    tr_options_set(&o, "micro-batch", "2", &err);
+    tr_task task;
+    tr_run run;
+    if (tr_task_from_options(&task, &o, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(tr_run_init(&run, &o, &task, &err), PE_EKEY);
+    assert_non_null(strstr(err.msg, "memory"));
+    tr_task_free(&task);
+}
+
 /* Hostile checkpoints (found with tests/fuzz/fuzz_checkpoint.c): sizes past the limits in the
  * options or a checkpoint's metadata are refused before anything is built (width, mlp or batch
  * of 2^62 crashed the run, --eval 2^62 divided by zero), and a tensor of the model's size but
  * another shape is refused on load. */
 static void test_hostile_checkpoint(void **state) {
     (void)state;
-    static const char *const SIZES[] = {"width", "mlp", "batch", "shape", "random-positions", "steps", "warmup", "eval-tokens", "corpus-chars", "eval"};
+    static const char *const SIZES[] = {"width", "mlp", "batch", "micro-batch", "shape", "random-positions", "steps", "warmup", "eval-tokens", "corpus-chars", "eval"};
     const char *big = "4611686018427387904";
     pe_err err;
     for (size_t i = 0; i < sizeof SIZES / sizeof SIZES[0]; i++) {
@@ -974,6 +1030,7 @@ int main(void) {
         cmocka_unit_test(test_gradients),
         cmocka_unit_test(test_trivial_task),
         cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_micro_batches),
         cmocka_unit_test(test_random_positions),
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_hostile_checkpoint),
