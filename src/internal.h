@@ -165,7 +165,8 @@ typedef struct pe__tile {
     const float *dout; /* backward: the tile's rows of the output's gradient (stride ldd) */
     int64_t ldd;
     float *scratch;
-    int phase; /* PE__TILE_PAIRS, or (PE__SCORE_BLOCK) a query block's BEGIN or END: no keys */
+    int phase; /* PE__TILE_PAIRS, or (PE__SCORE_BLOCK) a query block's BEGIN (j0, nj: the keys its
+                * tiles may visit; no scores) or END (no keys) */
     /* The fused path's product, or NULL (the reference path): with it the tile is padded with
      * zeros to pr x pc, ldk (the k rows' stride, padded too) is a multiple of 16 and the
      * transposed keys reach pc columns; s and ds are (pr, pc) with stride pc. */
@@ -363,6 +364,11 @@ static inline int64_t pe__clip_diff(int64_t a, int64_t b, int64_t K) {
 /* The least and greatest clip(sign (kpos_j - pos_i), -K, K) of tile t (sign +1 or -1): a
  * relative method's table rows of the tile lie between them. */
 void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi);
+/* The same over the pairs the band lets through (the masked half of a causal diagonal tile
+ * does not widen it; exact where the key positions do not decrease, else the whole tile's);
+ * 0 when no pair is visible. pe__tile_row_visible: row i's visible keys [ja, jb). */
+int pe__tile_visible_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi);
+void pe__tile_row_visible(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t *ja, int64_t *jb);
 /* out (n, nr) = x (n, D; ldx) times the table rows lo .. lo + nr - 1, the table given
  * transposed, tt (D, R) (relative/offsets.c) */
 void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt, int64_t R, int64_t D, int64_t lo,

@@ -279,7 +279,11 @@ static int64_t KN(forward)(const pe__fjob *j) {
     int64_t jbeg, jend;
     pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
     const int block = mod && (mod->flags & PE__SCORE_BLOCK);
-    if (block) tl.phase = PE__TILE_BEGIN, mod->score_mod(j->ctx, &tl, NULL, 0), tl.phase = PE__TILE_PAIRS;
+    if (block) {
+        tl.phase = PE__TILE_BEGIN, tl.j0 = jbeg, tl.nj = jend - jbeg;
+        mod->score_mod(j->ctx, &tl, NULL, 0);
+        tl.phase = PE__TILE_PAIRS;
+    }
     for (int64_t j0 = jbeg; j0 < jend; j0 += PE_BC) {
         int64_t nj = j->Tk - j0 < PE_BC ? j->Tk - j0 : PE_BC;
         if (tile_skipped(j, i0, j0)) continue;
@@ -337,7 +341,7 @@ static void KN(backward)(const pe__fjob *j) {
         pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
         const int block = mod && (mod->flags & PE__SCORE_BLOCK);
         if (block) {
-            tl.phase = PE__TILE_BEGIN;
+            tl.phase = PE__TILE_BEGIN, tl.j0 = jbeg, tl.nj = jend - jbeg;
             mod->score_mod(j->ctx, &tl, NULL, 0);
             mod->score_mod_backward(j->ctx, &tl, NULL, NULL, 0);
             tl.phase = PE__TILE_PAIRS;

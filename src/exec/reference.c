@@ -77,12 +77,13 @@ static pe__tile whole_tile(const pe__ctx *ctx, int64_t b, int64_t h, const float
                       .ldk = ctx->Ckv, .ldkt = Tk, .scratch = scratch};
 }
 
-/* A BEGIN or END tile of the head's one query block (PE__SCORE_BLOCK) to score_mod or its backward */
+/* A BEGIN or END tile of the head's one query block (PE__SCORE_BLOCK) to score_mod or its
+ * backward: BEGIN with the head's keys, END with none */
 static void block_phase(pe__ctx *ctx, void (*fwd)(pe__ctx *, const pe__tile *, float *, int64_t),
                         void (*bwd)(pe__ctx *, const pe__tile *, const float *, float *, int64_t), const pe__tile *t,
                         int phase) {
     pe__tile e = *t;
-    e.phase = phase, e.nj = 0;
+    e.phase = phase, e.nj = phase == PE__TILE_BEGIN ? t->nj : 0;
     if (fwd) fwd(ctx, &e, NULL, 0);
     if (bwd) bwd(ctx, &e, NULL, NULL, 0);
 }

@@ -238,72 +238,99 @@ PE_TILE_SIMD static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
 
 /* ---- huang4: s = scale (q.k + q.e + k.e), e = rel_vec[row] ------------------------------ */
 
-/* Per thread: a header, the block's q products and their gradient (rows, 2K+1) each, then the
- * tile's k products and theirs (cols, 2K+1) each */
+/* Per thread: a header (the block's rows, block_rows), the block's q products and their
+ * gradient (rows, up to 2K+1) each, then the tile's k products and theirs (cols, 2K+1) each */
 enum { HEAD = 16 };
 static int64_t vec4_scratch(const pe_config *cfg, int64_t D, int64_t rows, int64_t cols) {
     (void)D;
     return HEAD + 2 * (rows + cols) * (2 * cfg->max_rel + 1);
 }
 
-/* BEGIN: qa = q rel_vec^T of the block's queries, once for its key tiles; per tile the k
- * products of its rows */
+/* The table rows [*rlo, *rlo + *nb) a BEGIN tile's block reads: those of the pairs its query
+ * rows see among the tile's keys (a causal block reads the rows of offsets >= 0 alone, about
+ * half of them), kept in the header for its tiles and END; *nb = 0: none. */
+static void block_rows(const pe__ctx *ctx, const pe__tile *t, int64_t *rlo, int64_t *nb) {
+    const int64_t K = ctx->cfg->max_rel;
+    int64_t lo, hi, h[2] = {0, 0};
+    if (t->phase == PE__TILE_BEGIN) {
+        if (pe__tile_visible_offsets(ctx, t, -1, K, &lo, &hi)) h[0] = lo + K, h[1] = hi - lo + 1;
+        memcpy(t->scratch, h, sizeof h);
+    } else memcpy(h, t->scratch, sizeof h);
+    *rlo = h[0], *nb = h[1];
+}
+
+/* BEGIN: qa = q rel_vec^T of the block's queries and rows, once for its key tiles; per tile
+ * the k products of its rows; the pairs the band masks are left alone */
 static void vec4_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
     float *qa = t->scratch + HEAD, *ka = qa + 2 * t->ni * R;
+    int64_t rlo, nb;
+    block_rows(ctx, t, &rlo, &nb);
     if (t->phase == PE__TILE_BEGIN) {
-        pe__table_products(t->q, t->ldq, t->ni, ctx->state, R, D, 0, R, qa);
+        pe__table_products(t->q, t->ldq, t->ni, ctx->state, R, D, rlo, nb, qa);
         return;
     }
     const float scale = (float)ctx->cfg->scale;
+    const int64_t K = ctx->cfg->max_rel;
     int64_t lo, hi;
-    tile_rows(ctx, t, HUANG4, &lo, &hi);
-    const int64_t nr = hi - lo + 1;
+    if (!pe__tile_visible_offsets(ctx, t, -1, K, &lo, &hi)) return;
+    lo += K, hi += K;
+    const int64_t nr = hi - lo + 1, *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
     pe__table_products(t->k, t->ldk, t->nj, ctx->state, R, D, lo, nr, ka);
-    const int64_t K = ctx->cfg->max_rel, *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
     for (int64_t i = 0; i < t->ni; i++) {
-        const float *qai = qa + i * R;
+        const float *qai = qa + i * nb; /* row r at r - rlo */
         float *si = s + i * lds;
+        int64_t ja, jb;
+        pe__tile_row_visible(ctx, t, i, &ja, &jb);
         if (lo == hi)
-            for (int64_t j = 0; j < t->nj; j++) si[j] += scale * (qai[lo] + ka[j * nr]);
+            for (int64_t j = ja; j < jb; j++) si[j] += scale * (qai[lo - rlo] + ka[j * nr]);
         else
-            for (int64_t j = 0; j < t->nj; j++) { /* pair_row's, with the row's position hoisted */
+            for (int64_t j = ja; j < jb; j++) { /* pair_row's, with the row's position hoisted */
                 const int64_t r = pe__clip(pos[i] - kp[j], -K, K) + K;
-                si[j] += scale * (qai[r] + ka[j * nr + r - lo]);
+                si[j] += scale * (qai[r - rlo] + ka[j * nr + r - lo]);
             }
     }
 }
 
 /* forward was s_ij += scale (q_i.e + k_j.e), so now, with gq[i, r], gk[j, r] the sums of
  * g = scale ds_ij over the pairs of row r: dk_j += gk[j] e, de += gk^T k per tile, and at END
- * dq_i += gq[i] e, de += gq^T q; the plain term keeps ds */
+ * dq_i += gq[i] e, de += gq^T q; the plain term keeps ds. The pairs the band masks have
+ * ds = 0 and are left out. */
 PE_TILE_SIMD static void vec4_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_in, float *ds, int64_t lds) {
     (void)s_in;
     const int64_t R = 2 * ctx->cfg->max_rel + 1, D = ctx->D;
     const float *rv = ctx->w->param[REL];
     float *drv = ctx->g->dparam[REL];
     float *gq = t->scratch + HEAD + t->ni * R, *gk = gq + t->ni * R + t->nj * R;
+    int64_t rlo, nb;
+    block_rows(ctx, t, &rlo, &nb);
     if (t->phase == PE__TILE_BEGIN) {
-        memset(gq, 0, sizeof(float) * (size_t)(t->ni * R));
+        memset(gq, 0, sizeof(float) * (size_t)(t->ni * nb));
         return;
     }
     if (t->phase == PE__TILE_END) { /* dq_i += sum_r gq[i, r] e_r; de_r += sum_i gq[i, r] q_i */
-        for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(t->dq + i * t->ldq, gq + i * R, 1, R, rv, D, D);
-        for (int64_t r = 0; drv && r < R; r++) pe__weighted_rows(drv + r * D, gq + r, R, t->ni, t->q, t->ldq, D);
+        for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(t->dq + i * t->ldq, gq + i * nb, 1, nb, rv + rlo * D, D, D);
+        for (int64_t x = 0; drv && x < nb; x++) pe__weighted_rows(drv + (rlo + x) * D, gq + x, nb, t->ni, t->q, t->ldq, D);
         return;
     }
+    const int64_t K = ctx->cfg->max_rel;
     int64_t lo, hi;
-    tile_rows(ctx, t, HUANG4, &lo, &hi);
+    if (!pe__tile_visible_offsets(ctx, t, -1, K, &lo, &hi)) return;
+    lo += K, hi += K;
     const int64_t nr = hi - lo + 1;
     memset(gk, 0, sizeof(float) * (size_t)(t->nj * nr));
     const float scale = (float)ctx->cfg->scale;
-    const int64_t K = ctx->cfg->max_rel, *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) {
+    const int64_t *pos = ctx->pos + t->b * ctx->T + t->i0, *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
+    for (int64_t i = 0; i < t->ni; i++) {
+        float *gqi = gq + i * nb; /* row r at r - rlo */
+        int64_t ja, jb;
+        pe__tile_row_visible(ctx, t, i, &ja, &jb);
+        for (int64_t j = ja; j < jb; j++) {
             const float g = scale * ds[i * lds + j];
             const int64_t r = lo == hi ? lo : pe__clip(pos[i] - kp[j], -K, K) + K; /* pair_row's */
-            gq[i * R + r] += g, gk[j * nr + r - lo] += g;
+            gqi[r - rlo] += g, gk[j * nr + r - lo] += g;
         }
+    }
     for (int64_t j = 0; j < t->nj; j++) pe__weighted_rows(t->dk + j * t->ldk, gk + j * nr, 1, nr, rv + lo * D, D, D);
     for (int64_t x = 0; drv && x < nr; x++) pe__weighted_rows(drv + (lo + x) * D, gk + x, nr, t->nj, t->k, t->ldk, D);
 }

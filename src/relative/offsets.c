@@ -81,3 +81,34 @@ void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K
     if (sign > 0) *lo = pe__clip(kmin - pmax, -K, K), *hi = pe__clip(kmax - pmin, -K, K);
     else *lo = pe__clip(pmin - kmax, -K, K), *hi = pe__clip(pmax - kmin, -K, K);
 }
+
+/* Row i of the tile: the keys [*ja, *jb) of the tile the band (causal, the window) lets its
+ * query see. */
+void pe__tile_row_visible(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t *ja, int64_t *jb) {
+    int64_t T, Tk, qoff, lo, hi;
+    pe__row_lens(ctx, t->b, &T, &Tk, &qoff);
+    pe__band_range(pe__band_of(ctx->cfg), qoff, t->i0 + i, Tk, &lo, &hi);
+    *ja = pe__clip(lo - t->j0, 0, t->nj), *jb = pe__clip(hi - t->j0, *ja, t->nj);
+}
+
+int pe__tile_visible_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi) {
+    const int64_t *pos = ctx->pos + t->b * ctx->T + t->i0, *kpos = ctx->kpos + t->b * ctx->Tk + t->j0;
+    int sorted = 1;
+    for (int64_t j = 1; j < t->nj && sorted; j++) sorted = kpos[j] >= kpos[j - 1];
+    if (!sorted) { /* a row's visible keys need not hold its extremes at their ends: the whole tile's */
+        pe__tile_offsets(ctx, t, sign, K, lo, hi);
+        return t->ni > 0 && t->nj > 0;
+    }
+    int64_t omin = INT64_MAX, omax = INT64_MIN; /* pos_i - kpos_j over the visible pairs */
+    for (int64_t i = 0; i < t->ni; i++) {
+        int64_t ja, jb;
+        pe__tile_row_visible(ctx, t, i, &ja, &jb);
+        if (ja >= jb) continue;
+        omax = pos[i] - kpos[ja] > omax ? pos[i] - kpos[ja] : omax;
+        omin = pos[i] - kpos[jb - 1] < omin ? pos[i] - kpos[jb - 1] : omin;
+    }
+    if (omin > omax) return 0;
+    if (sign > 0) *lo = pe__clip(-omax, -K, K), *hi = pe__clip(-omin, -K, K);
+    else *lo = pe__clip(omin, -K, K), *hi = pe__clip(omax, -K, K);
+    return 1;
+}
