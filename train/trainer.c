@@ -159,7 +159,8 @@ static uint64_t dropout_key(const tr_run *r) { return r->o.seed * 0x2545f4914f6c
  * holds every sequence of the batch for the next step. */
 static int64_t micro_rows(const tr_run *r, const tr_model *m, int64_t rows, int64_t T) {
     int64_t mb = r->o.micro_batch ? r->o.micro_batch : TR_MICRO_TOKENS / T;
-    if (mb < 1 || tr_model_has_memory(m)) mb = rows;
+    if (mb < 1) mb = 1; /* sequences longer than TR_MICRO_TOKENS: one a pass */
+    if (tr_model_has_memory(m)) mb = rows;
     return mb < rows ? mb : rows;
 }
 
