@@ -298,17 +298,6 @@ PE_TILE_SIMD static void gather_table_row(double *gx, const float *gi, int64_t d
     for (int64_t j = mid > ja ? mid : ja; j < jb; j++) gx[j - d] += gi[j];
 }
 
-/* The entries [*ja, *jb) of the tile's row i that the band (causal, the window) lets its query
- * see: the others are masked whatever their score, and their gradient is 0, so neither pass
- * computes them (the masked half of a causal diagonal tile, where the runs of the MLP's pieces
- * are shortest). */
-static inline void visible(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t *ja, int64_t *jb) {
-    int64_t T, Tk, qoff, lo, hi;
-    pe__row_lens(ctx, t->b, &T, &Tk, &qoff);
-    pe__band_range(pe__band_of(ctx->cfg), qoff, t->i0 + i, Tk, &lo, &hi);
-    *ja = pe__clip(lo - t->j0, 0, t->nj), *jb = pe__clip(hi - t->j0, *ja, t->nj);
-}
-
 /* Over a run [j, je) of one segment (entry k at offset x = |d - k|): the sums of g, g psi(x)
  * and g dpsi(x)/dc, in 8 fixed lanes so that every instruction set adds alike; the tables read
  * upwards as add_run's. A masked entry's g is 0 and adds nothing. */
@@ -367,7 +356,7 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
         float *si = s + i * lds;
         const int64_t d = pi - kpos[j0], mid = diag_split(d, nj); /* with runs */
         int64_t ja, jb;
-        visible(ctx, t, i, &ja, &jb);
+        pe__tile_row_visible(ctx, t, i, &ja, &jb); /* the others are masked: left alone */
         if (tabled(st, pi) && runs) {
             add_table_row(si, bias, d, mid, ja, jb);
             continue;
@@ -427,7 +416,7 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         int64_t pi = pos[i0 + i];
         const float *gi = ds + i * lds;
         int64_t ja, jb;
-        visible(ctx, t, i, &ja, &jb);
+        pe__tile_row_visible(ctx, t, i, &ja, &jb); /* the others are masked: left alone */
         if (gx && tabled(st, pi) && runs) {
             const int64_t d = pi - kpos[j0];
             gather_table_row(gx, gi, d, diag_split(d, nj), ja, jb);
