@@ -231,9 +231,9 @@ static pe_status threaded_shares(tr_run *r, int64_t B, int64_t T, int64_t n, dou
     return PE_OK;
 }
 
-/* The shares' way (tr_run_distribute): every share's gradient and loss part (one_share),
- * added up in share order: here this process's shares (all of them, or rank k's k-th), then over the ranks in rank
- * order. acc[i] = g0[i], then += g1[i], ... is what the rank-order sum over ranks does, so one
+/* A step's gradient and loss (tr_run_distribute's shares; one share: the whole batch): every
+ * share's gradient and loss part (one_share), added up in share order: here this process's
+ * shares (all of them, or rank k's k-th), then over the ranks in rank order. acc[i] = g0[i], then += g1[i], ... is what the rank-order sum over ranks does, so one
  * process with N shares and N ranks make the same bits. */
 static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_err *err) {
     tr_model *m = r->model;
@@ -284,13 +284,7 @@ pe_status tr_run_step(tr_run *r, double *loss, int64_t *tokens, pe_err *err) {
         for (int64_t t = 0; t < T; t++) r->pos[b * T + t] = t + k;
     }
     tr_model *m = r->model;
-    pe_status st;
-    if (r->shares > 1) st = shares_step(r, B, T, loss, err);
-    else {
-        int64_t n = 0;
-        for (int64_t i = 0; i < B * T; i++) n += r->tgt[i] >= 0;
-        st = one_share(r, m, 0, B, T, n, loss, err);
-    }
+    pe_status st = shares_step(r, B, T, loss, err); /* one share: the whole batch */
     if (st) return st;
     tr_clip_grads(tr_model_grads(m), tr_model_size(m), o->clip);
     const tr_tensor *t;
