@@ -216,7 +216,7 @@ int cli_bench(int argc, char **argv) {
                     " (`alibi` %.2fx the step), paged keys (blocks of 16, `pe_attention_forward_paged`) %.2fx `forward_kvcache`.\n\n",
                 isnan(dec[0].torch) ? "" : ".", (long long)o.decode_Tk[1], dec[1].shift / dec[1].shift_copy,
                 (long long)o.decode_Tk[1], dec[1].kvcache / dec[1].step, dec[1].qkv / dec[1].step,
-                dec[1].qkv_none / (dec[1].step + dec[1].rotate), dec[3].qkv_none / dec[3].step, dec[1].paged / dec[1].kvcache);
+                dec[1].qkv_none / (dec[1].step + dec[1].rotate), dec[3].qkv_none / dec[3].step, dec[1].paged_x);
     }
     if (did_den)
         fprintf(md, "Denormals (alibi, T=2048, not causal; the fused path clamps exp and sets FTZ/DAZ in its threads):"

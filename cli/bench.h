@@ -96,6 +96,7 @@ int bench_gemm(const bopts *o, gemm_res *G);
 
 typedef struct decode_res {
     double step, copy, torch, shift, shift_copy, qkv, qkv_none, rotate, kvcache, paged; /* ms */
+    double paged_x; /* paged over forward_kvcache: the median of the rounds' ratios */
 } decode_res;
 int bench_decode(const bopts *o, torchp *tp, decode_res D[4]);
 

@@ -498,7 +498,9 @@ pe__softplus_fn pe__softplus_kernel(const pe_run_options *run);
 void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*fn)(void *arg, int64_t i), void *arg);
 /* The fused attention path (exec/fused.c): tiled, online softmax, no (T, Tk) buffer; backward
  * recomputes tiles. It takes the methods flagged PE__FUSED. stats: (2, B, H, T) floats saved
- * by forward for backward. Threads and kernels from ctx->run. */
+ * by forward for backward. Threads and kernels from ctx->run. Backward adds into dq; dk and dv,
+ * zeroed by the caller as the core's contract says, it writes whole (each kv head's rows from
+ * its work item: 0 + x is x, and storing them spares loading rows the caller zeroed long before). */
 int pe__fused_eligible(const pe__method *m);
 /* Whether the fused path costs less than the reference path for a call of B rows, H heads
  * of D, T queries against Tk keys, each query seeing its band's keys (exec/fused.c) */

@@ -54,7 +54,7 @@ typedef struct pe__fjob {
     const float *kt, *kr, *v, *vt;
     /* row statistics of this head (T): the row max m and 1 / sum exp(s - m) */
     float *m, *il;
-    /* backward: (tkp, dp) accumulators of dk, dv of the kv head (the caller adds them) */
+    /* backward: (tkp, dp) accumulators of dk, dv of the kv head (the caller stores them) */
     float *dk, *dv;
     int64_t i0, ni; /* forward: the query block */
     /* scratch, 64-byte aligned: a, e (PE_BR, dp); c (PE_BR, dpa); s, t (PE_BR, PE_BC); r (4 PE_BR) */
