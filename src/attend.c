@@ -557,7 +557,7 @@ pe_status pe_encode(int n_keys, const char *const *keys, const char *const *valu
     for (int i = 0; i < n_p && !st; i++) st = add_out(outs, &n_outs, NAMES[kind][i], 2, shape, err);
     if (st) goto done;
     ctx = (pe__ctx){.cfg = rc, .B = 1, .T = T, .qoff = 0, .Tk = T, .kpos = pos64, .H = rc->heads, .Hkv = rc->kv_heads,
-                    .D = D, .C = C, .Ckv = rc->kv_heads * D, .pos = pos64, .pos_min = pmin,
+                    .D = D, .C = C, .Ckv = rc->kv_heads * D, .Dv = D, .pos = pos64, .pos_min = pmin,
                     .pos_max = pmax, .w = &w, .ids = ids64};
     if (m->prepare && (st = m->prepare(&ctx, err))) goto done;
     if (kind == 2) m->embed_pair(&ctx, outs[0].data, outs[1].data);

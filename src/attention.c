@@ -284,7 +284,7 @@ pe_status pe__layer_begin(pe_attention *a, const pe_weights *w, int64_t B, int64
     if (!kept && a->m->release && ctx->state) a->m->release(ctx);
     free(ctx->tiles); /* the last call's mask census */
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = B, .T = T, .Tk = Tk, .qoff = Tk - T, .H = a->H, .Hkv = a->Hkv,
-                     .D = a->D, .C = a->C, .Ckv = a->Ckv, .pos = pos, .kpos = kpos, .A = A, .pos_min = pmin,
+                     .D = a->D, .C = a->C, .Ckv = a->Ckv, .Dv = a->D, .pos = pos, .kpos = kpos, .A = A, .pos_min = pmin,
                      .pos_max = pmax, .mask = a->has_mask ? a->mask : NULL, .q_len = lens ? qlen : NULL,
                      .k_len = lens ? klen : NULL, .fused = a->fused, .run = &a->run, .w = w, .g = NULL,
                      .state = kept, .ids = pe_attention_is_complex(a) ? a->ids : NULL, .scratch = &a->scratch,
@@ -488,7 +488,7 @@ pe_status pe__attention_context(pe_attention *a, const pe_weights *w, int64_t n,
         if (!w->param[i] && !a->specs[i].optional)
             return pe_error(err, PE_ETENSOR, "tensor '%s' is required by method %s", a->specs[i].name, a->m->name);
     *ctx = (pe__ctx){.cfg = &a->cfg, .B = 1, .T = n, .Tk = n, .H = a->H, .Hkv = a->Hkv, .D = a->D, .C = a->C,
-                     .Ckv = a->Ckv, .pos = pos, .kpos = pos, .A = pe_attention_axes(a, w), .pos_min = lo, .pos_max = hi,
+                     .Ckv = a->Ckv, .Dv = a->D, .pos = pos, .kpos = pos, .A = pe_attention_axes(a, w), .pos_min = lo, .pos_max = hi,
                      .run = &a->run, .w = w, .sinks = pe__sinks_of(a, w), .reads_inputs = 1,
                      .transforms = PE__TQ | PE__TK | PE__TV};
     return a->m->prepare ? a->m->prepare(ctx, err) : PE_OK;

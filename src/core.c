@@ -9,55 +9,48 @@
 #include "layer.h"
 
 /* A lifted method (pe__method.lift_width), on either executor: q and k lifted to width W >= D
- * per query head, v padded with zeros to W, attended as H heads of W with the plain score
- * scale q'.k' (the padding adds nothing to the scores' softmax and gives zero columns of o); o
- * is the first D of each head. The lift is the method's only implementation of its maths. The
- * lifted tensors stay in a->lift for backward, which pads dout the same way and lifts dq', dk'
- * back through the method. */
+ * per query head, attended as H heads of W with the plain score scale q'.k' over the values as
+ * they are (pe__ctx.Dv = D), so that o and dout are the layer's own and the p v products stay D
+ * wide. A lifted head is its own kv head: with kv_heads < heads each query head gets a copy of
+ * its values (and its dv is summed back), else v and dv are read and written in place. The
+ * lift is the method's only implementation of its maths. The lifted q', k' stay in a->lift for
+ * backward, which lifts dq', dk' back through the method. */
 static pe__ctx lifted_ctx(const pe__ctx *ctx, int64_t W) {
     pe__ctx sub = *ctx;
     sub.D = W, sub.C = ctx->H * W, sub.Ckv = ctx->H * W, sub.Hkv = ctx->H;
     return sub;
 }
 
-/* a->lift's parts, each H heads of W per row: q', k', v', o' (forward), do', dq', dk', dv' */
+/* a->lift's parts: q', k' (H heads of W per row), v' (H heads of D; with kv_heads < heads), and
+ * their gradients dq', dk', dv' */
 typedef struct lifted {
-    int64_t W;
-    float *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+    int64_t W, nq, nk, nv; /* floats of q', k', v' (nv 0: v read in place) */
+    float *q, *k, *v, *dq, *dk, *dv;
 } lifted;
 
+/* The parts' sizes, and with base their places (a->lift: 2 (nq + nk + nv) floats) */
 static lifted lifted_parts(const pe_attention *a, float *base) {
-    const int64_t W = a->m->lift_width(&a->cfg, a->D), nq = a->B * a->T * a->H * W, nk = a->B * a->Tk * a->H * W;
-    lifted l = {.W = W, .q = base};
-    l.k = l.q + nq, l.v = l.k + nk, l.o = l.v + nk;
-    l.dout = l.o + nq, l.dq = l.dout + nq, l.dk = l.dq + nq, l.dv = l.dk + nk;
+    const int64_t W = a->m->lift_width(&a->cfg, a->D);
+    lifted l = {.W = W, .nq = a->B * a->T * a->H * W, .nk = a->B * a->Tk * a->H * W,
+                .nv = a->Hkv < a->H ? a->B * a->Tk * a->H * a->D : 0};
+    if (base) l.q = base, l.k = l.q + l.nq, l.v = l.k + l.nk, l.dq = l.v + l.nv, l.dk = l.dq + l.nq, l.dv = l.dk + l.nk;
     return l;
 }
 
-/* dst (rows, H, W) = head h's D values of src (rows, row stride ld), read at head h / group,
- * then W - D zeros */
-static void pad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
-                      int64_t W) {
+/* dst (rows, H, D) = head h / group of src (rows, row stride ld) */
+static void repeat_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D) {
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t h = 0; h < H; h++) {
-            float *d = dst + (r * H + h) * W;
-            memcpy(d, src + r * ld + (h / group) * D, sizeof(float) * D);
-            memset(d + D, 0, sizeof(float) * (W - D));
-        }
+        for (int64_t h = 0; h < H; h++) memcpy(dst + (r * H + h) * D, src + r * ld + (h / group) * D, sizeof(float) * D);
 }
 
-/* The other way: head h / group of dst (rows, row stride ld) gets the first D of src's head h,
- * copied (group 1) or added (the heads of a group summed in order) */
-static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D,
-                        int64_t W, int add) {
+/* The other way: head h / group of dst (rows, row stride ld) += src's head h, the heads of a
+ * group added in order */
+static void sum_heads(float *dst, const float *src, int64_t rows, int64_t ld, int64_t H, int64_t group, int64_t D) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t h = 0; h < H; h++) {
             float *d = dst + r * ld + (h / group) * D;
-            const float *x = src + (r * H + h) * W;
-            if (add)
-                for (int64_t e = 0; e < D; e++) d[e] += x[e];
-            else
-                memcpy(d, x, sizeof(float) * D);
+            const float *x = src + (r * H + h) * D;
+            for (int64_t e = 0; e < D; e++) d[e] += x[e];
         }
 }
 
@@ -67,7 +60,7 @@ static void unpad_heads(float *dst, const float *src, int64_t rows, int64_t ld, 
  * dropout and value terms too, as o holds them). p_sink_i from the fused path's row statistics
  * (max m and 1 / sum, the sink included) or the reference path's scores. Fixed order: (b, i). */
 static void sinks_backward(const pe_attention *a, const pe__ctx *ctx, const float *o, const float *dout) {
-    const int64_t B = ctx->B, H = ctx->H, T = ctx->T, Tk = ctx->Tk, C = ctx->C, D = ctx->D;
+    const int64_t B = ctx->B, H = ctx->H, T = ctx->T, Tk = ctx->Tk, D = ctx->Dv, C = H * D;
     for (int64_t h = 0; h < H; h++) {
         double acc = 0;
         for (int64_t b = 0; b < B; b++) {
@@ -114,32 +107,29 @@ static pe_status execute_backward(pe_attention *a, pe__ctx *ctx, const float *q,
 /* A lifted method on either executor: lift q, k, pad v, attend H heads of W, unpad o. */
 static pe_status lifted_forward(pe_attention *a, float *scores, float *probs, pe_err *err) {
     pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
-    const int64_t W = a->m->lift_width(&a->cfg, D);
-    float *base = pe__scratch_get(&a->lift, (size_t)(4 * B * (T + Tk) * H * W));
+    const lifted size = lifted_parts(a, NULL);
+    float *base = pe__scratch_get(&a->lift, (size_t)(2 * (size.nq + size.nk + size.nv)));
     if (!base) return pe_error(err, PE_ENOMEM, "out of memory for the lifted q, k and v of %s", a->m->name);
     const lifted l = lifted_parts(a, base);
     a->m->lift_forward(ctx, a->q, a->k, l.q, l.k);
-    pad_heads(l.v, a->v, B * Tk, a->Ckv, H, group, D, W);
-    pe__ctx sub = lifted_ctx(ctx, W);
-    pe_status st = execute_forward(a, &sub, l.q, l.k, l.v, l.o, scores, probs, err);
+    if (l.nv) repeat_heads(l.v, a->v, a->B * a->Tk, a->Ckv, a->H, a->H / a->Hkv, a->D);
+    pe__ctx sub = lifted_ctx(ctx, l.W);
+    pe_status st = execute_forward(a, &sub, l.q, l.k, l.nv ? l.v : a->v, a->o, scores, probs, err);
     ctx->tiles = sub.tiles; /* the mask census, made once for forward and backward */
-    if (st) return st;
-    unpad_heads(a->o, l.o, B * T, a->C, H, 1, D, W, 0);
-    return PE_OK;
+    return st;
 }
 
-static pe_status lifted_backward(pe_attention *a, const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
+/* o: the executor's (pe__core_backward's) */
+static pe_status lifted_backward(pe_attention *a, const float *o, const float *dout, float *dq, float *dk, float *dv,
+                                 pe_err *err) {
     pe__ctx *ctx = &a->ctx;
-    const int64_t B = a->B, T = a->T, Tk = a->Tk, H = a->H, D = a->D, group = H / a->Hkv;
     const lifted l = lifted_parts(a, a->lift.p);
-    pad_heads(l.dout, dout, B * T, a->C, H, 1, D, l.W);
-    memset(l.dq, 0, sizeof(float) * (size_t)(B * (T + 2 * Tk) * H * l.W));
+    memset(l.dq, 0, sizeof(float) * (size_t)(l.nq + l.nk + l.nv)); /* dq', dk', dv' */
     pe__ctx sub = lifted_ctx(ctx, l.W);
-    pe_status st = execute_backward(a, &sub, l.q, l.k, l.v, l.o, l.dout, l.dq, l.dk, l.dv, err);
+    pe_status st = execute_backward(a, &sub, l.q, l.k, l.nv ? l.v : a->v, o, dout, l.dq, l.dk, l.nv ? l.dv : dv, err);
     ctx->tiles = sub.tiles;
     if (st) return st;
-    unpad_heads(dv, l.dv, B * Tk, a->Ckv, H, group, D, l.W, 1);
+    if (l.nv) sum_heads(dv, l.dv, a->B * a->Tk, a->Ckv, a->H, a->H / a->Hkv, a->D);
     a->m->lift_backward(ctx, a->q, a->k, l.dq, l.dk, dq, dk);
     return PE_OK;
 }
@@ -183,7 +173,7 @@ pe_status pe__core_backward(pe_attention *a, const float *dout, float *dq, float
         a->m->output_backward(ctx, d);
         o = a->post.p, dout = d;
     }
-    pe_status st = a->m->lift_width ? lifted_backward(a, dout, dq, dk, dv, err)
+    pe_status st = a->m->lift_width ? lifted_backward(a, o, dout, dq, dk, dv, err)
                                     : execute_backward(a, ctx, a->q, a->k, a->v, o, dout, dq, dk, dv, err);
     if (st) return st;
     if (a->m->rotate_backward)

@@ -73,6 +73,9 @@ int pe__inputs_same(pe__scratch *key, const pe__bytes *parts, int n);
 typedef struct pe__ctx {
     const pe_config *cfg; /* resolved */
     int64_t B, T, Tk, qoff, H, Hkv, D, C, Ckv; /* qoff = Tk - T */
+    /* The values' head width: D, but where a lifted method attends (core.c: q and k of W, the
+     * values as they are). v and dv rows are Hkv Dv wide, o and dout rows H Dv. */
+    int64_t Dv;
     const int64_t *pos;       /* (B, T, A) query positions */
     const int64_t *kpos;      /* (B, Tk, A) key positions (== pos in a layer without memory) */
     int64_t A;                /* axes per position: 1 but for methods with an axes hook */
@@ -236,8 +239,8 @@ typedef struct pe__method {
      * magnitude times cos and sin per frequency). lift_forward writes every head's, qw
      * (B, T, H W) and kw (B, Tk, H W), a key per *query* head (the lift of a key may read the
      * query head's tensors); lift_backward adds to dq, dk and the method's gradients from dqw,
-     * dkw. Both executors attend over the lifted vectors (the values padded to W): the lift is
-     * the method's one implementation, it has no score_mod. */
+     * dkw. Both executors attend over the lifted vectors (the values as they are, D wide:
+     * pe__ctx.Dv): the lift is the method's one implementation, it has no score_mod. */
     int64_t (*lift_width)(const pe_config *cfg, int64_t D);
     void (*lift_forward)(pe__ctx *ctx, const float *q, const float *k, float *qw, float *kw);
     void (*lift_backward)(pe__ctx *ctx, const float *q, const float *k, const float *dqw, const float *dkw,

@@ -93,11 +93,11 @@ static void transpose(float *tr, int64_t ldt, const float *src, int64_t ld, int6
     }
 }
 
-/* The kv head (b, g) of k or v (B, Tk, Ckv): tr (dp, tkp) transposed, rows (tkp, dp); either
- * may be NULL. Padding is zero. */
-static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int64_t dp, int64_t tkp,
+/* The kv head (b, g) of k (B, Tk, Hkv D) or v (B, Tk, Hkv Dv; then D is Dv): tr (dp, tkp)
+ * transposed, rows (tkp, dp); either may be NULL. Padding is zero. */
+static void pack_kv(const pe__ctx *c, const float *x, int64_t D, int64_t b, int64_t g, int64_t dp, int64_t tkp,
                     float *tr, float *rows) {
-    const int64_t Tk = c->Tk, D = c->D, ld = c->Ckv;
+    const int64_t Tk = c->Tk, ld = c->Hkv * D;
     const float *src = x + b * Tk * ld + g * D;
     if (tr) {
         transpose(tr, tkp, src, ld, Tk, D);
@@ -115,9 +115,10 @@ static void pack_kv(const pe__ctx *c, const float *x, int64_t b, int64_t g, int6
 
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
-/* Scratch floats of a thread's job (ms: the method's tile scratch; mod: it has tile hooks) */
-static size_t scratch_floats(int64_t dp, int64_t ms, int mod) {
-    return (size_t)(3 * PE_BR * dp + 2 * PE_BR * PE_BC + 4 * PE_BR) + (mod ? (size_t)(PE_BR * PE_BC + ms) : 0);
+/* Scratch floats of a thread's job (dp, dvp: the packed widths of q, k and of v; ms: the
+ * method's tile scratch; mod: it has tile hooks) */
+static size_t scratch_floats(int64_t dp, int64_t dvp, int64_t ms, int mod) {
+    return (size_t)(PE_BR * (2 * dp + dvp) + 2 * PE_BR * PE_BC + 4 * PE_BR) + (mod ? (size_t)(PE_BR * PE_BC + ms) : 0);
 }
 
 /* The method's tile scratch, floats per thread */
@@ -163,14 +164,14 @@ static uint8_t *mask_tiles(pe__ctx *ctx, int64_t *nkb, pe_status *st, pe_err *er
     return ctx->tiles = t;
 }
 
-static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, int64_t dp, int64_t tkp,
-                         float *scratch) {
-    pe__fjob j = {.ctx = ctx, .mm = K->mm, .T = ctx->T,
-                  .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp, .tkp = tkp, .ldm = ctx->Tk,
-                  .band = pe__band_of(ctx->cfg), .scale = (float)ctx->cfg->scale,
-                  .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f, .ld = ctx->C,
-                  .mod = has_mod(m) ? m : NULL, .own = (m->flags & PE__SCORE_OWN) != 0};
-    j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * dp;
+static pe__fjob job_init(pe__ctx *ctx, const pe__method *m, const pe__kernels *K, int64_t dp, int64_t dvp,
+                         int64_t tkp, float *scratch) {
+    pe__fjob j = {.ctx = ctx, .mm = K->mm, .T = ctx->T, .Tk = ctx->Tk, .qoff = ctx->qoff, .D = ctx->D, .dp = dp,
+                  .Dv = ctx->Dv, .dvp = dvp, .tkp = tkp, .ldm = ctx->Tk, .band = pe__band_of(ctx->cfg),
+                  .scale = (float)ctx->cfg->scale, .lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f,
+                  .ld = ctx->C, .ldo = ctx->H * ctx->Dv, .mod = has_mod(m) ? m : NULL,
+                  .own = (m->flags & PE__SCORE_OWN) != 0};
+    j.a = scratch, j.c = j.a + PE_BR * dp, j.e = j.c + PE_BR * dvp;
     j.s = j.e + PE_BR * dp, j.t = j.s + PE_BR * PE_BC, j.r = j.t + PE_BR * PE_BC;
     if (j.mod) j.u = j.r + 4 * PE_BR, j.ms = j.u + PE_BR * PE_BC;
     return j;
@@ -187,8 +188,8 @@ static void fold_sink(const pe__fjob *j, float sigma) {
         const float m = j->m[i], mn = sigma > m ? sigma : m;
         const double l = 1.0 / (double)j->il[i], f = exp((double)m - mn), ln = l * f + exp((double)sigma - mn);
         const float keep = (float)(l * f / ln);
-        float *o = j->out + i * j->ld;
-        for (int64_t d = 0; d < j->D; d++) o[d] *= keep;
+        float *o = j->out + i * j->ldo;
+        for (int64_t d = 0; d < j->Dv; d++) o[d] *= keep;
         j->m[i] = mn, j->il[i] = (float)(1.0 / ln);
     }
 }
@@ -197,29 +198,30 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
                             const float *v, float *o, float *stats, pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
-    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D;
+    const int64_t B = ctx->B, T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, Dv = ctx->Dv;
     const int64_t group = H / Hkv, dp = pe__round_up(D, PE_DALIGN), tkp = pe__key_stride(ctx->Tk);
-    const int64_t nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp;
+    const int64_t dvp = pe__round_up(Dv, PE_DALIGN), nq = (T + PE_BR - 1) / PE_BR, per = dp * tkp, pv = dvp * tkp;
     const int nth = pe__run_threads(run, (double)B * H * T * ctx->Tk * D);
     int64_t nkb;
     pe_status st;
     uint8_t *tiles = mask_tiles(ctx, &nkb, &st, err);
     if (st) return st;
     const int rows = (m->flags & PE__SCORE_QK) != 0; /* the tile hooks read k rows */
-    const size_t sc = scratch_floats(dp, tile_scratch(ctx, m), has_mod(m)), np = (size_t)(B * Hkv * per);
-    float *kt = pe__scratch_get(ctx->scratch, (rows ? 3 : 2) * np + sc * nth);
+    const size_t sc = scratch_floats(dp, dvp, tile_scratch(ctx, m), has_mod(m));
+    const size_t np = (size_t)(B * Hkv * per), npv = (size_t)(B * Hkv * pv);
+    float *kt = pe__scratch_get(ctx->scratch, (rows ? 2 : 1) * np + npv + sc * nth);
     if (!kt) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's packed keys");
-    float *vr = kt + np, *kr = rows ? vr + np : NULL;
-    float *scratch = vr + (rows ? 2 : 1) * np;
+    float *vr = kt + np, *kr = rows ? vr + npv : NULL;
+    float *scratch = vr + npv + (rows ? np : 0);
     int64_t bad = INT64_MAX; /* the first query (b, h, i) with every key masked */
     PE_OMP(omp parallel num_threads(nth))
     {
         unsigned csr = pe__ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < B * Hkv; bg++)
-            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
-            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, NULL, vr + bg * per);
-        pe__fjob j = job_init(ctx, m, K, dp, tkp, scratch + sc * omp_get_thread_num());
+            pack_kv(ctx, k, D, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr ? kr + bg * per : NULL),
+            pack_kv(ctx, v, Dv, bg / Hkv, bg % Hkv, dvp, tkp, NULL, vr + bg * pv);
+        pe__fjob j = job_init(ctx, m, K, dp, dvp, tkp, scratch + sc * omp_get_thread_num());
         /* the longest blocks of a head first: causal query blocks late in T see the most keys */
         PE_OMP(omp for schedule(dynamic, 1))
         for (int64_t it = 0; it < B * H * nq; it++) {
@@ -230,11 +232,11 @@ pe_status pe__fused_forward(pe__ctx *ctx, const pe__method *m, const float *q, c
             const int64_t nfull = T - j.i0 < PE_BR ? T - j.i0 : PE_BR; /* the block's rows, padding included */
             j.ni = j.T - j.i0 < nfull ? j.T - j.i0 : nfull;
             j.nkb = nkb, j.mask = tiles ? ctx->mask + b * T * ctx->Tk : NULL, j.tiles = tiles ? tiles + b * nq * nkb : NULL;
-            j.q = q + b * T * C + h * D, j.out = o + b * T * C + h * D;
-            j.kt = kt + kv * per, j.v = vr + kv * per, j.kr = kr ? kr + kv * per : NULL;
+            j.q = q + b * T * C + h * D, j.out = o + b * T * j.ldo + h * Dv;
+            j.kt = kt + kv * per, j.v = vr + kv * pv, j.kr = kr ? kr + kv * per : NULL;
             j.m = stats + bh * T, j.il = stats + (B * H + bh) * T;
             for (int64_t i = j.i0 + (j.ni > 0 ? j.ni : 0); i < j.i0 + nfull; i++) { /* padding queries: o = 0 */
-                memset(j.out + i * C, 0, sizeof(float) * D);
+                memset(j.out + i * j.ldo, 0, sizeof(float) * Dv);
                 j.m[i] = -INFINITY, j.il[i] = 0.0f;
             }
             if (j.ni <= 0) continue;
@@ -263,7 +265,7 @@ typedef struct bwd_thread {
     pe__fjob j;
     const uint8_t *tiles; /* the call's, all rows (mask_tiles), or NULL */
     pe_grads g;     /* the thread's gradients: ctx->g but the bias tensors' private copies */
-    float *dka, *dva; /* (tkp, dp) dk, dv of the current kv head */
+    float *dka, *dva; /* (tkp, dp) dk, (tkp, dvp) dv of the current kv head */
 } bwd_thread;
 
 /* y (n, D; row stride ldy) = x (n, D; ldx) */
@@ -277,20 +279,21 @@ static void bwd_item(bwd_thread *t, const pe__kernels *K, const pe__ctx *ctx, in
                      const float *kt, const float *kr, const float *vt) {
     const int64_t T = ctx->T, H = ctx->H, Hkv = ctx->Hkv, C = ctx->C, D = ctx->D, Tk = ctx->Tk, Ckv = ctx->Ckv;
     const int64_t b = bg / Hkv, g = bg % Hkv, group = H / Hkv, dp = t->j.dp, per = dp * t->j.tkp;
+    const int64_t Dv = ctx->Dv, Co = H * Dv, dvp = t->j.dvp, pv = dvp * t->j.tkp;
     pe__fjob *j = &t->j;
-    memset(t->dka, 0, sizeof(float) * 2 * per);
-    j->kt = kt + bg * per, j->kr = kr + bg * per, j->vt = vt + bg * per;
+    memset(t->dka, 0, sizeof(float) * (size_t)(per + pv)); /* dka, then dva */
+    j->kt = kt + bg * per, j->kr = kr + bg * per, j->vt = vt + bg * pv;
     if (t->tiles) j->mask = ctx->mask + b * T * Tk, j->tiles = t->tiles + b * ((T + PE_BR - 1) / PE_BR) * j->nkb;
     pe__row_lens(ctx, b, &j->T, &j->Tk, &j->qoff); /* the kernel walks row b's own queries and keys */
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
-        const int64_t at = b * T * C + h * D;
+        const int64_t at = b * T * C + h * D, ato = b * T * Co + h * Dv;
         j->b = b, j->h = h;
-        j->q = q + at, j->o = o + at, j->dout = dout + at, j->dq = dq + at;
+        j->q = q + at, j->o = o + ato, j->dout = dout + ato, j->dq = dq + at;
         j->m = (float *)stats + (b * H + h) * T, j->il = (float *)stats + (ctx->B * H + b * H + h) * T;
         K->backward(j);
     }
     copy_rows(dk + b * Tk * Ckv + g * D, Ckv, t->dka, dp, Tk, D);
-    copy_rows(dv + b * Tk * Ckv + g * D, Ckv, t->dva, dp, Tk, D);
+    copy_rows(dv + b * Tk * Hkv * Dv + g * Dv, Hkv * Dv, t->dva, dvp, Tk, Dv);
 }
 
 pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_spec *specs, int nparams,
@@ -299,8 +302,9 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
                              pe_err *err) {
     const pe_run_options *run = ctx->run ? ctx->run : &pe__run_defaults;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
-    const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, items = B * Hkv;
+    const int64_t B = ctx->B, Hkv = ctx->Hkv, D = ctx->D, Dv = ctx->Dv, items = B * Hkv;
     const int64_t dp = pe__round_up(D, PE_DALIGN), tkp = pe__key_stride(ctx->Tk), per = dp * tkp;
+    const int64_t dvp = pe__round_up(Dv, PE_DALIGN), pv = dvp * tkp;
     int nth = pe__run_threads(run, 2.0 * B * ctx->H * ctx->T * ctx->Tk * D);
     int64_t nkb;
     pe_status st;
@@ -322,8 +326,8 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
     const int per_item = priv_n > 0 && priv_n * items <= (1 << 24);
     if (!known) nth = 1;
     const int64_t copies = per_item ? items : nth > 1 ? nth : 0;
-    const size_t sc0 = scratch_floats(dp, tile_scratch(ctx, m), has_mod(m)), sc = sc0 + (size_t)(2 * per);
-    const size_t npk = (size_t)(3 * items * per), npriv = priv_n && copies ? (size_t)(priv_n * copies) : 0;
+    const size_t sc0 = scratch_floats(dp, dvp, tile_scratch(ctx, m), has_mod(m)), sc = sc0 + (size_t)(per + pv);
+    const size_t npk = (size_t)(items * (2 * per + pv)), npriv = priv_n && copies ? (size_t)(priv_n * copies) : 0;
     float *packed = pe__scratch_get(ctx->scratch, npk + sc * nth + (npriv + 15) / 16 * 16);
     if (!packed) return pe_error(err, PE_ENOMEM, "out of memory for the fused attention's backward");
     float *scratch = packed + npk, *priv = npriv ? scratch + sc * nth : NULL;
@@ -334,13 +338,13 @@ pe_status pe__fused_backward(pe__ctx *ctx, const pe__method *m, const pe_param_s
         unsigned csr = pe__ftz_enter(run);
         PE_OMP(omp for schedule(static))
         for (int64_t bg = 0; bg < items; bg++)
-            pack_kv(ctx, k, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
-            pack_kv(ctx, v, bg / Hkv, bg % Hkv, dp, tkp, vt + bg * per, NULL);
+            pack_kv(ctx, k, D, bg / Hkv, bg % Hkv, dp, tkp, kt + bg * per, kr + bg * per),
+            pack_kv(ctx, v, Dv, bg / Hkv, bg % Hkv, dvp, tkp, vt + bg * pv, NULL);
         const int tid = omp_get_thread_num();
         pe__ctx tctx = *ctx;
         bwd_thread t = {.g = *ctx->g};
         tctx.g = &t.g;
-        t.j = job_init(&tctx, m, K, dp, tkp, scratch + sc * tid);
+        t.j = job_init(&tctx, m, K, dp, dvp, tkp, scratch + sc * tid);
         t.dka = scratch + sc * tid + sc0, t.dva = t.dka + per;
         t.j.dk = t.dka, t.j.dv = t.dva;
         t.tiles = tiles, t.j.tiles = tiles, t.j.nkb = nkb;

@@ -39,6 +39,7 @@ static inline int pe__diag_half(pe__band band, int64_t qoff, int64_t Tk, int64_t
 typedef struct pe__fjob {
     pe__ctx *ctx; /* what the tile hooks see (backward: the thread's copy, private gradients) */
     int64_t b, h, T, Tk, qoff, D, dp, tkp; /* T, Tk, qoff: row b's own (per-row lengths), the rest padding */
+    int64_t Dv, dvp; /* the values' width (pe__ctx.Dv) and packed width: v, o, dout, dv */
     pe__band band; /* the keys each query sees (pe__band_range: causal, window) */
     /* attn_mask of row b (T, Tk), 0 = masked, or NULL; tiles (ceil(T/PE_BR), ceil(Tk/PE_BC)) of
      * row b: 0 every entry masked (the tile is skipped), 1 some, 2 none */
@@ -46,18 +47,18 @@ typedef struct pe__fjob {
     int64_t nkb, ldm; /* ldm: the mask's row stride (the call's Tk) */
     float scale; /* folded into the packed queries */
     float lo;    /* exp(x) is 0 below lo: -87 keeps every value normal, -104 underflows gradually */
-    /* q, o, dout, dq rows of this head: (T, D) with row stride ld */
+    /* q, dq rows of this head: (T, D) with row stride ld; o, out, dout (T, Dv) with stride ldo */
     const float *q, *o, *dout;
     float *out, *dq;
-    int64_t ld;
-    /* the kv head, packed: kt, vt (dp, tkp) transposed; kr, v (tkp, dp) */
+    int64_t ld, ldo;
+    /* the kv head, packed: kt (dp, tkp) and vt (dvp, tkp) transposed; kr (tkp, dp), v (tkp, dvp) */
     const float *kt, *kr, *v, *vt;
     /* row statistics of this head (T): the row max m and 1 / sum exp(s - m) */
     float *m, *il;
-    /* backward: (tkp, dp) accumulators of dk, dv of the kv head (the caller stores them) */
+    /* backward: accumulators of the kv head's dk (tkp, dp) and dv (tkp, dvp) (the caller stores them) */
     float *dk, *dv;
     int64_t i0, ni; /* forward: the query block */
-    /* scratch, 64-byte aligned: a, e (PE_BR, dp); c (PE_BR, dpa); s, t (PE_BR, PE_BC); r (4 PE_BR) */
+    /* scratch, 64-byte aligned: a, e (PE_BR, dp); c (PE_BR, dvp); s, t (PE_BR, PE_BC); r (4 PE_BR) */
     float *a, *c, *e, *s, *t, *r;
     /* the method's tile hooks (internal.h: score_mod, value_mod), or NULL; own: PE__SCORE_OWN */
     const pe__method *mod;

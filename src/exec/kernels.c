@@ -268,13 +268,13 @@ static void pack_rows(float *dst, const float *src, int64_t ld, int64_t n, int64
 }
 
 static int64_t KN(forward)(const pe__fjob *j) {
-    const int64_t dp = j->dp, ni = j->ni, i0 = j->i0, D = j->D;
+    const int64_t dp = j->dp, ni = j->ni, i0 = j->i0, D = j->D, Dv = j->Dv, dvp = j->dvp;
     float *qs = j->a, *acc = j->c, *s = j->s, *m = j->r, *l = j->r + PE_BR;
     const pe__method *mod = j->mod;
     pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
                    .ldkt = j->tkp, .scratch = j->ms, .mm = j->mm, .pr = PE_BR, .pc = PE_BC};
     pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
-    memset(acc, 0, sizeof(float) * PE_BR * dp);
+    memset(acc, 0, sizeof(float) * PE_BR * dvp);
     for (int64_t r = 0; r < PE_BR; r++) m[r] = -INFINITY, l[r] = 0.0f;
     int64_t jbeg, jend;
     pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
@@ -293,16 +293,16 @@ static int64_t KN(forward)(const pe__fjob *j) {
         tl.j0 = j0, tl.nj = nj, tl.k = j->kr ? j->kr + j0 * dp : NULL, tl.kt = j->kt + j0;
         if (mod && mod->score_mod) mod->score_mod(j->ctx, &tl, s, PE_BC);
         mask_tile(j, s, ni, i0, j0, nj);
-        online_softmax(s, ni, m, l, acc, dp, j->lo);
-        mm_acc_queries(acc, s, j->v + j0 * dp, dp, half);
-        if (mod && mod->value_mod) mod->value_mod(j->ctx, &tl, s, PE_BC, acc, dp);
+        online_softmax(s, ni, m, l, acc, dvp, j->lo);
+        mm_acc_queries(acc, s, j->v + j0 * dvp, dvp, half);
+        if (mod && mod->value_mod) mod->value_mod(j->ctx, &tl, s, PE_BC, acc, dvp);
     }
     int64_t bad = -1;
     for (int64_t r = 0; r < ni; r++) {
         float il = l[r] > 0 ? 1.0f / l[r] : 0.0f;
         if (!(l[r] > 0) && bad < 0) bad = r;
-        float *o = j->out + (i0 + r) * j->ld;
-        for (int64_t d = 0; d < D; d++) o[d] = acc[r * dp + d] * il;
+        float *o = j->out + (i0 + r) * j->ldo;
+        for (int64_t d = 0; d < Dv; d++) o[d] = acc[r * dvp + d] * il;
         j->m[i0 + r] = m[r];
         j->il[i0 + r] = il;
     }
@@ -310,24 +310,24 @@ static int64_t KN(forward)(const pe__fjob *j) {
 }
 
 static void KN(backward)(const pe__fjob *j) {
-    const int64_t dp = j->dp, D = j->D, T = j->T;
+    const int64_t dp = j->dp, D = j->D, T = j->T, Dv = j->Dv, dvp = j->dvp, ldo = j->ldo;
     float *qs = j->a, *dos = j->c, *dqa = j->e, *s = j->s, *t = j->t;
     float *delta = j->r, *mr = j->r + PE_BR, *ilr = j->r + 2 * PE_BR;
     const pe__method *mod = j->mod;
     for (int64_t i0 = 0; i0 < T; i0 += PE_BR) {
         const int64_t ni = T - i0 < PE_BR ? T - i0 : PE_BR;
         pack_rows(qs, j->q + i0 * j->ld, j->ld, ni, D, dp, j->scale);
-        pack_rows(dos, j->dout + i0 * j->ld, j->ld, ni, D, dp, 1.0f);
+        pack_rows(dos, j->dout + i0 * ldo, ldo, ni, Dv, dvp, 1.0f);
         for (int64_t r = 0; r < PE_BR; r++) {
             /* delta_i = sum_j p_ij dp_ij = do_i . o_i, in double over 8 fixed lanes (the same
              * sums for every instruction set; the lanes' loop vectorises) */
             double dl[8] = {0};
             if (r < ni) {
-                const float *a = j->dout + (i0 + r) * j->ld, *b = j->o + (i0 + r) * j->ld;
+                const float *a = j->dout + (i0 + r) * ldo, *b = j->o + (i0 + r) * ldo;
                 int64_t d = 0;
-                for (; d + 8 <= D; d += 8)
+                for (; d + 8 <= Dv; d += 8)
                     for (int k = 0; k < 8; k++) dl[k] += (double)a[d + k] * b[d + k];
-                for (; d < D; d++) dl[0] += (double)a[d] * b[d];
+                for (; d < Dv; d++) dl[0] += (double)a[d] * b[d];
             }
             delta[r] = (float)(((dl[0] + dl[1]) + (dl[2] + dl[3])) + ((dl[4] + dl[5]) + (dl[6] + dl[7])));
             mr[r] = r < ni ? j->m[i0 + r] : 0.0f;
@@ -335,7 +335,7 @@ static void KN(backward)(const pe__fjob *j) {
         }
         memset(dqa, 0, sizeof(float) * PE_BR * dp);
         pe__tile tl = {.b = j->b, .h = j->h, .i0 = i0, .ni = ni, .q = j->q + i0 * j->ld, .ldq = j->ld, .ldk = dp,
-                       .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .dout = j->dout + i0 * j->ld, .ldd = j->ld,
+                       .ldkt = j->tkp, .dq = j->dq + i0 * j->ld, .dout = j->dout + i0 * ldo, .ldd = ldo,
                        .scratch = j->ms, .mm = j->mm, .pr = PE_BR, .pc = PE_BC};
         int64_t jbeg, jend;
         pe__band_tiles(j->band, j->qoff, i0, ni, j->Tk, &jbeg, &jend);
@@ -364,10 +364,10 @@ static void KN(backward)(const pe__fjob *j) {
                 for (int c = 0; c < PE_BC; c += VEC) vst(s + r * PE_BC + c, vexp(vld(s + r * PE_BC + c) - mv, j->lo) * il);
             }
             /* dv += p^T do; dp = do v^T; ds = p (dp - delta) */
-            mm_acc_keys(j->dv + j0 * dp, s, dos, dp, half);
-            mm_nt_tile(t, dos, dp, j->vt + j0, j->tkp, dp, half);
+            mm_acc_keys(j->dv + j0 * dvp, s, dos, dvp, half);
+            mm_nt_tile(t, dos, dvp, j->vt + j0, j->tkp, dvp, half);
             if (mod && mod->value_mod_backward)
-                mod->value_mod_backward(j->ctx, &tl, s, PE_BC, j->dout + i0 * j->ld, j->ld, t, PE_BC);
+                mod->value_mod_backward(j->ctx, &tl, s, PE_BC, j->dout + i0 * ldo, ldo, t, PE_BC);
             for (int64_t r = 0; r < PE_BR; r++) {
                 vf dl = vbc(delta[r]);
                 for (int c = 0; c < PE_BC; c += VEC)

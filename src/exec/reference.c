@@ -101,14 +101,14 @@ static float *tile_buffers(const pe__ctx *ctx, const pe__method *m, int s_in, fl
     return buf;
 }
 
-/* The reference executor over one context (the call's, or a lifted method's: H heads of W):
- * per (b, h) the (T, Tk) scores (scale q.k and the score_mod over the head as one tile), mask,
- * softmax, dropout, o = p v and the value_mod; scores and probs copied
- * out when asked for. */
+/* The reference executor over one context (the call's, or a lifted method's: H heads of W,
+ * values of Dv): per (b, h) the (T, Tk) scores (scale q.k and the score_mod over the head as
+ * one tile), mask, softmax, dropout, o = p v and the value_mod; scores and probs copied out when
+ * asked for. */
 pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                 float *o, float *scores, float *probs, pe_err *err) {
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
-                  group = H / ctx->Hkv;
+                  group = H / ctx->Hkv, Dv = ctx->Dv, Co = H * Dv, Cv = ctx->Hkv * Dv;
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(ctx->run));
     const float lo = ctx->run && ctx->run->denormals ? -104.0f : -87.0f; /* as the fused path's */
     a->drop_used = a->dropout, a->seed_used = a->drop_seed;
@@ -125,7 +125,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;
             const float *kh = k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = v + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Cv + (h / group) * Dv;
             float *s = a->s + (b * H + h) * T * Tk, *p = a->p + (b * H + h) * T * Tk;
             pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
             if (a->m->flags & PE__SCORE_OWN) memset(s, 0, sizeof(float) * T * Tk);
@@ -138,15 +138,15 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
                 return pe__empty_row(ctx, a->m, b, bad, err);
             }
             K->softmax(s, p, T, Tk, ctx->sinks ? ctx->sinks[h] : -INFINITY, lo);
-            float *oh = o + b * T * C + h * D;
+            float *oh = o + b * T * Co + h * Dv;
             const float *pv = p; /* what the values see: p, or p after dropout (then probs holds it) */
             if (a->drop_used > 0) {
                 float *pd = probs ? probs + (b * H + h) * T * Tk : drop;
                 dropout_apply(a, b, h, p, pd);
                 pv = pd;
             }
-            pe__gemm(0, 0, T, D, Tk, 1.0f, pv, Tk, vh, Ckv, 0.0f, oh, C);
-            if (a->m->value_mod) a->m->value_mod(ctx, &t, pv, Tk, oh, C);
+            pe__gemm(0, 0, T, Dv, Tk, 1.0f, pv, Tk, vh, Cv, 0.0f, oh, Co);
+            if (a->m->value_mod) a->m->value_mod(ctx, &t, pv, Tk, oh, Co);
         }
     free(drop), free(tbuf);
     if (scores) memcpy(scores, a->s, sizeof(float) * B * H * T * Tk);
@@ -158,7 +158,7 @@ pe_status pe__reference_forward(pe_attention *a, pe__ctx *ctx, const float *q, c
 pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, const float *k, const float *v,
                                  const float *dout, float *dq, float *dk, float *dv, pe_err *err) {
     const int64_t B = ctx->B, T = ctx->T, Tk = ctx->Tk, H = ctx->H, D = ctx->D, C = ctx->C, Ckv = ctx->Ckv,
-                  group = H / ctx->Hkv;
+                  group = H / ctx->Hkv, Dv = ctx->Dv, Co = H * Dv, Cv = ctx->Hkv * Dv;
     float *dp = malloc(sizeof(float) * T * Tk * 3), *ds = dp + T * Tk, *pd = ds + T * Tk; /* (T, Tk) each */
     float *kt, *ts, *plain;
     float *tbuf = tile_buffers(ctx, a->m, (a->m->flags & PE__SCORE_PLAIN) != 0, &kt, &ts, &plain);
@@ -170,22 +170,22 @@ pe_status pe__reference_backward(pe_attention *a, pe__ctx *ctx, const float *q, 
         for (int64_t h = 0; h < H; h++) {
             const float *qh = q + b * T * C + h * D;
             const float *kh = k + b * Tk * Ckv + (h / group) * D;
-            const float *vh = v + b * Tk * Ckv + (h / group) * D;
+            const float *vh = v + b * Tk * Cv + (h / group) * Dv;
             const float *p = a->p + (b * H + h) * T * Tk;
-            const float *douth = dout + b * T * C + h * D;
+            const float *douth = dout + b * T * Co + h * Dv;
             float *dqh = dq + b * T * C + h * D;
             float *dkh = dk + b * Tk * Ckv + (h / group) * D;
-            float *dvh = dv + b * Tk * Ckv + (h / group) * D;
+            float *dvh = dv + b * Tk * Cv + (h / group) * Dv;
             /* o = p v: dp = do v^T, dv += p^T do. With dropout o = p' v, p' = p z / (1 - rate):
              * dv += p'^T do, and dp = z / (1 - rate) (do v^T + the value terms' dp') */
             const float *pv = p;
             pe__tile t = tbuf ? whole_tile(ctx, b, h, qh, kh, kt, ts) : (pe__tile){0};
-            t.dq = dqh, t.dk = dkh, t.dout = douth, t.ldd = C;
+            t.dq = dqh, t.dk = dkh, t.dout = douth, t.ldd = Co;
             if (a->m->flags & PE__SCORE_BLOCK) block_phase(ctx, NULL, a->m->score_mod_backward, &t, PE__TILE_BEGIN);
             if (a->drop_used > 0) dropout_apply(a, b, h, p, pd), pv = pd;
-            pe__gemm(0, 1, T, Tk, D, 1.0f, douth, C, vh, Ckv, 0.0f, dp, Tk);
-            pe__gemm(1, 0, Tk, D, T, 1.0f, pv, Tk, douth, C, 1.0f, dvh, Ckv);
-            if (a->m->value_mod_backward) a->m->value_mod_backward(ctx, &t, pv, Tk, douth, C, dp, Tk);
+            pe__gemm(0, 1, T, Tk, Dv, 1.0f, douth, Co, vh, Cv, 0.0f, dp, Tk);
+            pe__gemm(1, 0, Tk, Dv, T, 1.0f, pv, Tk, douth, Co, 1.0f, dvh, Cv);
+            if (a->m->value_mod_backward) a->m->value_mod_backward(ctx, &t, pv, Tk, douth, Co, dp, Tk);
             if (a->drop_used > 0) { /* the mask is pd's zeros: p' = 0 with p > 0 only where dropped, and
                                        where p = 0 the softmax's backward ignores dp */
                 const float scale = (float)(1.0 / (1.0 - a->drop_used));
