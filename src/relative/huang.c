@@ -156,7 +156,8 @@ static inline float dot3(const float *a, const float *b, const float *c, int64_t
 }
 
 /* The whole score (PE__SCORE_OWN). A tile of one row e (every tile off the band |a| < K) is a
- * product with q * e; the band's go pair by pair. Sums run over d in the transposed keys. */
+ * product with q * e; the band's go pair by pair, the pairs the causal band or window masks left
+ * at 0 (a causal diagonal tile: half its pairs). Sums run over d in the transposed keys. */
 PE_TILE_SIMD static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const int64_t D = ctx->D;
     const float scale = (float)ctx->cfg->scale, *rv = ctx->w->param[REL];
@@ -175,8 +176,9 @@ PE_TILE_SIMD static void vec3_mod(pe__ctx *ctx, const pe__tile *t, float *s, int
             continue;
         }
         const float *qi = t->q + i * t->ldq;
-        for (int64_t j = 0; j < t->nj; j++)
-            si[j] = scale * dot3(qi, rv + pair_row(ctx, t, HUANG3, i, j) * D, t->k + j * t->ldk, D);
+        int64_t ja, jb;
+        pe__tile_row_visible(ctx, t, i, &ja, &jb);
+        for (int64_t j = ja; j < jb; j++) si[j] = scale * dot3(qi, rv + pair_row(ctx, t, HUANG3, i, j) * D, t->k + j * t->ldk, D);
     }
 }
 
@@ -227,7 +229,9 @@ PE_TILE_SIMD static void vec3_mod_backward(pe__ctx *ctx, const pe__tile *t, cons
                 for (int64_t d = 0; d < D; d++) drv[lo * D + d] += qi[d] * z[d];
             continue;
         }
-        for (int64_t j = 0; j < t->nj; j++) {
+        int64_t ja, jb; /* the band's pairs; a masked one has ds = 0 (attn_mask's too) */
+        pe__tile_row_visible(ctx, t, i, &ja, &jb);
+        for (int64_t j = ja; j < jb; j++) {
             const float g = scale * ds[i * lds + j];
             if (g == 0.0f) continue; /* masked */
             const int64_t r = pair_row(ctx, t, HUANG3, i, j);
