@@ -105,6 +105,12 @@ typedef struct pe__ctx {
      * before prepare, which narrows it (rope: q and k, v too with rope_values), so a caller's
      * arrays that it leaves alone are read in place (pe_run_options.saved) */
     unsigned transforms;
+    /* Of those, the ones the rotate hook can write from the caller's arrays into the layer's
+     * buffers it is handed (rope rotating whole heads), set by prepare: the projected form then
+     * copies none of them but points q_src, k_src, v_src at the caller's (one pass over them
+     * less). NULL sources: the hook works in place. */
+    unsigned rotates_from;
+    const float *q_src, *k_src, *v_src;
 } pe__ctx;
 enum { PE__TQ = 1, PE__TK = 2, PE__TV = 4 };
 

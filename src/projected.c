@@ -7,15 +7,19 @@
 #include "layer.h"
 
 /* forward_qkv's q, k, v for the core: copies into the layer's buffers (PE_SAVED_COPIES), or
- * the caller's arrays read in place, copied only where the transform stage rewrites them; the
- * caller's q and k are then also the transform's inputs its backward may read (q_in, k_in). */
+ * the caller's arrays read in place, copied only where the transform stage rewrites them, and
+ * not even then where it can write them from the caller's (rotates_from: the layer's buffer is
+ * then only its output); the caller's q and k are then also the transform's inputs its
+ * backward may read (q_in, k_in). */
 static void take_inputs(pe_attention *a, const float *q, const float *k, const float *v) {
     const int64_t nq = a->B * a->T * a->C, nk = a->B * a->Tk * a->Ckv;
     const int kept = a->run.saved != PE_SAVED_COPIES;
-    const unsigned copied = !kept ? PE__TQ | PE__TK | PE__TV : a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
-    a->q = copied & PE__TQ ? memcpy(a->qbuf, q, sizeof(float) * nq) : q;
-    a->k = copied & PE__TK ? memcpy(a->kbuf, k, sizeof(float) * nk) : k;
-    a->v = copied & PE__TV ? memcpy(a->vbuf, v, sizeof(float) * nk) : v;
+    const unsigned rewritten = !kept ? PE__TQ | PE__TK | PE__TV : a->m->rotate_forward && !a->pre ? a->ctx.transforms : 0;
+    const unsigned from = kept ? rewritten & a->ctx.rotates_from : 0, copied = rewritten & ~from;
+    a->q = copied & PE__TQ ? memcpy(a->qbuf, q, sizeof(float) * nq) : from & PE__TQ ? a->qbuf : q;
+    a->k = copied & PE__TK ? memcpy(a->kbuf, k, sizeof(float) * nk) : from & PE__TK ? a->kbuf : k;
+    a->v = copied & PE__TV ? memcpy(a->vbuf, v, sizeof(float) * nk) : from & PE__TV ? a->vbuf : v;
+    a->ctx.q_src = from & PE__TQ ? q : NULL, a->ctx.k_src = from & PE__TK ? k : NULL, a->ctx.v_src = from & PE__TV ? v : NULL;
     if (kept) a->q_in = q, a->k_in = k;
 }
 

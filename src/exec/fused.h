@@ -96,8 +96,8 @@ typedef struct pe__kernels {
     /* Returns the first row of the block with every key masked (relative to i0), or -1. */
     int64_t (*forward)(const pe__fjob *j);
     void (*backward)(const pe__fjob *j);
-    /* pe__rope_rotate over rows [r0, r1) */
-    void (*rope)(float *x, int64_t r0, int64_t r1, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+    /* pe__rope_rotate_from over rows [r0, r1) */
+    void (*rope)(float *y, const float *x, int64_t r0, int64_t r1, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                  int layout, const float *cs, float sin_sign);
     pe__mm_fn mm; /* rows % 4 == 0, dp % 16 == 0 */
     void (*decode)(const pe__djob *j);

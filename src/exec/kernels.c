@@ -517,7 +517,7 @@ static void KN(softmax)(const float *s, float *p, int64_t n, int64_t m, float si
 /* pe__rope_rotate over rows [r0, r1): the same products and sums as the scalar loop
  * (x1 c - x2 s, x2 c + x1 s with s = sin_sign sin), vectorised over the pairs of a head with
  * the row's cos and sin laid out once for its nh heads. */
-static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, int64_t D, int64_t rd,
+static void KN(rope)(float *y, const float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign) {
     enum { CH = 256 }; /* pairs per chunk */
     float cb[2 * CH] __attribute__((aligned(64))), sb[2 * CH] __attribute__((aligned(64)));
@@ -537,9 +537,8 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
                 si[t] = -s_, si[t + half] = s_;
             }
             for (int64_t h = 0; h < nh; h++) {
-                float *xp = x + i * ldx + h * D;
-                const vf a = vld(xp);
-                vst(xp, a * co + SHUF(a, halves) * si);
+                const vf a = vld(x + i * ldx + h * D);
+                vst(y + i * ldx + h * D, a * co + SHUF(a, halves) * si);
             }
             continue;
         }
@@ -548,17 +547,18 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
             if (layout == PE_ROPE_HALF) {
                 for (int64_t t = 0; t < n; t++) cb[t] = c[2 * (t0 + t)], sb[t] = sin_sign * c[2 * (t0 + t) + 1];
                 for (int64_t h = 0; h < nh; h++) {
-                    float *xa = x + i * ldx + h * D + t0, *xb = xa + half;
+                    const float *xa = x + i * ldx + h * D + t0, *xb = xa + half;
+                    float *ya = y + i * ldx + h * D + t0, *yb = ya + half;
                     int64_t t = 0;
                     for (; t + VEC <= n; t += VEC) {
                         vf a = vld(xa + t), b = vld(xb + t), co = vld(cb + t), si = vld(sb + t);
-                        vst(xa + t, a * co - b * si);
-                        vst(xb + t, b * co + a * si);
+                        vst(ya + t, a * co - b * si);
+                        vst(yb + t, b * co + a * si);
                     }
                     for (; t < n; t++) {
                         float a = xa[t], b = xb[t];
-                        xa[t] = a * cb[t] - b * sb[t];
-                        xb[t] = b * cb[t] + a * sb[t];
+                        ya[t] = a * cb[t] - b * sb[t];
+                        yb[t] = b * cb[t] + a * sb[t];
                     }
                 }
             } else { /* pairs (2t, 2t+1): x' = x co + swap(x) si, si = (-s, s) per pair */
@@ -568,16 +568,17 @@ static void KN(rope)(float *x, int64_t r0, int64_t r1, int64_t ldx, int64_t nh, 
                     sb[2 * t] = -s_, sb[2 * t + 1] = s_;
                 }
                 for (int64_t h = 0; h < nh; h++) {
-                    float *xp = x + i * ldx + h * D + 2 * t0;
+                    const float *xp = x + i * ldx + h * D + 2 * t0;
+                    float *yp = y + i * ldx + h * D + 2 * t0;
                     int64_t e = 0;
                     for (; e + VEC <= 2 * n; e += VEC) {
                         vf a = vld(xp + e);
-                        vst(xp + e, a * vld(cb + e) + SHUF(a, swap) * vld(sb + e));
+                        vst(yp + e, a * vld(cb + e) + SHUF(a, swap) * vld(sb + e));
                     }
                     for (; e < 2 * n; e += 2) {
                         float a = xp[e], b = xp[e + 1];
-                        xp[e] = a * cb[e] - b * sb[e + 1];
-                        xp[e + 1] = b * cb[e] + a * sb[e + 1];
+                        yp[e] = a * cb[e] - b * sb[e + 1];
+                        yp[e + 1] = b * cb[e] + a * sb[e + 1];
                     }
                 }
             }

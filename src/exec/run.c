@@ -85,16 +85,21 @@ void pe__parallel_for(const pe_run_options *run, double work, int64_t n, void (*
 
 /* RoPE's rotation (declared in internal.h, used by rope and xpos): the rows split across
  * threads, each through the SIMD kernel. */
-void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
-                     int layout, const float *cs, float sin_sign) {
+void pe__rope_rotate_from(const pe_run_options *run, float *y, const float *x, int64_t n, int64_t ld, int64_t nh,
+                          int64_t D, int64_t rd, int layout, const float *cs, float sin_sign) {
     const pe__kernels *K = pe__kernels_pick(pe__isa_of(run));
     const int nth = pe__run_threads(run, (double)n * nh * rd * 16); /* memory-bound: weigh it up */
     PE_OMP(omp parallel num_threads(nth))
     {
         const int64_t tid = omp_get_thread_num(), nt = omp_get_num_threads();
         const int64_t r0 = n * tid / nt, r1 = n * (tid + 1) / nt;
-        K->rope(x, r0, r1, ld, nh, D, rd, layout, cs, sin_sign);
+        K->rope(y, x, r0, r1, ld, nh, D, rd, layout, cs, sin_sign);
     }
+}
+
+void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
+                     int layout, const float *cs, float sin_sign) {
+    pe__rope_rotate_from(run, x, x, n, ld, nh, D, rd, layout, cs, sin_sign);
 }
 
 pe__sincos_fn pe__sincos_kernel(const pe_run_options *run) { return pe__kernels_pick(pe__isa_of(run))->sincos; }

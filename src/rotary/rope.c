@@ -182,6 +182,7 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
                        : pe__rope_longrope_uses_long(ctx->cfg, n_pos) ? LONG_FACTOR : SHORT_FACTOR;
     ctx->reads_inputs = st->factor_table >= 0 && ctx->w->param[st->factor_table]; /* factor_grad's q, k */
     ctx->transforms = PE__TQ | PE__TK | (ctx->cfg->rope_values ? PE__TV : 0);
+    ctx->rotates_from = ctx->cfg->rotary_dim == ctx->D ? ctx->transforms : 0; /* the kernel writes the rotated dims only */
     const float *factors = NULL;
     if (st->factor_table >= 0)
         factors = ctx->w->param[st->factor_table] ? ctx->w->param[st->factor_table]
@@ -255,17 +256,22 @@ static void scale_queries(const pe__ctx *ctx, float *x) {
     }
 }
 
-/* q at the query positions, k at the key positions (either may be NULL). */
+/* q at the query positions, k at the key positions (either may be NULL); each from its
+ * ctx->*_src where that is set (whole heads: prepare's rotates_from), else in place. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     const rope_state *st = ctx->state;
     const int64_t rd = ctx->cfg->rotary_dim, off = ctx->cfg->rotary_offset;
-    if (q) pe__rope_rotate(ctx->run, q + off, ctx->B * ctx->T, ctx->C, ctx->H, ctx->D, rd, ctx->cfg->rope_layout, st->cs, 1.0f);
+    const int layout = ctx->cfg->rope_layout;
+    if (q) pe__rope_rotate_from(ctx->run, q + off, (ctx->q_src ? ctx->q_src : q) + off, ctx->B * ctx->T, ctx->C, ctx->H,
+                                ctx->D, rd, layout, st->cs, 1.0f);
     if (q) scale_queries(ctx, q);
-    if (k) pe__rope_rotate(ctx->run, k + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+    if (k) pe__rope_rotate_from(ctx->run, k + off, (ctx->k_src ? ctx->k_src : k) + off, ctx->B * ctx->Tk, ctx->Ckv,
+                                ctx->Hkv, ctx->D, rd, layout, st->cs_k, 1.0f);
     /* rope_values: HF DeepseekV4Attention.forward rotates its one kv tensor, which is the values
      * too, with the keys' cos and sin (the attention factor included) */
     if (v && ctx->cfg->rope_values)
-        pe__rope_rotate(ctx->run, v + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, ctx->D, rd, ctx->cfg->rope_layout, st->cs_k, 1.0f);
+        pe__rope_rotate_from(ctx->run, v + off, (ctx->v_src ? ctx->v_src : v) + off, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv,
+                             ctx->D, rd, layout, st->cs_k, 1.0f);
 }
 
 /* rope_values' output stage: o' = f R(-theta_q) o on the rotated slice (HF DeepseekV4Attention:

@@ -37,5 +37,9 @@ void pe__rope_table(const pe_run_options *run, float *cs, const int64_t *pos, in
  * (the backward of a rotation is the rotation by -theta). SIMD and threads (exec/run.c). */
 void pe__rope_rotate(const pe_run_options *run, float *x, int64_t n, int64_t ld, int64_t nh, int64_t D, int64_t rd,
                      int layout, const float *cs, float sin_sign);
+/* The same from x into y (the same strides; y == x: in place): only the first rd dims of each
+ * head of y are written. */
+void pe__rope_rotate_from(const pe_run_options *run, float *y, const float *x, int64_t n, int64_t ld, int64_t nh,
+                          int64_t D, int64_t rd, int layout, const float *cs, float sin_sign);
 
 #endif
