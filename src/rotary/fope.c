@@ -103,7 +103,7 @@ static void release(pe__ctx *ctx) {
 }
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
-    ctx->transforms = PE__TQ | PE__TK;
+    ctx->transforms = ctx->rotates_from = PE__TQ | PE__TK; /* whole heads: from the caller's q, k too */
     const int64_t half = ctx->D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, F = n_freq(ctx->cfg, ctx->D);
     const int64_t Hc = tables(ctx);
     const int shared = ctx->kpos == ctx->pos;
@@ -138,23 +138,26 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* n rows (stride ld) of nh heads per kv head, each kv head's group by its table (all heads at
- * once by one table without fope_sep_head); sign -1: back */
-static void transform(const pe__ctx *ctx, float *x, int64_t n, int64_t ld, int64_t nh, const float *cs, float sign) {
+/* n rows (stride ld) of nh heads per kv head from x into y (y == x: in place), each kv head's
+ * group by its table (all heads at once by one table without fope_sep_head); sign -1: back */
+static void transform(const pe__ctx *ctx, float *y, const float *x, int64_t n, int64_t ld, int64_t nh, const float *cs,
+                      float sign) {
     const int64_t D = ctx->D;
     if (tables(ctx) == 1) {
-        pe__rope_rotate(ctx->run, x, n, ld, nh * ctx->Hkv, D, D, PE_ROPE_HALF, cs, sign);
+        pe__rope_rotate_from(ctx->run, y, x, n, ld, nh * ctx->Hkv, D, D, PE_ROPE_HALF, cs, sign);
         return;
     }
     for (int64_t h = 0; h < ctx->Hkv; h++)
-        pe__rope_rotate(ctx->run, x + h * nh * D, n, ld, nh, D, D, PE_ROPE_HALF, cs + h * n * (D / 2) * 2, sign);
+        pe__rope_rotate_from(ctx->run, y + h * nh * D, x + h * nh * D, n, ld, nh, D, D, PE_ROPE_HALF,
+                             cs + h * n * (D / 2) * 2, sign);
 }
 
+/* q, k from ctx's q_src, k_src where set (prepare's rotates_from), else in place */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const fope_state *st = ctx->state;
-    if (q) transform(ctx, q, ctx->B * ctx->T, ctx->C, ctx->H / ctx->Hkv, st->cs, 1.0f);
-    if (k) transform(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, 1, st->cs_k, 1.0f);
+    if (q) transform(ctx, q, ctx->q_src ? ctx->q_src : q, ctx->B * ctx->T, ctx->C, ctx->H / ctx->Hkv, st->cs, 1.0f);
+    if (k) transform(ctx, k, ctx->k_src ? ctx->k_src : k, ctx->B * ctx->Tk, ctx->Ckv, 1, st->cs_k, 1.0f);
 }
 
 /* dL/dc, dL/ds of n rows into st->g (n, Hc, F) each, or added to them: x_in before the
@@ -207,8 +210,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
         coef_grad(ctx, st, st->cw, n);
         if (st->cw_k != st->cw) row_grads(ctx, st, nk, k_in, dk, ctx->Ckv, 1, 0), coef_grad(ctx, st, st->cw_k, nk);
     }
-    transform(ctx, dq, n, ctx->C, group, st->cs, -1.0f);
-    transform(ctx, dk, nk, ctx->Ckv, 1, st->cs_k, -1.0f);
+    transform(ctx, dq, dq, n, ctx->C, group, st->cs, -1.0f);
+    transform(ctx, dk, dk, nk, ctx->Ckv, 1, st->cs_k, -1.0f);
 }
 
 const pe__method pe__method_fope = {
