@@ -133,7 +133,7 @@ static int decode_measure(const char *method, int64_t Tk, int reps, decode_res *
     double x[8][32]; /* step, copy, shift, its copy of K, projected form, no grad, rotation, forward_kvcache */
     double gv[32], gx[32], pair[2];
     for (int r = -1; r < reps && !rc; r++) {
-        double t[10];
+        double t[8];
         t[0] = bench_now();
         rc = pe_kv_cache_append(kv, NULL, k, v, 1, NULL, 0, NULL, &err) || pe_kv_cache_attend(kv, NULL, q, 1, NULL, o, &err);
         t[1] = bench_now();
@@ -160,9 +160,8 @@ static int decode_measure(const char *method, int64_t Tk, int reps, decode_res *
             else rc = pe_attention_forward_kvcache(att, NULL, q, k, v, Tk * Ckv, 1, 1, Tk, NULL, 1, o, &err);
             pair[paged] = bench_now() - t0;
         }
-        t[8] = t[7] + pair[0];
-        for (int i = 0; r >= 0 && i < 8; i++) x[i][r] = t[i + 1] - t[i];
-        if (r >= 0) gv[r] = pair[1], gx[r] = pair[1] / pair[0];
+        for (int i = 0; r >= 0 && i < 7; i++) x[i][r] = t[i + 1] - t[i];
+        if (r >= 0) x[7][r] = pair[0], gv[r] = pair[1], gx[r] = pair[1] / pair[0];
     }
     if (rc) fprintf(stderr, "posenc: bench: decode: %s\n", err.msg);
     else {

@@ -233,8 +233,9 @@ static pe_status threaded_shares(tr_run *r, int64_t B, int64_t T, int64_t n, dou
 
 /* A step's gradient and loss (tr_run_distribute's shares; one share: the whole batch): every
  * share's gradient and loss part (one_share), added up in share order: here this process's
- * shares (all of them, or rank k's k-th), then over the ranks in rank order. acc[i] = g0[i], then += g1[i], ... is what the rank-order sum over ranks does, so one
- * process with N shares and N ranks make the same bits. */
+ * shares (all of them, or rank k's k-th), then over the ranks in rank order. acc[i] = g0[i],
+ * then += g1[i], ... is what the rank-order sum over ranks does, so one process with N shares
+ * and N ranks make the same bits. */
 static pe_status shares_step(tr_run *r, int64_t B, int64_t T, double *loss, pe_err *err) {
     tr_model *m = r->model;
     float *g = tr_model_grads(m);
