@@ -189,10 +189,11 @@ int bench_attn(const bopts *o, torchp *tp, arow *rows, int *nrows) {
 /* Forward and backward of the projected form on the fused path (the core an engine calls):
  * B=1, H=8, D=64, T queries against T keys, for each of the n causal settings; the settings'
  * calls alternate, so a ratio between them sees the same state of the machine (its load moves
- * whole runs by 10-25%). Median ms of reps after a warm-up; why: a setting the method has no
- * core for. */
+ * whole runs by 10-25%). Median ms of reps after a warm-up; x: with both settings, the median
+ * of each round's ratio (the first setting's time over the second's), forward and backward;
+ * why: a setting the method has no core for. */
 static int core_measure(const char *method, int64_t T, int n, const int *causal, int reps, double *f, double *b,
-                        const char **why) {
+                        double *x, const char **why) {
     const int64_t C = 512;
     pe_err err;
     pe_attention *att[2] = {NULL, NULL};
@@ -230,6 +231,11 @@ static int core_measure(const char *method, int64_t T, int n, const int *causal,
         }
     for (int c = 0; c < n && !rc; c++)
         if (!failed[c]) f[c] = bench_median(fv[c], reps) * 1e3, b[c] = bench_median(bv[c], reps) * 1e3;
+    x[0] = x[1] = NAN;
+    if (!rc && n == 2 && !failed[0] && !failed[1]) {
+        for (int r = 0; r < reps; r++) fv[0][r] /= fv[1][r], bv[0][r] /= bv[1][r];
+        x[0] = bench_median(fv[0], reps), x[1] = bench_median(bv[0], reps);
+    }
     free(q), free(k), free(v), free(dout), free(out);
     for (int c = 0; c < made && c < n; c++) pe_layer_free(&L[c]), pe_attention_free(att[c]);
     return rc;
@@ -247,10 +253,11 @@ int bench_core(const bopts *o) {
             const int reps = T >= 8192 ? 1 : o->reps;
             int causal[2], n = 0;
             const char *why[2] = {NULL, NULL};
-            double f[2] = {NAN, NAN}, b[2] = {NAN, NAN};
+            double f[2] = {NAN, NAN}, b[2] = {NAN, NAN}, x[2] = {NAN, NAN};
             for (int ci = 0; ci < o->ncausal; ci++)
                 if (o->causal[ci] || !causal_only(o->methods[mi])) causal[n++] = o->causal[ci];
-            if (n && core_measure(o->methods[mi], T, n, causal, reps, f, b, why)) return 1;
+            if (n && core_measure(o->methods[mi], T, n, causal, reps, f, b, x, why)) return 1;
+            if (n == 2 && causal[0]) x[0] = 1 / x[0], x[1] = 1 / x[1]; /* full over causal */
             for (int ci = 0, c = 0; ci < o->ncausal; ci++) {
                 printf("| %s | %lld | %s |", o->methods[mi], (long long)T, o->causal[ci] ? "yes" : "no");
                 if (!o->causal[ci] && causal_only(o->methods[mi])) {
@@ -265,7 +272,7 @@ int bench_core(const bopts *o) {
                 const double pairs = o->causal[ci] ? 0.5 * (double)T * (double)(T + 1) : (double)T * (double)T;
                 const double fl = 4.0 * pairs * 64 * 8;
                 printf(" %.2f | %.2f | %.1f | %.1f |", f[c], b[c], fl / (f[c] * 1e-3) / 1e9, 2.5 * fl / (b[c] * 1e-3) / 1e9);
-                if (o->causal[ci] && n == 2) printf(" %.2f / %.2f |\n", f[1 - c] / f[c], b[1 - c] / b[c]);
+                if (o->causal[ci] && n == 2) printf(" %.2f / %.2f |\n", x[0], x[1]);
                 else printf(" |\n");
                 c++;
             }
@@ -274,8 +281,8 @@ int bench_core(const bopts *o) {
         }
     printf("\nFlops count the visible (query, key) pairs: 4 D H per pair forward (q k^T and p v), 10 D H backward (s"
            " recomputed, dv, dp, dq, dk); exp, softmax, the method's terms and packing are not counted. Full over causal:"
-           " the ratio of the two settings' medians, their calls alternating (causal attention visits about half the"
-           " tiles: at most about 2x).\n\n");
+           " the median of the rounds' ratios, the two settings' calls alternating within a round (causal attention"
+           " visits about half the tiles: at most about 2x).\n\n");
     return 0;
 }
 
