@@ -90,6 +90,7 @@ static void release(pe__ctx *ctx) {
 
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     ctx->transforms = PE__TQ | PE__TK;
+    ctx->rotates_from = ctx->cfg->rotary_dim == ctx->D ? ctx->transforms : 0; /* the kernel writes the rotated dims only */
     const int64_t H = ctx->H, half = ctx->cfg->rotary_dim / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk, A = ctx->A;
     const int shared = ctx->kpos == ctx->pos;
     mixed_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
@@ -114,19 +115,21 @@ static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     return PE_OK;
 }
 
-/* Every head of n rows (stride ld) by its own table; sign -1: back. */
-static void rotate_heads(const pe__ctx *ctx, float *x, int64_t n, int64_t ld, const float *cs, float sign) {
+/* Every head of n rows (stride ld) from x into y (y == x: in place) by its own table; sign -1:
+ * back. */
+static void rotate_heads(const pe__ctx *ctx, float *y, const float *x, int64_t n, int64_t ld, const float *cs, float sign) {
     const int64_t half = ctx->cfg->rotary_dim / 2;
     for (int64_t h = 0; h < ctx->H; h++)
-        pe__rope_rotate(ctx->run, x + h * ctx->D, n, ld, 1, ctx->D, ctx->cfg->rotary_dim, ctx->cfg->rope_layout,
-                        cs + h * n * half * 2, sign);
+        pe__rope_rotate_from(ctx->run, y + h * ctx->D, x + h * ctx->D, n, ld, 1, ctx->D, ctx->cfg->rotary_dim,
+                             ctx->cfg->rope_layout, cs + h * n * half * 2, sign);
 }
 
+/* q, k from ctx's q_src, k_src where set (whole heads: prepare's rotates_from), else in place */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const mixed_state *st = ctx->state;
-    if (q) rotate_heads(ctx, q, ctx->B * ctx->T, ctx->C, st->cs, 1.0f);
-    if (k) rotate_heads(ctx, k, ctx->B * ctx->Tk, ctx->Ckv, st->cs_k, 1.0f);
+    if (q) rotate_heads(ctx, q, ctx->q_src ? ctx->q_src : q, ctx->B * ctx->T, ctx->C, st->cs, 1.0f);
+    if (k) rotate_heads(ctx, k, ctx->k_src ? ctx->k_src : k, ctx->B * ctx->Tk, ctx->Ckv, st->cs_k, 1.0f);
 }
 
 /* dL/dangle (pe__rope_dangle, the same products) of pairs t0 .. t0 + m - 1 of one head's row:
@@ -174,8 +177,8 @@ static void rotate_backward(pe__ctx *ctx, float *dq, float *dk, float *dv, const
         freq_grad(ctx, st->cs_k, ctx->kpos, nk, k_in, dk, ctx->Ckv, st->acc);
         for (int64_t e = 0; e < m; e++) dfreqs[e] += (float)st->acc[e];
     }
-    rotate_heads(ctx, dq, n, ctx->C, st->cs, -1.0f);
-    rotate_heads(ctx, dk, nk, ctx->Ckv, st->cs_k, -1.0f);
+    rotate_heads(ctx, dq, dq, n, ctx->C, st->cs, -1.0f);
+    rotate_heads(ctx, dk, dk, nk, ctx->Ckv, st->cs_k, -1.0f);
 }
 
 const pe__method pe__method_rope_mixed = {

@@ -90,7 +90,7 @@ static void release(pe__ctx *ctx) {
 static pe_status prepare(pe__ctx *ctx, pe_err *err) {
     const pe_config *cfg = ctx->cfg;
     ctx->reads_inputs = 0; /* rotate_backward needs the gradients alone */
-    ctx->transforms = PE__TQ | PE__TK;
+    ctx->transforms = ctx->rotates_from = PE__TQ | PE__TK; /* whole heads: from the caller's q, k too */
     int64_t D = ctx->D, half = D / 2, n = ctx->B * ctx->T, nk = ctx->B * ctx->Tk;
     xpos_state *st = ctx->state ? ctx->state : calloc(1, sizeof *st); /* the layer's last tables, or new */
     ctx->state = st;
@@ -149,13 +149,17 @@ static const float *rotary_table(const pe__ctx *ctx, int which, int64_t *rd, int
 }
 
 /* q' = z^(c/B) R(theta) q at the query positions, k' = z^(-c/B) R(theta) k at the keys' (either
- * may be NULL). */
+ * may be NULL); from ctx's q_src, k_src where set (prepare's rotates_from), else in place. */
 static void rotate_forward(pe__ctx *ctx, float *q, float *k, float *v) {
     (void)v;
     const xpos_state *st = ctx->state;
     int64_t D = ctx->D;
-    if (q) pe__rope_rotate(ctx->run, q, ctx->B * ctx->T, ctx->C, ctx->H, D, D, PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
-    if (k) pe__rope_rotate(ctx->run, k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D, PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
+    if (q)
+        pe__rope_rotate_from(ctx->run, q, ctx->q_src ? ctx->q_src : q, ctx->B * ctx->T, ctx->C, ctx->H, D, D,
+                             PE_ROPE_INTERLEAVED, st->cs_q, 1.0f);
+    if (k)
+        pe__rope_rotate_from(ctx->run, k, ctx->k_src ? ctx->k_src : k, ctx->B * ctx->Tk, ctx->Ckv, ctx->Hkv, D, D,
+                             PE_ROPE_INTERLEAVED, st->cs_k, 1.0f);
 }
 
 /* forward was q' = s R(theta) q with a scalar s per pair, so now: dq = s R(-theta) dq', the
