@@ -106,9 +106,9 @@ typedef struct pe__ctx {
      * arrays that it leaves alone are read in place (pe_run_options.saved) */
     unsigned transforms;
     /* Of those, the ones the rotate hook can write from the caller's arrays into the layer's
-     * buffers it is handed (rope, RoPE-Mixed and xPos rotating whole heads, FoPE), set by prepare: the projected form then
-     * copies none of them but points q_src, k_src, v_src at the caller's (one pass over them
-     * less). NULL sources: the hook works in place. */
+     * buffers it is handed (rope, RoPE-Mixed and xPos rotating whole heads, FoPE), set by
+     * prepare: the projected form then copies none of them but points q_src, k_src, v_src at
+     * the caller's (one pass over them less). NULL sources: the hook works in place. */
     unsigned rotates_from;
     const float *q_src, *k_src, *v_src;
 } pe__ctx;
