@@ -75,6 +75,36 @@ static int64_t uniform_row(const pe__ctx *ctx, const pe__tile *t) {
     return lo == hi ? lo + ctx->cfg->max_rel : -1;
 }
 
+/* x[0] + ... + x[n - 1] in 8 lanes (vectorised; a sum in order is a chain of dependent adds) */
+static float run_sum(const float *x, int64_t n) {
+    float a[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) a[l] += x[j + l];
+    for (int l = 0; j < n; j++, l++) a[l] += x[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/* A tile on the band whose keys sit at consecutive positions (the usual case) reads, in query
+ * row i, table row 0 for keys [0, a), rows K + d0 + j one key each for [a, b) and row 2K for
+ * [b, nj), d0 the first key's offset from the query. run_of gives {a, b, K + d0}; runs says
+ * whether the tile has them (else each pair's row is looked up: pair_row). */
+typedef struct run {
+    int64_t a, b, r0;
+} run;
+static int runs(const pe__ctx *ctx, const pe__tile *t) {
+    const int64_t *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
+    for (int64_t j = 1; j < t->nj; j++)
+        if (kp[j] != kp[0] + j) return 0;
+    return 1;
+}
+static run run_of(const pe__ctx *ctx, const pe__tile *t, int64_t i) {
+    const int64_t K = ctx->cfg->max_rel, d0 = ctx->kpos[t->b * ctx->Tk + t->j0] - ctx->pos[t->b * ctx->T + t->i0 + i];
+    run r = {pe__clip(1 - K - d0, 0, t->nj), pe__clip(K - d0, 0, t->nj), K + d0};
+    r.b = r.b < r.a ? r.a : r.b;
+    return r;
+}
+
 /* BEGIN: qa of the block's queries, once for its key tiles; then per pair s += scale qa[i, r] */
 static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
     const block k = block_of(ctx, t);
@@ -83,10 +113,20 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
         return;
     }
     const float scale = (float)ctx->cfg->scale;
-    const int64_t u = uniform_row(ctx, t);
+    const int64_t u = uniform_row(ctx, t), K2 = 2 * ctx->cfg->max_rel;
+    const int in_runs = u < 0 && runs(ctx, t);
     for (int64_t i = 0; i < t->ni; i++) {
-        const float c = u >= 0 ? scale * k.qa[i * k.R + u] : 0.0f;
-        for (int64_t j = 0; j < t->nj; j++) s[i * lds + j] += u >= 0 ? c : scale * k.qa[i * k.R + pair_row(ctx, t, i, j)];
+        float *si = s + i * lds;
+        const float *qa = k.qa + i * k.R;
+        if (u >= 0 || in_runs) {
+            const run r = u >= 0 ? (run){t->nj, t->nj, 0} : run_of(ctx, t, i);
+            const float c0 = scale * qa[u >= 0 ? u : 0], c1 = scale * qa[K2];
+            for (int64_t j = 0; j < r.a; j++) si[j] += c0;
+            for (int64_t j = r.a; j < r.b; j++) si[j] += scale * qa[r.r0 + j];
+            for (int64_t j = r.b; j < t->nj; j++) si[j] += c1;
+            continue;
+        }
+        for (int64_t j = 0; j < t->nj; j++) si[j] += scale * qa[pair_row(ctx, t, i, j)];
     }
 }
 
@@ -104,15 +144,23 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
     }
     if (t->phase == PE__TILE_PAIRS) {
         const float scale = (float)ctx->cfg->scale;
-        const int64_t u = uniform_row(ctx, t);
+        const int64_t u = uniform_row(ctx, t), K2 = 2 * ctx->cfg->max_rel;
+        const int in_runs = u < 0 && runs(ctx, t);
         for (int64_t i = 0; i < t->ni; i++) {
+            const float *dsi = ds + i * lds;
+            float *g = k.g + i * k.R;
             if (u >= 0) {
-                float sum = 0;
-                for (int64_t j = 0; j < t->nj; j++) sum += ds[i * lds + j];
-                k.g[i * k.R + u] += scale * sum;
+                g[u] += scale * run_sum(dsi, t->nj);
                 continue;
             }
-            for (int64_t j = 0; j < t->nj; j++) k.g[i * k.R + pair_row(ctx, t, i, j)] += scale * ds[i * lds + j];
+            if (in_runs) {
+                const run r = run_of(ctx, t, i);
+                if (r.a) g[0] += scale * run_sum(dsi, r.a);
+                for (int64_t j = r.a; j < r.b; j++) g[r.r0 + j] += scale * dsi[j];
+                if (r.b < t->nj) g[K2] += scale * run_sum(dsi + r.b, t->nj - r.b);
+                continue;
+            }
+            for (int64_t j = 0; j < t->nj; j++) g[pair_row(ctx, t, i, j)] += scale * dsi[j];
         }
         return;
     }
@@ -136,8 +184,21 @@ static void value_mod(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t l
     const int64_t nr = hi - lo + 1;
     float *w = block_of(ctx, t).w; /* (ni, nr) the weight of each row */
     memset(w, 0, sizeof(float) * (size_t)(t->ni * nr));
-    for (int64_t i = 0; i < t->ni; i++)
-        for (int64_t j = 0; j < t->nj; j++) w[i * nr + pair_row(ctx, t, i, j) - lo] += p[i * ldp + j];
+    const int in_runs = nr > 1 && runs(ctx, t);
+    for (int64_t i = 0; i < t->ni; i++) {
+        const float *pi = p + i * ldp;
+        float *wi = w + i * nr - lo;
+        if (nr == 1) {
+            wi[lo] = run_sum(pi, t->nj);
+        } else if (in_runs) {
+            const run r = run_of(ctx, t, i);
+            if (r.a) wi[0] = run_sum(pi, r.a); /* rows 0 and 2K lie in [lo, hi] when read */
+            for (int64_t j = r.a; j < r.b; j++) wi[r.r0 + j] = pi[j];
+            if (r.b < t->nj) wi[2 * K] = run_sum(pi + r.b, t->nj - r.b);
+        } else {
+            for (int64_t j = 0; j < t->nj; j++) wi[pair_row(ctx, t, i, j)] += pi[j];
+        }
+    }
     for (int64_t i = 0; i < t->ni; i++) pe__weighted_rows(o + i * ldo, w + i * nr, 1, nr, rv + lo * D, D, D);
 }
 
@@ -151,19 +212,25 @@ static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, 
         memset(k.w, 0, sizeof(float) * (size_t)(t->ni * k.R));
         t->scratch[0] = 1;
     }
-    const int64_t u = uniform_row(ctx, t);
+    const int64_t u = uniform_row(ctx, t), K2 = 2 * ctx->cfg->max_rel;
+    const int in_runs = u < 0 && runs(ctx, t);
     for (int64_t i = 0; i < t->ni; i++) {
-        if (u >= 0) {
-            const float c = k.dva[i * k.R + u];
-            float sum = 0;
-            for (int64_t j = 0; j < t->nj; j++) dp[i * lddp + j] += c, sum += p[i * ldp + j];
-            k.w[i * k.R + u] += sum;
+        const float *pi = p + i * ldp, *dva = k.dva + i * k.R;
+        float *dpi = dp + i * lddp, *w = k.w + i * k.R;
+        if (u >= 0 || in_runs) {
+            const run r = u >= 0 ? (run){t->nj, t->nj, 0} : run_of(ctx, t, i);
+            const int64_t r_a = u >= 0 ? u : 0;
+            for (int64_t j = 0; j < r.a; j++) dpi[j] += dva[r_a];
+            for (int64_t j = r.a; j < r.b; j++) dpi[j] += dva[r.r0 + j], w[r.r0 + j] += pi[j];
+            for (int64_t j = r.b; j < t->nj; j++) dpi[j] += dva[K2];
+            if (r.a) w[r_a] += run_sum(pi, r.a);
+            if (r.b < t->nj) w[K2] += run_sum(pi + r.b, t->nj - r.b);
             continue;
         }
         for (int64_t j = 0; j < t->nj; j++) {
             const int64_t r = pair_row(ctx, t, i, j);
-            dp[i * lddp + j] += k.dva[i * k.R + r];
-            k.w[i * k.R + r] += p[i * ldp + j];
+            dpi[j] += dva[r];
+            w[r] += pi[j];
         }
     }
 }
