@@ -385,6 +385,9 @@ void pe__table_products(const float *x, int64_t ldx, int64_t n, const float *tt,
 /* y (D) += the sum over x < nc of c[x cs] rows[x ldr ..], in order of x, the zero weights
  * skipped: the axpys of rows into y, with y held in registers across them (relative/offsets.c) */
 void pe__weighted_rows(float *y, const float *c, int64_t cs, int64_t nc, const float *rows, int64_t ldr, int64_t D);
+/* x[0] + ... + x[n - 1], and x . y, in 8 lanes (relative/offsets.c): in order, a chain of adds */
+float pe__lane_sum(const float *x, int64_t n);
+float pe__lane_dot(const float *x, const float *y, int64_t n);
 static inline void pe__config_mark(pe_config *cfg, pe_key k) { cfg->set[k / 64] |= (uint64_t)1 << (k % 64); }
 /* t5's and tupe's fit_length (t5.c) */
 void pe__t5_fit_length(pe_config *cfg, int64_t length);

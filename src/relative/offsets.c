@@ -72,6 +72,24 @@ PE_TILE_SIMD void pe__weighted_rows(float *y, const float *c, int64_t cs, int64_
             if (c[x * cs] != 0.0f) y[d0] += c[x * cs] * rows[x * ldr + d0];
 }
 
+PE_TILE_SIMD float pe__lane_sum(const float *x, int64_t n) {
+    float a[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) a[l] += x[j + l];
+    for (int l = 0; j < n; j++, l++) a[l] += x[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+PE_TILE_SIMD float pe__lane_dot(const float *x, const float *y, int64_t n) {
+    float a[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++) a[l] += x[j + l] * y[j + l];
+    for (int l = 0; j < n; j++, l++) a[l] += x[j] * y[j];
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 void pe__tile_offsets(const pe__ctx *ctx, const pe__tile *t, int sign, int64_t K, int64_t *lo, int64_t *hi) {
     const int64_t *pos = ctx->pos + t->b * ctx->T + t->i0, *kpos = ctx->kpos + t->b * ctx->Tk + t->j0;
     int64_t pmin = pos[0], pmax = pos[0], kmin = kpos[0], kmax = kpos[0];

@@ -75,16 +75,6 @@ static int64_t uniform_row(const pe__ctx *ctx, const pe__tile *t) {
     return lo == hi ? lo + ctx->cfg->max_rel : -1;
 }
 
-/* x[0] + ... + x[n - 1] in 8 lanes (vectorised; a sum in order is a chain of dependent adds) */
-static float run_sum(const float *x, int64_t n) {
-    float a[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int l = 0; l < 8; l++) a[l] += x[j + l];
-    for (int l = 0; j < n; j++, l++) a[l] += x[j];
-    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
 /* A tile on the band whose keys sit at consecutive positions (the usual case) reads, in query
  * row i, table row 0 for keys [0, a), rows K + d0 + j one key each for [a, b) and row 2K for
  * [b, nj), d0 the first key's offset from the query. run_of gives {a, b, K + d0}; runs says
@@ -150,14 +140,14 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
             const float *dsi = ds + i * lds;
             float *g = k.g + i * k.R;
             if (u >= 0) {
-                g[u] += scale * run_sum(dsi, t->nj);
+                g[u] += scale * pe__lane_sum(dsi, t->nj);
                 continue;
             }
             if (in_runs) {
                 const run r = run_of(ctx, t, i);
-                if (r.a) g[0] += scale * run_sum(dsi, r.a);
+                if (r.a) g[0] += scale * pe__lane_sum(dsi, r.a);
                 for (int64_t j = r.a; j < r.b; j++) g[r.r0 + j] += scale * dsi[j];
-                if (r.b < t->nj) g[K2] += scale * run_sum(dsi + r.b, t->nj - r.b);
+                if (r.b < t->nj) g[K2] += scale * pe__lane_sum(dsi + r.b, t->nj - r.b);
                 continue;
             }
             for (int64_t j = 0; j < t->nj; j++) g[pair_row(ctx, t, i, j)] += scale * dsi[j];
@@ -189,12 +179,12 @@ static void value_mod(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t l
         const float *pi = p + i * ldp;
         float *wi = w + i * nr - lo;
         if (nr == 1) {
-            wi[lo] = run_sum(pi, t->nj);
+            wi[lo] = pe__lane_sum(pi, t->nj);
         } else if (in_runs) {
             const run r = run_of(ctx, t, i);
-            if (r.a) wi[0] = run_sum(pi, r.a); /* rows 0 and 2K lie in [lo, hi] when read */
+            if (r.a) wi[0] = pe__lane_sum(pi, r.a); /* rows 0 and 2K lie in [lo, hi] when read */
             for (int64_t j = r.a; j < r.b; j++) wi[r.r0 + j] = pi[j];
-            if (r.b < t->nj) wi[2 * K] = run_sum(pi + r.b, t->nj - r.b);
+            if (r.b < t->nj) wi[2 * K] = pe__lane_sum(pi + r.b, t->nj - r.b);
         } else {
             for (int64_t j = 0; j < t->nj; j++) wi[pair_row(ctx, t, i, j)] += pi[j];
         }
@@ -223,8 +213,8 @@ static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, 
             for (int64_t j = 0; j < r.a; j++) dpi[j] += dva[r_a];
             for (int64_t j = r.a; j < r.b; j++) dpi[j] += dva[r.r0 + j], w[r.r0 + j] += pi[j];
             for (int64_t j = r.b; j < t->nj; j++) dpi[j] += dva[K2];
-            if (r.a) w[r_a] += run_sum(pi, r.a);
-            if (r.b < t->nj) w[K2] += run_sum(pi + r.b, t->nj - r.b);
+            if (r.a) w[r_a] += pe__lane_sum(pi, r.a);
+            if (r.b < t->nj) w[K2] += pe__lane_sum(pi + r.b, t->nj - r.b);
             continue;
         }
         for (int64_t j = 0; j < t->nj; j++) {
