@@ -75,12 +75,13 @@ static int64_t uniform_row(const pe__ctx *ctx, const pe__tile *t) {
     return lo == hi ? lo + ctx->cfg->max_rel : -1;
 }
 
-/* A tile on the band whose keys sit at consecutive positions (the usual case) reads, in query
- * row i, table row 0 for keys [0, a), rows K + d0 + j one key each for [a, b) and row 2K for
- * [b, nj), d0 the first key's offset from the query. run_of gives {a, b, K + d0}; runs says
- * whether the tile has them (else each pair's row is looked up: pair_row). */
+/* Query row i of a tile reads table row ra for keys [0, a), rows r0 + j one key each for
+ * [a, b) and row 2K for [b, nj): off the band (uniform row u) ra = u and a = b = nj; on it, when
+ * its keys sit at consecutive positions (the usual case; runs says whether they do, else each
+ * pair's row is looked up: pair_row), ra = 0 and r0 = K + d0, d0 the first key's offset from
+ * the query. */
 typedef struct run {
-    int64_t a, b, r0;
+    int64_t a, b, r0, ra;
 } run;
 static int runs(const pe__ctx *ctx, const pe__tile *t) {
     const int64_t *kp = ctx->kpos + t->b * ctx->Tk + t->j0;
@@ -88,9 +89,10 @@ static int runs(const pe__ctx *ctx, const pe__tile *t) {
         if (kp[j] != kp[0] + j) return 0;
     return 1;
 }
-static run run_of(const pe__ctx *ctx, const pe__tile *t, int64_t i) {
+static run run_of(const pe__ctx *ctx, const pe__tile *t, int64_t i, int64_t u) {
+    if (u >= 0) return (run){t->nj, t->nj, 0, u};
     const int64_t K = ctx->cfg->max_rel, d0 = ctx->kpos[t->b * ctx->Tk + t->j0] - ctx->pos[t->b * ctx->T + t->i0 + i];
-    run r = {pe__clip(1 - K - d0, 0, t->nj), pe__clip(K - d0, 0, t->nj), K + d0};
+    run r = {pe__clip(1 - K - d0, 0, t->nj), pe__clip(K - d0, 0, t->nj), K + d0, 0};
     r.b = r.b < r.a ? r.a : r.b;
     return r;
 }
@@ -109,8 +111,8 @@ static void score_mod(pe__ctx *ctx, const pe__tile *t, float *s, int64_t lds) {
         float *si = s + i * lds;
         const float *qa = k.qa + i * k.R;
         if (u >= 0 || in_runs) {
-            const run r = u >= 0 ? (run){t->nj, t->nj, 0} : run_of(ctx, t, i);
-            const float c0 = scale * qa[u >= 0 ? u : 0], c1 = scale * qa[K2];
+            const run r = run_of(ctx, t, i, u);
+            const float c0 = scale * qa[r.ra], c1 = scale * qa[K2];
             for (int64_t j = 0; j < r.a; j++) si[j] += c0;
             for (int64_t j = r.a; j < r.b; j++) si[j] += scale * qa[r.r0 + j];
             for (int64_t j = r.b; j < t->nj; j++) si[j] += c1;
@@ -139,13 +141,9 @@ static void score_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *s_i
         for (int64_t i = 0; i < t->ni; i++) {
             const float *dsi = ds + i * lds;
             float *g = k.g + i * k.R;
-            if (u >= 0) {
-                g[u] += scale * pe__lane_sum(dsi, t->nj);
-                continue;
-            }
-            if (in_runs) {
-                const run r = run_of(ctx, t, i);
-                if (r.a) g[0] += scale * pe__lane_sum(dsi, r.a);
+            if (u >= 0 || in_runs) {
+                const run r = run_of(ctx, t, i, u);
+                if (r.a) g[r.ra] += scale * pe__lane_sum(dsi, r.a);
                 for (int64_t j = r.a; j < r.b; j++) g[r.r0 + j] += scale * dsi[j];
                 if (r.b < t->nj) g[K2] += scale * pe__lane_sum(dsi + r.b, t->nj - r.b);
                 continue;
@@ -181,7 +179,7 @@ static void value_mod(pe__ctx *ctx, const pe__tile *t, const float *p, int64_t l
         if (nr == 1) {
             wi[lo] = pe__lane_sum(pi, t->nj);
         } else if (in_runs) {
-            const run r = run_of(ctx, t, i);
+            const run r = run_of(ctx, t, i, -1);
             if (r.a) wi[0] = pe__lane_sum(pi, r.a); /* rows 0 and 2K lie in [lo, hi] when read */
             for (int64_t j = r.a; j < r.b; j++) wi[r.r0 + j] = pi[j];
             if (r.b < t->nj) wi[2 * K] = pe__lane_sum(pi + r.b, t->nj - r.b);
@@ -208,12 +206,11 @@ static void value_mod_backward(pe__ctx *ctx, const pe__tile *t, const float *p, 
         const float *pi = p + i * ldp, *dva = k.dva + i * k.R;
         float *dpi = dp + i * lddp, *w = k.w + i * k.R;
         if (u >= 0 || in_runs) {
-            const run r = u >= 0 ? (run){t->nj, t->nj, 0} : run_of(ctx, t, i);
-            const int64_t r_a = u >= 0 ? u : 0;
-            for (int64_t j = 0; j < r.a; j++) dpi[j] += dva[r_a];
+            const run r = run_of(ctx, t, i, u);
+            for (int64_t j = 0; j < r.a; j++) dpi[j] += dva[r.ra];
             for (int64_t j = r.a; j < r.b; j++) dpi[j] += dva[r.r0 + j], w[r.r0 + j] += pi[j];
             for (int64_t j = r.b; j < t->nj; j++) dpi[j] += dva[K2];
-            if (r.a) w[r_a] += pe__lane_sum(pi, r.a);
+            if (r.a) w[r.ra] += pe__lane_sum(pi, r.a);
             if (r.b < t->nj) w[K2] += pe__lane_sum(pi + r.b, t->nj - r.b);
             continue;
         }
