@@ -54,11 +54,13 @@ IO_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(IO_SRC))
 CLI_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 TRAIN_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(TRAIN_SRC))
 
-PY := /usr/bin/python3
+# every Python of the build and tests: the project's pinned environment (scripts/deps.sh makes it)
+PY := $(abspath .venv/bin/python)
 
-.PHONY: all run demo compare results results-shard results-merge readme plots deps test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
+.PHONY: all run demo compare results results-shard results-merge readme plots deps venv test unit cli-test conformance reference python-test asan valgrind fuzz fuzz-coverage fixtures install clean bench bench-readme
 
-# run: the README's first command: Debian packages, the build, then the default comparison
+# run: the README's first command: Debian packages, the build, then the default comparison (C
+# only: it needs no Python environment)
 run: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory compare
@@ -106,8 +108,11 @@ plots: $(BUILD)/posenc
 	$(BUILD)/posenc plot attention --checkpoint $(BUILD)/plots_alibi.safetensors --layer 1 --input "let vupo be 4812. vupo is 4812." --size 900x900 -o $(PLOTS)/attention_alibi_trained.png
 	$(BUILD)/posenc analyze -o $(PLOTS)/analyze.csv
 
-# deps: install the Debian packages the build and tests need (only those missing)
+# deps: install the Debian packages the build and tests need (only those missing); venv: those and
+# the pinned Python environment .venv (python/requirements.txt) that the tests run in
 deps:
+	@bash scripts/deps.sh --no-venv
+venv:
 	@bash scripts/deps.sh
 
 # all: libposenc.a, libposenc.so, the posenc tool and the unit tests
@@ -181,9 +186,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(HARNESS) $(BUILD)/libposenc_io.a $(BUILD)/lib
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -o $@ $< $(HARNESS) $(BUILD)/libposenc_io.a $(BUILD)/libposenc.a -lcmocka $(LDLIBS)
 
-# test: unit tests, CLI tests, the public conformance cases, the reference's own check, then
-# unit and CLI tests again under ASan+UBSan
-test: all
+# test: Debian's packages and the Python environment (scripts/deps.sh: only what is missing), the
+# build, unit tests, CLI tests, the public conformance cases, the reference's own check, the
+# Python package's tests, then unit and CLI tests again under ASan+UBSan
+test:
+	@bash scripts/deps.sh
+	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory unit cli-test conformance reference python-test
 	@$(MAKE) --no-print-directory asan
 
@@ -316,7 +324,7 @@ fuzz-coverage:
 valgrind: $(TESTS)
 	@set -e; for t in $(TESTS); do POSENC_FIXTURES=tests/fixtures valgrind -q --error-exitcode=1 --leak-check=full --suppressions=tests/valgrind.supp $$t; done
 
-# fixtures: regenerate tests/fixtures with the PyTorch references (python3-torch), the
+# fixtures: regenerate tests/fixtures with the PyTorch references (.venv's torch), the
 # trainer's model included (tests/fixtures/train)
 fixtures:
 	$(PY) tests/ref/make_fixtures.py tests/fixtures

@@ -126,7 +126,8 @@ int cli_bench(int argc, char **argv) {
     const int torch_wanted = o.torch; /* the train section starts its own */
     if (o.torch && (want(&o, "rope") || want(&o, "attn") || want(&o, "decode"))) {
         o.torch = torch_start(&tp, o.torch_path, nth);
-        if (!o.torch) fprintf(stderr, "posenc: bench: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n", o.torch_path);
+        if (!o.torch) fprintf(stderr, "posenc: bench: no PyTorch (%s with %s and torch: scripts/deps.sh makes .venv): its columns stay empty\n",
+                                 o.torch_path, torch_python());
     } else
         o.torch = 0;
     const char *wait = getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset";

@@ -54,6 +54,7 @@ typedef struct torchp {
     pid_t pid;
     char info[256];
 } torchp;
+const char *torch_python(void); /* $POSENC_PYTHON or .venv/bin/python */
 int torch_start(torchp *tp, const char *script, int threads);
 /* Sends one request; fills up to nv numbers of the "ok ..." answer, returns how many (-1: error). */
 int torch_ask(torchp *tp, const char *req, double *v, int nv);

@@ -65,8 +65,8 @@ int bench_train(const bopts *o, trow *rows, int *nrows, char *info, size_t ninfo
     torchp tp = {0};
     int torch = o->torch && torch_start(&tp, o->torch_train_path, th);
     if (o->torch && !torch)
-        fprintf(stderr, "posenc: bench: train: no PyTorch (%s with /usr/bin/python3 and torch): its columns stay empty\n",
-                o->torch_train_path);
+        fprintf(stderr, "posenc: bench: train: no PyTorch (%s with %s and torch: scripts/deps.sh makes .venv): its columns "
+                "stay empty\n", o->torch_train_path, torch_python());
     snprintf(info, ninfo, "%s", torch ? tp.info : "not run");
 #ifdef _OPENMP
     const int omp_before = omp_get_max_threads();

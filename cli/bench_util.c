@@ -90,9 +90,17 @@ float *bench_rand(int64_t n, uint64_t seed) {
 
 /* ---- PyTorch, a coprocess answering one request per line (bench/torch_bench.py) ---------- */
 
+/* The Python that runs the PyTorch side: $POSENC_PYTHON, else the project's environment (.venv,
+ * made by scripts/deps.sh) beside the scripts, as the bench runs from the repository root. */
+const char *torch_python(void) {
+    const char *py = getenv("POSENC_PYTHON");
+    return py && *py ? py : ".venv/bin/python";
+}
+
 int torch_start(torchp *tp, const char *script, int threads) {
     memset(tp, 0, sizeof *tp);
-    if (access("/usr/bin/python3", X_OK) || access(script, R_OK)) return 0;
+    const char *py = torch_python();
+    if (access(py, X_OK) || access(script, R_OK)) return 0;
     int in[2], out[2];
     if (pipe(in) || pipe(out)) return 0;
     fflush(NULL);
@@ -104,7 +112,7 @@ int torch_start(torchp *tp, const char *script, int threads) {
         setenv("OPENBLAS_NUM_THREADS", th, 1); /* torch sizes its own pools, not OpenBLAS's */
         dup2(in[0], 0), dup2(out[1], 1);
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-        execl("/usr/bin/python3", "python3", script, "--serve", "--threads", th, (char *)NULL);
+        execl(py, py, script, "--serve", "--threads", th, (char *)NULL);
         _exit(127);
     }
     close(in[0]), close(out[1]);

@@ -271,9 +271,9 @@ static const arg_opt BENCH_OPTS[] = {
         .help = "longest length the reference path runs"),
     OPT(bench_args, "torch-max-length", torch_max_length, ARG_INT, .alias = "torch-max-T", .meta = "N", .lo = 0,
         .hi = 1 << 20, .help = "longest length PyTorch runs"),
-    OPT(bench_args, "torch", torch, ARG_STR, .meta = "FILE", .help = "the PyTorch side (run with /usr/bin/python3)"),
+    OPT(bench_args, "torch", torch, ARG_STR, .meta = "FILE", .help = "the PyTorch side (run with $POSENC_PYTHON, else .venv/bin/python)"),
     OPT(bench_args, "torch-train", torch_train, ARG_STR, .meta = "FILE",
-        .help = "the PyTorch side of the train section (run with /usr/bin/python3)"),
+        .help = "the PyTorch side of the train section (run as --torch)"),
     OPT(bench_args, "quick", quick, ARG_FLAG,
         .help = "a smoke run of every section on small shapes (lengths 64,256, 1 repetition; seconds in all)"),
     OPT(bench_args, "readme", readme, ARG_EDIT, .meta = "FILE",
@@ -285,7 +285,7 @@ const arg_cmd ARGS_BENCH = CMD("bench", bench_args, .opts = BENCH_OPTS,
              "  rope      RoPE on q, k [4096, 32 heads, 128] (both layouts) against a copy of the same bytes\n"
              "  attn      attention layer forward and backward, H=8, D=64, for each --length, method and\n"
              "            --causal: fused path vs reference path (up to --ref-max-length) vs PyTorch eager\n"
-             "            (bench/torch_bench.py via /usr/bin/python3, up to --torch-max-length), peak memory;\n"
+             "            (bench/torch_bench.py via .venv/bin/python, up to --torch-max-length), peak memory;\n"
              "            the time of causal over full attention per method and length\n"
              "  core      the projected form alone (q, k, v; no projections), fused path, forward and\n"
              "            backward per --length, method and --causal, GFLOP/s\n"
@@ -298,7 +298,7 @@ const arg_cmd ARGS_BENCH = CMD("bench", bench_args, .opts = BENCH_OPTS,
              "            against one document of T and against one call per document\n"
              "  train     posenc train's model (2 layers x 64 wide, 4 heads, length 64, batch 4 and 32) for\n"
              "            of --methods, tokens/s of the C trainer against the same model in PyTorch eager\n"
-             "            (bench/torch_train.py via /usr/bin/python3), one thread each, alternating rounds");
+             "            (bench/torch_train.py via .venv/bin/python), one thread each, alternating rounds");
 
 /* ---- plot ------------------------------------------------------------------------------------ */
 static void init_plot_args(void *p) {

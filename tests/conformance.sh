@@ -4,7 +4,8 @@
 #   bash tests/conformance.sh build/posenc tests/conformance/cases
 set -uo pipefail
 bin=$1 cases=$2
-py=/usr/bin/python3
+# the project's Python environment (scripts/deps.sh), or POSENC_PYTHON
+py=${POSENC_PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 check="$(dirname "$cases")/check.py"
 passed=0 failed=0
 for m in $("$bin" methods | awk 'NR > 1 {print $1}'); do

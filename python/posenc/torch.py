@@ -25,7 +25,7 @@ gradients returned in float64, but computed in float32 (torch.autograd.gradcheck
 float64 tolerances will not pass; compare with float32 tolerances, as tests/python does).
 Attention (on x) and attention() are the operators torch.ops.posenc.layer and .attention
 (torch.library): torch.jit.trace records each call as one node, which recomputes on new inputs
-with its gradients; torch.compile is PyTorch 2's (Debian's 1.13 has none), scripting is refused.
+with its gradients; scripting is refused.
 
 Initialisation (each method's reference, as the library describes it in pe_param_spec.init, the
 one description the trainer draws from too; projections as torch.nn.Linear):
@@ -108,6 +108,10 @@ def attention(q, k, v, method, positions=None, key_positions=None, attn_mask=Non
     if k.dim() != q.dim() or v.shape != k.shape or k.shape[-1] != q.shape[-1]:
         raise ValueError(f"k, v: shapes {list(k.shape)}, {list(v.shape)} do not match q {list(q.shape)}")
     H, D, Hkv = int(q.shape[-3]), int(q.shape[-1]), int(k.shape[-3])  # int: a trace's sizes are tensors
+    for n, have in (("heads", H), ("kv_heads", Hkv)):  # the shapes say them: a key may repeat, not contradict
+        if n in keys and str(keys[n]) != str(have):
+            raise ValueError(f"{n}={keys[n]} does not match the tensors' {have} ({'q' if n == 'heads' else 'k, v'} "
+                             f"{list((q if n == 'heads' else k).shape)})")
     settings = {"method": method, "heads": H, "causal": causal, **keys}
     if Hkv != H:
         settings["kv_heads"] = Hkv
@@ -588,3 +592,6 @@ class ComplexEmbedding(Encoding):
 
 
 from posenc._torch_hf import from_hf  # noqa: E402 (it builds an Attention, defined above)
+import sys as _sys  # noqa: E402
+from posenc import _torch_hf as hf  # noqa: E402  posenc.torch.hf.patch: posenc in a transformers model
+_sys.modules[__name__ + ".hf"] = hf

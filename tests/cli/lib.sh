@@ -5,8 +5,9 @@ set -u
 _name=${1:?lib.sh: the test name}
 POSENC=${2:?usage: bash tests/cli/test_$_name.sh PATH/TO/posenc}
 case "$POSENC" in /*) ;; *) POSENC="$PWD/$POSENC" ;; esac
-PY=/usr/bin/python3
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# the project's Python environment (scripts/deps.sh), or POSENC_PYTHON
+PY=${POSENC_PYTHON:-$(cd "$HERE/../.." && pwd)/.venv/bin/python}
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok - $1"; }
@@ -14,7 +15,7 @@ not_ok() { failed=$((failed + 1)); echo "not ok - $1"; [ $# -gt 1 ] && printf '%
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit $?; }
 # bail: a precondition failed, so nothing else can run
 bail() { echo "not ok - $1"; echo "0 passed, 1 failed"; exit 1; }
-need_numpy() { "$PY" -c 'import numpy' 2>/dev/null || bail "$PY has no numpy"; }
+need_numpy() { "$PY" -c 'import numpy' 2>/dev/null || bail "$PY has no numpy (scripts/deps.sh makes .venv)"; }
 
 # a batch job's variables would make every compare of a test a shard (cli/compare_shard.c)
 unset SLURM_ARRAY_TASK_ID SLURM_ARRAY_TASK_COUNT SLURM_ARRAY_TASK_MIN SLURM_ARRAY_TASK_STEP \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CLI tests of `posenc bench`, kept to seconds: the train section with a few steps, without
-# Python (--no-torch) and, where /usr/bin/python3 has torch, against bench/torch_train.py
+# Python (--no-torch) and, where .venv has torch, against bench/torch_train.py
 # (the same parameter count on both sides, a ratio per row); torch_train.py alone prints one
 # JSON line; the attn section prints its causal / full table; bad options exit 2.
 #   usage: bash tests/cli/test_bench.sh PATH/TO/posenc
@@ -112,7 +112,7 @@ if "$PY" -c 'import torch' 2>/dev/null; then
     same=$(awk -F'|' '$2 ~ /^ (rope|t5) $/ { split($4, n, " / "); if (n[1] + 0 > 0 && n[1] + 0 == n[2] + 0 && $8 ~ /[0-9.]+x/) k++ }
                       END { print k + 0 }' "$WORK/p.out")
     if [ "$same" = 4 ]; then ok "train: same parameter count and a ratio in 4 rows"; else not_ok "train: same parameter count and a ratio in 4 rows" "$(cat "$WORK/p.out" "$WORK/p.err")"; fi
-    if grep -q 'PyTorch: torch [0-9.a-z]* threads 1 blas ' "$WORK/p.out"; then ok "train: PyTorch runs 1 thread"
+    if grep -q 'PyTorch: torch [0-9.a-z+]* threads 1 blas ' "$WORK/p.out"; then ok "train: PyTorch runs 1 thread"
     else not_ok "train: PyTorch runs 1 thread" "$(grep 'PyTorch' "$WORK/p.out")"; fi
     json=$("$PY" "$SCRIPT" --method t5 --steps 2 --warmup-steps 1 --threads 1 2> "$WORK/j.err")
     if printf '%s' "$json" | "$PY" -c 'import json, sys; d = json.load(sys.stdin); sys.exit(not (d["tokens_per_s"] > 0 and d["params"] == 102592 and d["steps"] == 2))'; then

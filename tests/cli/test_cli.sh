@@ -3,7 +3,7 @@
 # overrides the metadata, and every bad input exits 2 with exactly one stderr line
 # "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_cli.sh PATH/TO/posenc
-# Needs /usr/bin/python3 with numpy; the case files are written here by an inline writer.
+# Needs the project's Python (.venv, scripts/deps.sh) with numpy; the case files are written here by an inline writer.
 . "$(dirname "$0")/lib.sh" cli "${1:-}"
 need_numpy
 

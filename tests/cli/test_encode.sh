@@ -3,7 +3,7 @@
 # formula (float64), the positions and metadata written beside it, and every bad input exits 2
 # with exactly one stderr line "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_encode.sh PATH/TO/posenc
-# Needs /usr/bin/python3 with numpy.
+# Needs the project's Python (.venv, scripts/deps.sh) with numpy.
 . "$(dirname "$0")/lib.sh" encode "${1:-}"
 need_numpy
 

@@ -125,7 +125,7 @@ d1=$("$POSENC" hf-config "$HF/falcon_40b.json" | tail -n +3); d2=$("$POSENC" hf-
 [ "$d1" = "$d2" ] && ok "falcon 40b: the published config and its conversion print one table" ||
     not_ok "falcon 40b: the published config and its conversion print one table"
 # Phi-4-mini's LongRoPE: one factor per rotated pair (48 of the 96 rotated dims)
-python3 - "$HF/phi4_mini.json" "$WORK" <<'PY'
+"$PY" - "$HF/phi4_mini.json" "$WORK" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c.update(max_position_embeddings=131072, original_max_position_embeddings=4096)

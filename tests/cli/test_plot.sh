@@ -6,10 +6,10 @@
 # plots, and the trained encodings of learned, floater, complex; every bad input exits 2
 # with exactly one stderr line "posenc: ..." and no output file.
 #   usage: bash tests/cli/test_plot.sh PATH/TO/posenc
-# Needs /usr/bin/python3 with numpy and PIL (Debian: python3-pil).
+# Needs the project's Python (.venv, scripts/deps.sh) with numpy and PIL.
 . "$(dirname "$0")/lib.sh" plot "${1:-}"
 ROOT=$(cd "$HERE/../.." && pwd)
-"$PY" -c 'import numpy, PIL' 2>/dev/null || bail "$PY has no numpy or PIL (python3-pil)"
+"$PY" -c 'import numpy, PIL' 2>/dev/null || bail "$PY has no numpy or PIL (scripts/deps.sh makes .venv)"
 
 # the PNG check: size W x H, not blank: >= 5% pixels not white and >= 8 distinct colours
 cat > "$WORK/png.py" <<'EOF'

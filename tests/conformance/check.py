@@ -21,13 +21,13 @@ import tempfile
 
 try:
     import numpy as np
-except ImportError:  # e.g. a pyenv python3 first on PATH; Debian's python3-numpy serves /usr/bin/python3
-    _alt = "/usr/bin/python3"
+except ImportError:  # a python3 without numpy first on PATH: the repository's .venv has it
+    _alt = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".venv", "bin", "python")
     if (os.access(_alt, os.X_OK) and os.path.realpath(sys.executable) != os.path.realpath(_alt)
             and not os.environ.get("POSENC_CHECK_REEXEC")):
         os.environ["POSENC_CHECK_REEXEC"] = "1"
         os.execv(_alt, [_alt, os.path.abspath(__file__)] + sys.argv[1:])
-    sys.exit("check.py needs numpy: apt-get install -y python3-numpy, then run it with /usr/bin/python3")
+    sys.exit("check.py needs numpy: run scripts/deps.sh (it makes .venv), then .venv/bin/python check.py ...")
 
 ATOL = 1e-4
 RTOL = 1e-4

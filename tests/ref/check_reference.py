@@ -3,7 +3,7 @@
 conformance cases by default), so the fixtures it writes rest on more than one reading of the
 spec. Cases of methods without an m_<name>.py are skipped.
 
-    /usr/bin/python3 tests/ref/check_reference.py [CASE_DIR]
+    .venv/bin/python tests/ref/check_reference.py [CASE_DIR]
 """
 import glob
 import os

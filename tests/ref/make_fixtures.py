@@ -4,7 +4,7 @@ edge-case variants below plus the module's own CASES, each as NAME.safetensors (
 settings, the conformance format) and NAME.expected.safetensors (the float64 reference,
 stored as F32).
 
-    /usr/bin/python3 tests/ref/make_fixtures.py tests/fixtures [METHOD ...]
+    .venv/bin/python tests/ref/make_fixtures.py tests/fixtures [METHOD ...]
 """
 import glob
 import json

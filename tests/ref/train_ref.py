@@ -15,7 +15,7 @@ residual stream (its ln_1 is unused); blocks 1.. run `none`. A case with memory 
 also stores `mems`, each layer's attention input (after ln_1) of a previous segment, read as
 Transformer-XL's [mems; h] (the trainer's segment recurrence). Names follow train/model.h.
 
-    /usr/bin/python3 tests/ref/train_ref.py tests/fixtures/train
+    .venv/bin/python tests/ref/train_ref.py tests/fixtures/train
 """
 import math
 import os

@@ -68,11 +68,20 @@ pe_status pe_test_config(const char *settings, pe_config *cfg, pe_err *err) {
 double pe_test_fd_element(float *x, double ana, float h, double (*loss)(void *), void *ctx,
                           double worst, const char *label, const char *name, int64_t e) {
     const float keep = *x, steps[4] = {-2, -1, 1, 2};
-    double f[4];
-    for (int s = 0; s < 4; s++) *x = keep + steps[s] * h, f[s] = loss(ctx);
-    *x = keep;
-    double num = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * h);
-    double ratio = fabs(num - ana) / (2e-3 + 1e-2 * fabs(ana));
+    double num = 0, ratio = INFINITY;
+    /* A kink within 2h of x (a ReLU of FIRE's MLP whose input crosses 0, a clamp) throws the
+     * difference off by a share of the step, and the rounding of another CPU's kernels moves the
+     * kinks: where the step h disagrees, h / 4 is tried too (a wrong backward stays wrong at any
+     * step; a kink's error shrinks with it), and the closer of the two counts. */
+    for (int k = 0; k < 2 && ratio > 1; k++) {
+        const float hk = k ? h / 4 : h;
+        double f[4];
+        for (int s = 0; s < 4; s++) *x = keep + steps[s] * hk, f[s] = loss(ctx);
+        *x = keep;
+        const double nk = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12.0 * hk);
+        const double rk = fabs(nk - ana) / (2e-3 + 1e-2 * fabs(ana));
+        if (rk < ratio) ratio = rk, num = nk;
+    }
     if (ratio > 1 && worst <= 1)
         fprintf(stderr, "  %s: d%s[%lld]: backward %.6g, finite difference %.6g\n", label, name, (long long)e,
                 ana, num);
