@@ -278,11 +278,6 @@ def _attention_modules(model):
     return out
 
 
-def _config_dict(config):
-    d = config.to_dict()
-    return d
-
-
 def patch(model, method=None, optional=(), **keys):
     """Makes posenc the attention, positional scheme included, of every attention layer of a
     transformers model, and returns the model.
@@ -311,6 +306,7 @@ def patch(model, method=None, optional=(), **keys):
     import torch.nn as nn
 
     import posenc.torch as pt
+    from posenc._torch_fn import _text_settings
 
     _register()
     cfg = model.config
@@ -319,7 +315,7 @@ def patch(model, method=None, optional=(), **keys):
     if not mods:
         raise ValueError(f"{type(model).__name__}: no attention module (HF's *Attention with a layer_idx) was found")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(_config_dict(cfg), f, default=str)
+        json.dump(cfg.to_dict(), f, default=str)
     try:
         for layer, m in mods:
             settings, info = _lib.hf_layer_settings(f.name, layer)
@@ -353,10 +349,8 @@ def patch(model, method=None, optional=(), **keys):
                 tensors["sinks"] = "sinks"
             if method is not None:
                 holder = pt._MethodTensors()
-                spec = {k: v for k, v in chosen.items()}
-                H = int(chosen["heads"])
-                D = int(info["head_dim"])
-                holder._make_tensors(_text_settings(spec), H * D, H, None, optional)
+                H, D = int(chosen["heads"]), int(info["head_dim"])
+                holder._make_tensors(_text_settings(chosen, {}), H * D, H, None, optional)
                 for n in holder.tensor_names:
                     p = nn.Parameter(getattr(holder, n).detach().clone())
                     m.register_parameter("posenc_" + n, p)
@@ -367,10 +361,9 @@ def patch(model, method=None, optional=(), **keys):
                 for n in ("short_factor", "long_factor"):
                     m.register_buffer("posenc_" + n, torch.tensor(rs[n], dtype=torch.float32), persistent=False)
                     tensors[n] = "posenc_" + n
-            chosen.pop("method_unused", None)
-            m._posenc = _Plan(chosen, int(info["window"]) if info["layer_type"] == "sliding_attention" or
-                              (info["window"] and info["layer_type"] != "full_attention") else 0,
-                              tensors, layer, fam)
+            # a window on every layer that is not full (chunked layers are refused above)
+            window = int(info["window"]) if info["layer_type"] != "full_attention" else 0
+            m._posenc = _Plan(chosen, window, tensors, layer, fam)
             modeling = sys.modules[type(m).__module__]
             skip = _SKIPS.setdefault(modeling.__name__, _SkipRotation(modeling))
             if not getattr(m, "_posenc_wrapped", False):
@@ -392,8 +385,3 @@ def patch(model, method=None, optional=(), **keys):
     for c in {id(cfg): cfg, id(text_cfg): text_cfg}.values():
         c._attn_implementation = _IMPLEMENTATION
     return model
-
-
-def _text_settings(s):
-    from posenc._torch_fn import _text_settings as ts
-    return ts(s, {})

@@ -35,21 +35,5 @@ def model(model_type, seed=0):
     return AutoModelForCausalLM.from_config(config(model_type), attn_implementation="eager").float().eval()
 
 
-def attention_outputs(model, ids, position_ids):
-    """The logits and each attention module's output (after its output projection) for one
-    forward."""
-    outs = []
-    hooks = [m.register_forward_hook(lambda mod, inp, out: outs.append(out[0].detach().clone()))
-             for _, m in model.named_modules()
-             if type(m).__name__.endswith("Attention") and isinstance(getattr(m, "layer_idx", None), int)]
-    try:
-        with torch.no_grad():
-            logits = model(ids, position_ids=position_ids).logits
-    finally:
-        for h in hooks:
-            h.remove()
-    return logits, outs
-
-
 def copy_model(model):
     return copy.deepcopy(model)

@@ -31,8 +31,7 @@ def tolerance(offset):
 
 
 def _attention_modules(model):
-    return [m for _, m in model.named_modules()
-            if type(m).__name__.endswith("Attention") and isinstance(getattr(m, "layer_idx", None), int)]
+    return [m for _, m in pt.hf._attention_modules(model)]
 
 
 def _record(model, ids, pos):
